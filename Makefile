@@ -1,0 +1,55 @@
+# zoo: `make train` runs the main job, `make test` runs every package's tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TPU_VENV := .venv-tpu
+PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked packages/zoo-layers models/zoo-models training/zoo-train
+PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+STAMP := $(VENV)/.installed
+TPU_STAMP := $(TPU_VENV)/.installed
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: install test lint format train bench bench-quick wheels clean \
+	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration
+
+install: $(STAMP) $(TPU_STAMP)
+
+# The main environment: CPU jax, every zoo package editable, test tools. Re-runs when a pin or a
+# package definition changes.
+$(STAMP): constraints.txt requirements-dev.txt $(PYPROJECTS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt hatchling editables
+	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
+	@touch $@
+
+# A separate environment with libtpu, used only to compile the TPU kernel for real TPU
+# generations (compile-only topologies); the main .venv stays CPU-only.
+$(TPU_STAMP): constraints.txt kernels/flash-tpu/pyproject.toml packages/zoo-attention/pyproject.toml
+	@test -x $(TPU_VENV)/bin/python || $(PYTHON) -m venv $(TPU_VENV)
+	$(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q install -c constraints.txt "jax[tpu]" numpy hatchling editables
+	$(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation \
+		-e packages/zoo-attention -e kernels/flash-tpu
+	@touch $@
+
+test: install
+	$(BIN)/python scripts/run_tests.py
+
+test-attention: install ; $(BIN)/python scripts/run_tests.py zoo-attention
+test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
+test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
+test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
+test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models
+test-train: install ; $(BIN)/python scripts/run_tests.py zoo-train
+test-integration: install ; $(BIN)/python scripts/run_tests.py integration
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) $(TPU_VENV) dist .test-reports

@@ -1,0 +1,69 @@
+"""``dot_product_attention``: the one entry point models call."""
+
+from __future__ import annotations
+
+import jax
+
+from ._registry import get_kernel
+from ._resolve import resolve
+from ._spec import make_spec
+
+# int [B, T], or (q_ids [B, T], kv_ids [B, S])
+SegmentIds = jax.Array | tuple[jax.Array, jax.Array]
+
+
+def scope_name(kernel: str, version: str) -> str:
+    """The ``jax.named_scope`` a kernel call runs in, visible in profiles and HLO metadata."""
+    return f"zoo_attention.{kernel}-{version}"
+
+
+def dot_product_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    segment_ids: SegmentIds | None = None,
+    local_window_size: int | tuple[int, int] | None = None,
+    logits_soft_cap: float | None = None,
+    implementation: str | None = None,
+) -> jax.Array:
+    """Scaled dot-product attention through the best available kernel.
+
+    Args:
+        query: ``[B, T, N, H]``.
+        key: ``[B, S, K, H]`` with ``N % K == 0`` (grouped-query / multi-query attention:
+            query head ``n`` uses key/value head ``n // (N // K)``).
+        value: ``[B, S, K, H]``.
+        scale: multiplies the logits; default ``1 / sqrt(H)``.
+        is_causal: top-left aligned causal mask, query ``i`` sees keys ``j <= i``.
+        segment_ids: int ``[B, T]`` shared by queries and keys (needs ``T == S``), or a pair
+            ``(q_ids [B, T], kv_ids [B, S])``; a query sees only keys with an equal id.
+        local_window_size: ``w`` or ``(left, right)``: query ``i`` sees keys in
+            ``[i - left, i + right]``.
+        logits_soft_cap: ``c``: logits become ``c * tanh(logits / c)`` before masking.
+        implementation: a kernel name (``"xla"``, ``"flash_tpu"``, ``"chunked"``, …); ``None``
+            uses ``ZOO_ATTENTION`` if set, else the platform's default order.
+
+    Returns:
+        ``[B, T, N, H]`` in the dtype of ``query``. A query that sees no key gives zeros.
+
+    Raises:
+        ValueError: a bad argument (naming it and the shapes), an unknown kernel name, or a
+            named kernel that cannot serve the call (with its reason).
+    """
+    spec, ids = make_spec(
+        query,
+        key,
+        value,
+        scale=scale,
+        is_causal=is_causal,
+        segment_ids=segment_ids,
+        local_window_size=local_window_size,
+        logits_soft_cap=logits_soft_cap,
+    )
+    resolution = resolve(spec, implementation)
+    kernel = get_kernel(resolution.kernel)
+    with jax.named_scope(scope_name(kernel.name, kernel.version)):
+        return kernel(query, key, value, ids, spec)

@@ -1,0 +1,126 @@
+"""``zoo-attention``: list the installed kernels, or run the conformance suite against one.
+
+zoo-attention kernels          # name, version, contract, platforms, can it serve here
+zoo-attention verify NAME      # the conformance cases on this machine, as a pass/fail table
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+
+from ._registry import kernels, refused_kernels
+from ._spec import AttentionSpec, make_spec
+
+
+def _probe_spec(dtype: str = "bfloat16") -> AttentionSpec:
+    """A typical training call on this machine, used to ask each kernel whether it serves here."""
+    q = jax.ShapeDtypeStruct((1, 1024, 8, 128), jnp.dtype(dtype))
+    kv = jax.ShapeDtypeStruct((1, 1024, 8, 128), jnp.dtype(dtype))
+    spec, _ = make_spec(q, kv, kv, is_causal=True)
+    return spec
+
+
+def kernel_rows() -> list[dict[str, str]]:
+    """One row per installed kernel (refused ones included) for listings."""
+    spec = _probe_spec()
+    rows = []
+    for name, kernel in sorted(kernels().items()):
+        reason = kernel.check(spec)
+        rows.append(
+            {
+                "name": name,
+                "version": kernel.version,
+                "contract": kernel.contract_version,
+                "platforms": ",".join(kernel.platforms),
+                "serves here": "yes" if reason is None else f"no: {reason}",
+            }
+        )
+    for refused in refused_kernels():
+        rows.append(
+            {
+                "name": refused.name,
+                "version": refused.version,
+                "contract": "?",
+                "platforms": "",
+                "serves here": f"refused: {refused.reason}",
+            }
+        )
+    return rows
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    """Plain fixed-width table; the first row's keys are the header."""
+    if not rows:
+        return "(none)"
+    cols = list(rows[0])
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(widths[c]) for c in cols).rstrip()]
+    lines.append("  ".join("-" * widths[c] for c in cols))
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in cols).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def verify(name: str) -> tuple[list[dict[str, str]], int]:
+    """Run every conformance case against kernel ``name``; return table rows and failure count."""
+    from .testing import CASES, named_scope_failures, run_case
+
+    rows, failed = [], 0
+    for case in CASES:
+        start = time.perf_counter()
+        try:
+            failures = run_case(name, case)
+        except Exception as err:  # a crash is a failure of the case, reported as such
+            failures = [f"[{case.name}] raised {type(err).__name__}: {err}"]
+        failed += bool(failures)
+        rows.append(
+            {
+                "case": case.name,
+                "result": "FAIL" if failures else "pass",
+                "seconds": f"{time.perf_counter() - start:.2f}",
+                "detail": failures[0] if failures else "",
+            }
+        )
+    scope = named_scope_failures(name)
+    failed += bool(scope)
+    rows.append(
+        {
+            "case": "named-scope",
+            "result": "FAIL" if scope else "pass",
+            "seconds": "",
+            "detail": "; ".join(scope),
+        }
+    )
+    return rows, failed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="zoo-attention", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("kernels", help="list installed attention kernels")
+    ver = sub.add_parser("verify", help="run the conformance suite against one kernel")
+    ver.add_argument("name")
+    args = parser.parse_args(argv)
+    if args.command == "kernels":
+        print(f"backend: {jax.default_backend()}")
+        print(format_table(kernel_rows()))
+        return 0
+    if args.name not in kernels():
+        print(
+            f"zoo-attention: unknown kernel {args.name!r}; installed: {', '.join(sorted(kernels()))}.",
+            file=sys.stderr,
+        )
+        return 2
+    rows, failed = verify(args.name)
+    print(format_table(rows))
+    print(f"{len(rows) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

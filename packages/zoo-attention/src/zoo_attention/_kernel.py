@@ -1,0 +1,72 @@
+"""The kernel interface every attention implementation provides."""
+
+from __future__ import annotations
+
+import abc
+from typing import ClassVar
+
+import jax
+
+from ._spec import AttentionSpec
+
+#: The contract this package defines. Its major number is this package's major version.
+CONTRACT_VERSION = "1.0"
+
+
+class AttentionKernel(abc.ABC):
+    """One attention implementation behind the contract.
+
+    A kernel package exposes an instance through the entry-point group
+    ``zoo.attention_kernels``; the registry fills in ``version`` from the distribution's
+    metadata when the kernel does not set it.
+
+    Attributes:
+        name: the name users pass as ``implementation=`` and in ``ZOO_ATTENTION``.
+        version: the version of the distribution that ships the kernel.
+        contract_version: the contract version (``"MAJOR.MINOR"``) the kernel implements.
+        platforms: JAX backends the kernel is meant for (``"cpu"``, ``"gpu"``, ``"tpu"``).
+        priority: place in the default order on those platforms; higher is tried first.
+    """
+
+    name: ClassVar[str]
+    contract_version: ClassVar[str] = CONTRACT_VERSION
+    priority: ClassVar[int] = 0
+    version: str = "0+unknown"
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """JAX backends this kernel serves by default."""
+        return ("cpu", "gpu", "tpu")
+
+    @abc.abstractmethod
+    def check(self, spec: AttentionSpec) -> str | None:
+        """Return ``None`` if the kernel can serve ``spec``, else one sentence saying why not.
+
+        Runs before tracing, so it may only look at the spec and the environment.
+        """
+
+    @abc.abstractmethod
+    def __call__(
+        self,
+        query: jax.Array,
+        key: jax.Array,
+        value: jax.Array,
+        segment_ids: tuple[jax.Array, jax.Array] | None,
+        spec: AttentionSpec,
+    ) -> jax.Array:
+        """Compute attention for a call already validated into ``spec``.
+
+        Args:
+            query: ``[B, T, N, H]``.
+            key: ``[B, S, K, H]``.
+            value: ``[B, S, K, H]``.
+            segment_ids: ``None`` or ``(q_ids [B, T], kv_ids [B, S])`` as int32.
+            spec: the static description of the call; ``spec.scale`` is already resolved.
+
+        Returns:
+            ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
+        """
+
+    def describe(self) -> str:
+        """``name version`` as shown in logs, scopes and checkpoints."""
+        return f"{self.name} {self.version}"

@@ -1,0 +1,22 @@
+"""zoo_attention.testing: the conformance suite and the float64 reference.
+
+A kernel package checks itself with::
+
+    from zoo_attention.testing import ConformanceSuite
+
+    class TestConformance(ConformanceSuite):
+        implementation = "my_kernel"
+"""
+
+from ._bad_inputs import BadInput as BadInput
+from ._bad_inputs import bad_inputs as bad_inputs
+from ._cases import CASES as CASES
+from ._cases import TOLERANCES as TOLERANCES
+from ._cases import ConformanceCase as ConformanceCase
+from ._check import make_inputs as make_inputs
+from ._check import named_scope_failures as named_scope_failures
+from ._check import run_case as run_case
+from ._reference import ReferenceResult as ReferenceResult
+from ._reference import reference_attention as reference_attention
+from ._reference import reference_mask as reference_mask
+from ._suite import ConformanceSuite as ConformanceSuite

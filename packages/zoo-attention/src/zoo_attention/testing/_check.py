@@ -1,0 +1,168 @@
+"""Running one conformance case against a kernel and listing what disagrees with the reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._api import dot_product_attention, scope_name
+from .._registry import get_kernel
+from ._cases import TOLERANCES, ConformanceCase
+from ._reference import reference_attention
+
+SEED_VAR = "ZOO_TEST_SEED"
+
+
+def fresh_seed() -> int:
+    """A new random seed per run, or ``$ZOO_TEST_SEED`` to replay a failure."""
+    env = os.environ.get(SEED_VAR)
+    return int(env) if env else secrets.randbits(32)
+
+
+@dataclasses.dataclass
+class CaseInputs:
+    """Arrays for one case, in the case's dtype, plus the contract keyword arguments."""
+
+    query: jax.Array
+    key: jax.Array
+    value: jax.Array
+    cotangent: jax.Array
+    kwargs: dict[str, Any]
+    seed: int
+
+
+def _segment_ids(case: ConformanceCase, rng: np.random.Generator) -> Any:
+    def runs(length: int) -> np.ndarray:
+        # Two to four contiguous documents per row, as packing produces.
+        cuts = np.sort(
+            rng.choice(np.arange(1, max(length, 2)), size=rng.integers(1, 4), replace=True)
+        )
+        return np.searchsorted(cuts, np.arange(length), side="right").astype(np.int32)
+
+    b, t, s = case.batch, case.q_len, case.kv_len
+    if case.segments == "shared":
+        return jnp.asarray(np.stack([runs(t) for _ in range(b)]))
+    q_ids = np.stack([runs(t) for _ in range(b)])
+    kv_ids = np.stack([runs(s) for _ in range(b)])
+    if case.segments == "unmatched":
+        # Ids 100+ exist only on the query side: those rows see no key at all.
+        q_ids[:, : max(1, t // 3)] = 100 + np.arange(max(1, t // 3)) % 3
+    return jnp.asarray(q_ids), jnp.asarray(kv_ids)
+
+
+def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
+    """Random inputs for ``case`` (normal q/k/v, scaled so softmax is neither flat nor one-hot)."""
+    rng = np.random.default_rng(seed)
+    dtype = jnp.dtype(case.dtype)
+    b, t, s, n, k, h = (
+        case.batch,
+        case.q_len,
+        case.kv_len,
+        case.num_heads,
+        case.num_kv_heads,
+        case.head_dim,
+    )
+
+    def normal(*shape: int) -> jax.Array:
+        return jnp.asarray(rng.standard_normal(shape), dtype=dtype)
+
+    kwargs: dict[str, Any] = {
+        "scale": case.scale,
+        "is_causal": case.is_causal,
+        "local_window_size": case.window,
+        "logits_soft_cap": case.soft_cap,
+    }
+    if case.segments is not None:
+        kwargs["segment_ids"] = _segment_ids(case, rng)
+    return CaseInputs(
+        query=normal(b, t, n, h),
+        key=normal(b, s, k, h),
+        value=normal(b, s, k, h),
+        cotangent=normal(b, t, n, h),
+        kwargs=kwargs,
+        seed=seed,
+    )
+
+
+def _compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | None:
+    got64 = np.asarray(got.astype(jnp.float32), dtype=np.float64)
+    if got64.shape != want.shape:
+        return f"{label}: shape {got64.shape}, expected {want.shape}"
+    if not np.all(np.isfinite(got64)):
+        return f"{label}: {int(np.sum(~np.isfinite(got64)))} non-finite values"
+    err = float(np.max(np.abs(got64 - want))) if want.size else 0.0
+    bound = tol * max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
+    if err > bound:
+        return f"{label}: max abs error {err:.3g} > {bound:.3g}"
+    return None
+
+
+def run_case(implementation: str, case: ConformanceCase, seed: int | None = None) -> list[str]:
+    """Check forward and dq/dk/dv of ``implementation`` on ``case``; return the failures.
+
+    An empty list means the kernel conforms on this case. Each failure names the seed, so
+    ``ZOO_TEST_SEED=<seed>`` replays it.
+    """
+    seed = fresh_seed() if seed is None else seed
+    inputs = make_inputs(case, seed)
+    tol = TOLERANCES[case.dtype]
+
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        return dot_product_attention(q, k, v, implementation=implementation, **inputs.kwargs)
+
+    out, vjp = jax.vjp(jax.jit(attend), inputs.query, inputs.key, inputs.value)
+    dq, dk, dv = vjp(inputs.cotangent)
+
+    ids = inputs.kwargs.get("segment_ids")
+    ref = reference_attention(
+        np.asarray(inputs.query.astype(jnp.float32)),
+        np.asarray(inputs.key.astype(jnp.float32)),
+        np.asarray(inputs.value.astype(jnp.float32)),
+        scale=case.scale,
+        is_causal=case.is_causal,
+        segment_ids=None
+        if ids is None
+        else tuple(np.asarray(x) for x in ids)
+        if isinstance(ids, tuple)
+        else np.asarray(ids),
+        local_window_size=case.window,
+        logits_soft_cap=case.soft_cap,
+        cotangent=np.asarray(inputs.cotangent.astype(jnp.float32)),
+    )
+    failures = []
+    if out.dtype != inputs.query.dtype:
+        failures.append(f"output dtype {out.dtype}, expected {inputs.query.dtype}")
+    for label, got, want, t in (
+        ("out", out, ref.out, tol["out"]),
+        ("dq", dq, ref.dq, tol["grad"]),
+        ("dk", dk, ref.dk, tol["grad"]),
+        ("dv", dv, ref.dv, tol["grad"]),
+    ):
+        problem = _compare(label, got, want, t)
+        if problem:
+            failures.append(problem)
+    empty = ~ref.row_sees_key.transpose(0, 2, 1)  # [B, T, N]
+    if case.expect_empty_rows and not empty.any():
+        failures.append("case meant to have rows that see no key has none (bad case)")
+    if empty.any():
+        leaked = np.asarray(out.astype(jnp.float32))[empty]
+        if np.any(leaked != 0):
+            failures.append(f"rows that see no key are not zero (max {np.abs(leaked).max():.3g})")
+    return [f"[{case.name} seed={seed}] {f}" for f in failures]
+
+
+def named_scope_failures(implementation: str, seed: int | None = None) -> list[str]:
+    """Check that a jitted call carries the kernel's named scope in its HLO metadata."""
+    kernel = get_kernel(implementation)
+    rng = np.random.default_rng(fresh_seed() if seed is None else seed)
+    q = jnp.asarray(rng.standard_normal((1, 16, 2, 64)), jnp.float32)
+    fn = jax.jit(lambda q: dot_product_attention(q, q, q, implementation=implementation))
+    text = fn.lower(q).as_text(debug_info=True)
+    want = scope_name(kernel.name, kernel.version)
+    return [] if want in text else [f"named scope {want!r} not found in the lowered HLO"]

@@ -1,0 +1,95 @@
+"""Entry-point discovery, contract-version refusal, and direct registration."""
+
+import sys
+import textwrap
+
+import pytest
+
+import zoo_attention
+from zoo_attention import AttentionKernel, KernelRegistrationError
+
+
+def _install_fake_distribution(
+    root, dist: str, version: str, module: str, kernel_name: str, contract: str
+):
+    """A real installed distribution on sys.path: a module and a dist-info with an entry point."""
+    (root / f"{module}.py").write_text(
+        textwrap.dedent(
+            f"""
+            from zoo_attention import AttentionKernel
+            from zoo_attention._xla import KERNEL as XLA
+
+            class Fake(AttentionKernel):
+                name = {kernel_name!r}
+                contract_version = {contract!r}
+                priority = 0
+
+                def check(self, spec):
+                    return None
+
+                def __call__(self, q, k, v, ids, spec):
+                    return XLA(q, k, v, ids, spec)
+
+            KERNEL = Fake()
+            """
+        )
+    )
+    info = root / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(
+        f"[zoo.attention_kernels]\n{kernel_name} = {module}:KERNEL\n"
+    )
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("fake_ok_kernel", None)
+    sys.modules.pop("fake_v2_kernel", None)
+    monkeypatch.undo()
+    zoo_attention.reload_kernels()
+
+
+def test_entry_point_kernel_is_registered_with_its_distribution_version(site):
+    _install_fake_distribution(site, "fake-ok", "3.2.1", "fake_ok_kernel", "fake_ok", "1.4")
+    registered = zoo_attention.reload_kernels()
+    assert registered["fake_ok"].version == "3.2.1"
+    assert "xla" in registered
+
+
+def test_kernel_for_another_contract_major_is_refused_naming_both_versions(site):
+    _install_fake_distribution(site, "fake-v2", "9.0.0", "fake_v2_kernel", "fake_v2", "2.0")
+    registered = zoo_attention.reload_kernels()
+    assert "fake_v2" not in registered
+    (refused,) = [r for r in zoo_attention.refused_kernels() if r.name == "fake_v2"]
+    assert "2.0" in refused.reason and zoo_attention.CONTRACT_VERSION in refused.reason
+    with pytest.raises(ValueError, match="refused"):
+        zoo_attention.get_kernel("fake_v2")
+
+
+def test_direct_registration_checks_type_contract_and_duplicates():
+    class Direct(AttentionKernel):
+        name = "direct_test"
+
+        def check(self, spec):
+            return None
+
+        def __call__(self, q, k, v, ids, spec):
+            raise NotImplementedError
+
+    class Future(Direct):
+        name = "future_test"
+        contract_version = "2.1"
+
+    try:
+        zoo_attention.register_kernel(Direct())
+        with pytest.raises(KernelRegistrationError, match="already registered"):
+            zoo_attention.register_kernel(Direct())
+        with pytest.raises(KernelRegistrationError, match=r"2\.1"):
+            zoo_attention.register_kernel(Future())
+        with pytest.raises(KernelRegistrationError, match="AttentionKernel"):
+            zoo_attention.register_kernel(object())  # type: ignore[arg-type]
+    finally:
+        zoo_attention.unregister_kernel("direct_test")

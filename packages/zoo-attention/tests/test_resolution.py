@@ -1,0 +1,115 @@
+"""Kernel resolution: explicit names, the ZOO_ATTENTION kill switch, fallback and the record."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo_attention
+from zoo_attention import AttentionKernel
+from zoo_attention._xla import KERNEL as XLA
+
+
+class Picky(AttentionKernel):
+    """Preferred on every platform, but serves only causal calls (and says so)."""
+
+    name = "picky_test"
+    version = "0.9.0"
+    priority = 50
+
+    def __init__(self):
+        self.calls = 0
+
+    def check(self, spec):
+        return None if spec.is_causal else "only causal attention is supported"
+
+    def __call__(self, q, k, v, ids, spec):
+        self.calls += 1
+        return XLA(q, k, v, ids, spec)
+
+
+@pytest.fixture
+def picky():
+    kernel = zoo_attention.register_kernel(Picky(), replace=True)
+    yield kernel
+    zoo_attention.unregister_kernel("picky_test")
+
+
+def _qkv(t=9):
+    rng = np.random.default_rng()
+    q = jnp.asarray(rng.standard_normal((1, t, 2, 8)), jnp.float32)
+    return q, q, q
+
+
+def test_default_order_prefers_higher_priority_kernel(picky):
+    zoo_attention.dot_product_attention(*_qkv(), is_causal=True)
+    res = zoo_attention.last_resolution()
+    assert (res.kernel, res.version, res.source, res.skipped) == (
+        "picky_test",
+        "0.9.0",
+        "default",
+        (),
+    )
+    assert picky.calls == 1
+
+
+def test_fallback_to_xla_warns_once_with_reason(picky, caplog):
+    with caplog.at_level(logging.WARNING, logger="zoo_attention"):
+        for _ in range(3):
+            out = zoo_attention.dot_product_attention(*_qkv())
+    warnings = [r for r in caplog.records if "instead of" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "picky_test" in warnings[0].getMessage() and "only causal" in warnings[0].getMessage()
+    res = zoo_attention.last_resolution()
+    assert res.kernel == "xla" and "only causal" in res.fallback_reason
+    assert out.shape == (1, 9, 2, 8)
+
+
+def test_explicit_kernel_that_cannot_serve_raises_its_reason(picky):
+    with pytest.raises(zoo_attention.KernelUnavailableError, match="only causal"):
+        zoo_attention.dot_product_attention(*_qkv(), implementation="picky_test")
+
+
+def test_unknown_or_uninstalled_kernel_lists_known_ones():
+    with pytest.raises(ValueError, match=r"unknown attention implementation 'not_installed'.*xla"):
+        zoo_attention.dot_product_attention(*_qkv(), implementation="not_installed")
+
+
+def test_env_kill_switch_forces_xla_without_code_change(picky, monkeypatch):
+    monkeypatch.setenv("ZOO_ATTENTION", "xla")
+    q, k, v = _qkv()
+    got = zoo_attention.dot_product_attention(q, k, v, is_causal=True)
+    res = zoo_attention.last_resolution()
+    assert (res.kernel, res.source) == ("xla", "environment")
+    assert picky.calls == 0
+    monkeypatch.delenv("ZOO_ATTENTION")
+    want = zoo_attention.dot_product_attention(q, k, v, is_causal=True)
+    assert zoo_attention.last_resolution().kernel == "picky_test"
+    np.testing.assert_array_equal(got, want)
+
+
+def test_env_list_is_tried_in_order(picky, monkeypatch):
+    monkeypatch.setenv("ZOO_ATTENTION", "picky_test,xla")
+    zoo_attention.dot_product_attention(*_qkv())  # not causal: picky refuses
+    res = zoo_attention.last_resolution()
+    assert res.kernel == "xla" and res.skipped[0][0] == "picky_test"
+    monkeypatch.setenv("ZOO_ATTENTION", "picky_test")
+    with pytest.raises(zoo_attention.KernelUnavailableError, match="only causal"):
+        zoo_attention.dot_product_attention(*_qkv())
+
+
+def test_env_with_unknown_kernel_is_an_error(monkeypatch):
+    monkeypatch.setenv("ZOO_ATTENTION", "flash_nope,xla")
+    with pytest.raises(ValueError, match=r"flash_nope.*known kernels"):
+        zoo_attention.dot_product_attention(*_qkv())
+
+
+def test_resolutions_are_recorded_for_jitted_calls(picky):
+    q, k, v = _qkv()
+    jax.jit(lambda q: zoo_attention.dot_product_attention(q, k, v, is_causal=True))(q)
+    jax.jit(lambda q: zoo_attention.dot_product_attention(q, k, v))(q)
+    kinds = [r.kernel for r in zoo_attention.resolutions()]
+    assert kinds == ["picky_test", "xla"]
+    assert zoo_attention.resolutions()[1].as_dict()["fallback_reason"].startswith("picky_test")

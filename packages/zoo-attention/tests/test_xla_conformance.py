@@ -1,0 +1,5 @@
+from zoo_attention.testing import ConformanceSuite
+
+
+class TestXlaConformance(ConformanceSuite):
+    implementation = "xla"
