@@ -51,5 +51,18 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# One wheel per package, each with its own version, into dist/.
+wheels: install
+	rm -rf dist && mkdir -p dist
+	$(BIN)/python -m pip --disable-pip-version-check -q wheel --no-deps --no-build-isolation -w dist $(PACKAGES)
+	@ls -1 dist
+
 clean:
 	rm -rf $(VENV) $(TPU_VENV) dist .test-reports
+
+# Benchmarks: tables printed last, JSON under bench/results/, plots, docs/benchmarks.md regenerated.
+bench: install
+	$(BIN)/python -m bench.run
+
+bench-quick: install
+	$(BIN)/python -m bench.run --quick

@@ -100,9 +100,20 @@ def test_env_list_is_tried_in_order(picky, monkeypatch):
         zoo_attention.dot_product_attention(*_qkv())
 
 
-def test_env_with_unknown_kernel_is_an_error(monkeypatch):
+def test_env_entry_not_installed_falls_back_with_warning(monkeypatch, caplog):
     monkeypatch.setenv("ZOO_ATTENTION", "flash_nope,xla")
-    with pytest.raises(ValueError, match=r"flash_nope.*known kernels"):
+    with caplog.at_level(logging.WARNING, logger="zoo_attention"):
+        zoo_attention.dot_product_attention(*_qkv())
+    res = zoo_attention.last_resolution()
+    assert res.kernel == "xla"
+    assert res.skipped[0][0] == "flash_nope"
+    assert "not installed" in res.skipped[0][1]
+    assert any("flash_nope" in r.getMessage() for r in caplog.records)
+
+
+def test_env_naming_no_installed_kernel_is_an_error(monkeypatch):
+    monkeypatch.setenv("ZOO_ATTENTION", "xal")
+    with pytest.raises(ValueError, match=r"'xal' names no installed kernel; known kernels: .*xla"):
         zoo_attention.dot_product_attention(*_qkv())
 
 

@@ -80,19 +80,20 @@ def default_order(platform: str) -> list[AttentionKernel]:
     return [*preferred, get_kernel(REFERENCE)]
 
 
-def _env_order() -> list[AttentionKernel] | None:
+def _env_order() -> list[AttentionKernel | str] | None:
+    """The ``ZOO_ATTENTION`` list: kernels, or the names of ones not installed (kept to report)."""
     raw = os.environ.get(ENV_VAR, "").strip()
     if not raw:
         return None
     names = [n.strip() for n in raw.split(",") if n.strip()]
     known = kernels()
-    unknown = [n for n in names if n not in known]
-    if unknown:
+    if not any(n in known for n in names):
         raise ValueError(
-            f"{ENV_VAR}={raw!r} names unknown kernel(s) {', '.join(map(repr, unknown))}; "
-            f"known kernels: {', '.join(sorted(known))}."
+            f"{ENV_VAR}={raw!r} names no installed kernel; known kernels: {', '.join(sorted(known))}."
         )
-    return [known[n] for n in names]
+    # An entry that is not installed is passed over (and reported), so uninstalling a kernel
+    # package leaves a list such as "flash_tpu,xla" working.
+    return [known.get(n, n) for n in names]
 
 
 def _warn_once(message: str) -> None:
@@ -111,7 +112,8 @@ def resolve(spec: AttentionSpec, implementation: str | None = None) -> Resolutio
         implementation: a kernel name, or ``None`` for ``ZOO_ATTENTION`` or the default order.
 
     Raises:
-        ValueError: ``implementation`` (or a ``ZOO_ATTENTION`` entry) names no installed kernel.
+        ValueError: ``implementation`` names no installed kernel, or ``ZOO_ATTENTION`` names
+            none at all (entries that are not installed are passed over with a warning).
         KernelUnavailableError: the named kernel (or every ``ZOO_ATTENTION`` entry) cannot serve
             ``spec``; the message carries each kernel's reason.
     """
@@ -130,11 +132,17 @@ def resolve(spec: AttentionSpec, implementation: str | None = None) -> Resolutio
         resolution = Resolution(kernel.name, kernel.version, "argument", (), spec)
     else:
         env = _env_order()
-        order = env if env is not None else default_order(spec.platform)
+        order: list[AttentionKernel | str] = (
+            env if env is not None else list(default_order(spec.platform))
+        )
         source: Source = "environment" if env is not None else "default"
         skipped: list[tuple[str, str]] = []
         chosen = None
+        installed = ", ".join(sorted(kernels()))
         for kernel in order:
+            if isinstance(kernel, str):
+                skipped.append((kernel, f"not installed (installed: {installed})"))
+                continue
             reason = kernel.check(spec)
             if reason is None:
                 chosen = kernel
