@@ -19,7 +19,7 @@ install: $(STAMP) $(TPU_STAMP)
 # package definition changes.
 $(STAMP): constraints.txt requirements-dev.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt hatchling editables
+	$(PIP) install -c constraints.txt pip hatchling editables
 	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
 	@touch $@
 

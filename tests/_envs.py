@@ -1,0 +1,128 @@
+"""Fresh virtual environments built from zoo wheels, for the compatibility matrix.
+
+Third-party packages are not downloaded again: each environment sees the main ``.venv``'s
+third-party packages through a directory of links that leaves out every zoo distribution, so
+what zoo code an environment runs is exactly the wheels installed into it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {
+    "zoo-attention": "packages/zoo-attention",
+    "zoo-flash-tpu": "kernels/flash-tpu",
+    "zoo-chunked": "kernels/chunked",
+    "zoo-layers": "packages/zoo-layers",
+    "zoo-models": "models/zoo-models",
+    "zoo-train": "training/zoo-train",
+}
+
+
+def _is_zoo(name: str) -> bool:
+    lowered = name.lower().replace("-", "_")
+    return lowered.startswith(("zoo_", "_zoo_", "__editable__")) or lowered.endswith(".pth")
+
+
+def third_party_site(into: Path) -> Path:
+    """A directory linking every entry of this interpreter's site-packages except zoo's own."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    into.mkdir(parents=True, exist_ok=True)
+    for entry in site.iterdir():
+        if not _is_zoo(entry.name) and entry.name != "__pycache__":
+            (into / entry.name).symlink_to(entry)
+    return into
+
+
+def build_wheel(source: Path, dist: Path) -> Path:
+    """Build one package's wheel (no dependencies, no isolated build) into ``dist``."""
+    dist.mkdir(parents=True, exist_ok=True)
+    before = set(dist.glob("*.whl"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "-q",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (wheel,) = set(dist.glob("*.whl")) - before
+    return wheel
+
+
+def make_env(path: Path, site: Path, wheels: list[Path]) -> Path:
+    """Create a venv at ``path`` seeing ``site`` and install ``wheels`` (resolving zoo's ranges).
+
+    Returns the environment's python. Dependencies between the wheels are resolved by pip
+    against the versions offered, so an incompatible set fails here, as it would for a user.
+    """
+    venv.EnvBuilder(with_pip=False).create(path)
+    python = path / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "zoo_third_party.pth").write_text(f"{site}\n")
+    links = sorted({str(w.parent) for w in wheels})
+    names = [w.name.split("-")[0].replace("_", "-") for w in wheels]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--disable-pip-version-check",
+        "-q",
+        "--python",
+        str(python),
+        "install",
+        "--no-index",
+        *[f"--find-links={d}" for d in links],
+        *names,
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"installing {names} failed:\n{proc.stdout}\n{proc.stderr}")
+    return python
+
+
+def installed_zoo(python: Path) -> dict[str, str]:
+    """The zoo distributions (name → version) an environment's python sees."""
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions() "
+        "if d.metadata['Name'].startswith('zoo-')}))"
+    )
+    out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def run(
+    python: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python args...`` with a clean zoo environment (no ZOO_* leaking in from outside)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ZOO_") and k != "PYTHONPATH"}
+    return subprocess.run(
+        [str(python), *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
