@@ -32,6 +32,12 @@ $(TPU_STAMP): constraints.txt kernels/flash-tpu/pyproject.toml packages/zoo-atte
 		-e packages/zoo-attention -e kernels/flash-tpu
 	@touch $@
 
+# The main job: a small Llama-style byte-level model on the Python standard library's sources
+# (found at run time), with progress bar, checkpoints, loss curve and a sample at the end.
+# Running it again resumes in runs/default (or says the run is complete).
+train: install
+	$(BIN)/zoo train
+
 test: install
 	$(BIN)/python scripts/run_tests.py
 

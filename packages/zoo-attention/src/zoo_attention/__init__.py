@@ -6,6 +6,9 @@
 
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name
+from ._cli import format_table as format_table
+from ._cli import kernel_rows as kernel_rows
+from ._cli import verify as verify
 from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION
 from ._kernel import AttentionKernel as AttentionKernel
 from ._mask import soft_cap as soft_cap
