@@ -1,0 +1,62 @@
+"""zoo-train: the training loop core, data pipeline, checkpoints and metrics of zoo.
+
+The loop works on any Equinox model with a loss function; see the package README for the API.
+"""
+
+from . import data as data
+from ._changes import provenance_changes as provenance_changes
+from ._checkpoint import Checkpointer as Checkpointer
+from ._checkpoint import Restored as Restored
+from ._checkpoint import fingerprints as fingerprints
+from ._checkpoint import state_leaves as state_leaves
+from ._config import OptimizerConfig as OptimizerConfig
+from ._config import TrainConfig as TrainConfig
+from ._errors import CheckpointMismatchError as CheckpointMismatchError
+from ._errors import NonFiniteLossError as NonFiniteLossError
+from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
+from ._finetune import export_hf as export_hf
+from ._finetune import finetune as finetune
+from ._finetune import fit_tokenizer as fit_tokenizer
+from ._inference import evaluate_model as evaluate_model
+from ._inference import sample_text as sample_text
+from ._loop import CHECKPOINT_DIR as CHECKPOINT_DIR
+from ._loop import METRICS_FILE as METRICS_FILE
+from ._loop import PLOT_FILE as PLOT_FILE
+from ._loop import EvalSource as EvalSource
+from ._loop import TrainResult as TrainResult
+from ._loop import train as train
+from ._lora import ADAPTER_CONFIG as ADAPTER_CONFIG
+from ._lora import ADAPTER_FILE as ADAPTER_FILE
+from ._lora import LoRAConfig as LoRAConfig
+from ._lora import LoRALinear as LoRALinear
+from ._lora import adapter_arrays as adapter_arrays
+from ._lora import apply_lora as apply_lora
+from ._lora import count_params as count_params
+from ._lora import load_adapters as load_adapters
+from ._lora import lora_filter as lora_filter
+from ._lora import merge_lora as merge_lora
+from ._lora import save_adapters as save_adapters
+from ._loss import LossFn as LossFn
+from ._loss import make_lm_loss as make_lm_loss
+from ._loss import token_losses as token_losses
+from ._metrics import MetricsWriter as MetricsWriter
+from ._metrics import plot_loss_curve as plot_loss_curve
+from ._metrics import read_metrics as read_metrics
+from ._optim import default_decay_mask as default_decay_mask
+from ._optim import make_optimizer as make_optimizer
+from ._optim import make_schedule as make_schedule
+from ._precision import cast_floating as cast_floating
+from ._precision import resolve_compute_dtype as resolve_compute_dtype
+from ._progress import Progress as Progress
+from ._provenance import provenance as provenance
+from ._requirements import check_requirement as check_requirement
+from ._runs import LoadedRun as LoadedRun
+from ._runs import load_run as load_run
+from ._state import TrainState as TrainState
+from ._state import init_train_state as init_train_state
+from ._step import accumulate_gradients as accumulate_gradients
+from ._step import make_eval_step as make_eval_step
+from ._step import make_train_step as make_train_step
+from ._usage import UsageError as UsageError
+
+__version__ = "0.1.0"

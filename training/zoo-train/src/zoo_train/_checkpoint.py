@@ -1,0 +1,317 @@
+"""Orbax checkpoints of a ``TrainState`` plus JSON metadata, verified on restore.
+
+Layout of ``<out>/checkpoints/<step>/``:
+
+- ``state/``: the state's arrays as a flat dict ``{"a00000": …}`` (leaf order of
+  ``jax.tree.leaves(eqx.filter(state, eqx.is_array))``), written by ``StandardSave``;
+- ``meta/``: JSON: ``step``, ``leaves`` (path, shape, dtype per array), ``fingerprints``
+  (a uint32 checksum per array), and whatever the caller adds (loader position, config,
+  provenance);
+- ``metrics/``: ``{"eval_loss": …}`` when the step was evaluated (ranks the best checkpoint).
+
+Orbax writes each step into a temporary directory and renames it on commit, so a killed save
+leaves no step directory; a step that is present but unreadable or fails its checksums is
+reported and the previous one is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import pathlib
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+from orbax.checkpoint import checkpoint_managers as ocm
+
+from ._errors import CheckpointMismatchError, NoUsableCheckpointError
+from ._state import TrainState
+
+logger = logging.getLogger("zoo_train")
+
+
+class _QuietUnevaluatedSaves(logging.Filter):
+    # Orbax warns on every save without metrics when a best_fn is set; most saves are unevaluated.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "did not provide metrics" not in record.getMessage()
+
+
+logging.getLogger("absl").addFilter(_QuietUnevaluatedSaves())
+
+
+def _leaf_name(i: int) -> str:
+    return f"a{i:05d}"
+
+
+def _bits(x: jax.Array) -> jax.Array:
+    x = jnp.ravel(x)
+    if x.dtype == jnp.bool_:
+        return x.astype(jnp.uint32)
+    size = x.dtype.itemsize
+    if size == 4:
+        return jax.lax.bitcast_convert_type(x, jnp.uint32)
+    if size == 8:
+        return jnp.ravel(jax.lax.bitcast_convert_type(x, jnp.uint32))
+    narrow = {2: jnp.uint16, 1: jnp.uint8}[size]
+    return jax.lax.bitcast_convert_type(x, narrow).astype(jnp.uint32)
+
+
+@jax.jit
+def _fingerprints(leaves: list[jax.Array]) -> list[jax.Array]:
+    # A position-sensitive checksum that wraps mod 2**32: catches zero-filled or shuffled chunks.
+    out = []
+    for x in leaves:
+        b = _bits(x)
+        idx = jnp.arange(b.shape[0], dtype=jnp.uint32)
+        out.append(jnp.sum((b * jnp.uint32(0x9E3779B1)) ^ (idx * jnp.uint32(0x85EBCA77) + 1)))
+    return out
+
+
+@jax.jit
+def _copy(leaves: list[jax.Array]) -> list[jax.Array]:
+    # Fresh buffers for the background writer: the train step donates the live ones.
+    return [jnp.copy(x) for x in leaves]
+
+
+def fingerprints(leaves: list[jax.Array]) -> list[int]:
+    """One uint32 checksum per array (as Python ints)."""
+    if not leaves:
+        return []
+    return [int(v) for v in jax.device_get(_fingerprints(list(leaves)))]
+
+
+def state_leaves(state: TrainState) -> tuple[list[jax.Array], list[str]]:
+    """The state's arrays and their paths, in a fixed order."""
+    with_path = jax.tree_util.tree_flatten_with_path(eqx.filter(state, eqx.is_array))[0]
+    return [leaf for _, leaf in with_path], [jax.tree_util.keystr(p) for p, _ in with_path]
+
+
+def _describe(leaves: list[jax.Array], names: list[str]) -> list[list[Any]]:
+    return [[n, list(x.shape), str(x.dtype)] for n, x in zip(names, leaves, strict=True)]
+
+
+@dataclasses.dataclass
+class Restored:
+    """A restored checkpoint: the state, its metadata, and what was skipped to get it."""
+
+    step: int
+    state: TrainState
+    meta: dict[str, Any]
+    skipped: list[str]
+
+
+class Checkpointer:
+    """Saves and restores ``TrainState`` checkpoints under ``directory``.
+
+    Keeps the ``keep`` most recent checkpoints plus the one with the lowest ``eval_loss``.
+    Saves are asynchronous by default; :meth:`wait` blocks until they are committed.
+    """
+
+    def __init__(self, directory: str | pathlib.Path, *, keep: int = 3, async_save: bool = True):
+        self.directory = pathlib.Path(directory).absolute()
+        policy = ocm.preservation_policy.AnyPreservationPolicy(
+            [
+                ocm.preservation_policy.LatestN(n=keep),
+                ocm.preservation_policy.BestN(
+                    get_metric_fn=lambda m: m["eval_loss"],
+                    reverse=True,  # ascending loss reversed: the lowest loss sorts last = kept
+                    n=1,
+                    keep_checkpoints_without_metrics=False,
+                ),
+            ]
+        )
+        options = ocp.CheckpointManagerOptions(
+            best_fn=lambda m: m["eval_loss"],
+            best_mode="min",
+            preservation_policy=policy,
+            enable_async_checkpointing=async_save,
+            cleanup_tmp_directories=True,
+            create=True,
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=options, item_names=("state", "meta")
+        )
+
+    def steps(self) -> list[int]:
+        """Committed steps, ascending."""
+        self._manager.reload()
+        return sorted(self._manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        """The newest committed step, or ``None``."""
+        steps = self.steps()
+        return steps[-1] if steps else None
+
+    def best_step(self) -> int | None:
+        """The committed step with the lowest ``eval_loss`` (``None`` if none was evaluated)."""
+        self._manager.reload()
+        best = self._manager.best_step()
+        return best if best is not None and self._manager.metrics(best) is not None else None
+
+    def save(
+        self,
+        step: int,
+        state: TrainState,
+        meta: dict[str, Any],
+        *,
+        eval_loss: float | None = None,
+    ) -> None:
+        """Start saving ``state`` at ``step`` (returns once the arrays are copied on device)."""
+        leaves, names = state_leaves(state)
+        copies = _copy(leaves)
+        full_meta = {
+            **meta,
+            "step": int(step),
+            "leaves": _describe(copies, names),
+            "fingerprints": fingerprints(copies),
+        }
+        metrics = None if eval_loss is None else {"eval_loss": float(eval_loss)}
+        self._manager.save(
+            int(step),
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave({_leaf_name(i): x for i, x in enumerate(copies)}),
+                meta=ocp.args.JsonSave(full_meta),
+            ),
+            metrics=metrics,
+            force=True,
+        )
+
+    def read_meta(self, step: int) -> dict[str, Any]:
+        """The JSON metadata of ``step``."""
+        return dict(
+            self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        )
+
+    def restore_step(
+        self, step: int, template: TrainState, *, check: Callable[[dict], None] | None = None
+    ) -> Restored:
+        """Restore exactly ``step`` (no fallback); raises if it is unreadable or fails checks."""
+        return self._restore_step(step, template, check)
+
+    def _restore_step(
+        self, step: int, template: TrainState, check: Callable[[dict], None] | None
+    ) -> Restored:
+        meta = self.read_meta(step)
+        if meta.get("step") != step:
+            raise ValueError(f"its metadata names step {meta.get('step')}")
+        if check is not None:
+            check(meta)
+        leaves, names = state_leaves(template)
+        expected = _describe(leaves, names)
+        if meta.get("leaves") != expected:
+            raise CheckpointMismatchError(
+                _mismatch(meta.get("leaves") or [], expected, self.directory)
+            )
+        abstract = {
+            _leaf_name(i): jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+            for i, x in enumerate(leaves)
+        }
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+        ).state
+        arrays = [restored[_leaf_name(i)] for i in range(len(leaves))]
+        if fingerprints(arrays) != meta.get("fingerprints"):
+            raise ValueError("its arrays fail their checksums")
+        structure = jax.tree.structure(eqx.filter(template, eqx.is_array))
+        static = eqx.filter(template, eqx.is_array, inverse=True)
+        state = eqx.combine(jax.tree.unflatten(structure, arrays), static)
+        return Restored(step=step, state=state, meta=meta, skipped=[])
+
+    def restore(
+        self, template: TrainState, *, check: Callable[[dict], None] | None = None
+    ) -> Restored | None:
+        """Restore the newest readable checkpoint into the structure of ``template``.
+
+        Args:
+            template: a state of the same structure (its values are not used).
+            check: called with each candidate's metadata before its arrays are read; raise
+                :class:`CheckpointMismatchError` to refuse the directory.
+
+        Returns:
+            ``None`` if there are no checkpoints; else the restored state. A checkpoint that
+            cannot be read or fails its checksums is logged, listed in ``skipped``, and the
+            previous one tried; unreadable steps newer than the restored one are moved to
+            ``<directory>-unreadable/`` (never deleted) so the run can save those steps again.
+
+        Raises:
+            CheckpointMismatchError: the checkpoints belong to a different run or model.
+            NoUsableCheckpointError: checkpoints exist but none is readable.
+        """
+        skipped: list[str] = []
+        steps = self.steps()
+        for step in reversed(steps):
+            try:
+                restored = self._restore_step(step, template, check)
+            except CheckpointMismatchError:
+                raise
+            except Exception as e:  # a torn or corrupt step: report it and use the previous one
+                reason = (
+                    f"checkpoint {step} in {self.directory} is unreadable ({_brief(e)}); "
+                    "using the previous one"
+                )
+                logger.warning(reason)
+                skipped.append(reason)
+                continue
+            restored.skipped = skipped
+            self._set_aside([s for s in steps if s > step])
+            return restored
+        if steps:
+            raise NoUsableCheckpointError(
+                f"None of the checkpoints {steps} in {self.directory} can be read ({'; '.join(skipped)}); "
+                "move them away or pick another output directory (they are never overwritten)."
+            )
+        return None
+
+    def _set_aside(self, steps: list[int]) -> None:
+        # Unreadable steps newer than the restored one would block re-saving those steps; they
+        # are moved (never deleted) to <directory>-unreadable/ for inspection.
+        if not steps:
+            return
+        aside = self.directory.with_name(self.directory.name + "-unreadable")
+        aside.mkdir(exist_ok=True)
+        for step in steps:
+            src = self.directory / str(step)
+            dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+            if src.exists():
+                shutil.move(str(src), str(dst))
+                logger.warning("moved unreadable checkpoint %s to %s", src, dst)
+        self._manager.reload()
+
+    def wait(self) -> None:
+        """Block until every started save is committed."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        """Wait for saves and release the manager's resources."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+
+def _brief(error: Exception) -> str:
+    # Storage errors carry whole tensorstore specs; the first clause says what went wrong.
+    text = str(error).splitlines()[0] if str(error) else ""
+    text = text.split(" [tensorstore_spec")[0]
+    return f"{type(error).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
+
+
+def _mismatch(saved: list, expected: list, directory: pathlib.Path) -> str:
+    saved_d = {n: (s, d) for n, s, d in saved}
+    want_d = {n: (s, d) for n, s, d in expected}
+    diffs = [n for n in sorted(set(saved_d) | set(want_d)) if saved_d.get(n) != want_d.get(n)]
+    shown = ", ".join(f"{n}: saved {saved_d.get(n)} vs now {want_d.get(n)}" for n in diffs[:3])
+    return (
+        f"The checkpoints in {directory} hold a different model or optimizer ({shown}"
+        f"{', …' if len(diffs) > 3 else ''}); use another output directory or the original setup."
+    )
+
+
+def to_numpy_tree(tree: Any) -> Any:
+    """Copy every array leaf of ``tree`` to host numpy (for exact comparisons)."""
+    return jax.tree.map(lambda x: np.asarray(x) if eqx.is_array(x) else x, tree)

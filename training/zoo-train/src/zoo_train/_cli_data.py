@@ -1,0 +1,68 @@
+"""The data of a command-line run: documents (or the stdlib corpus) into packed loaders."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from typing import Any
+
+from ._usage import UsageError
+from .data import Document, PackedLoader, load_documents, split_documents, stdlib_corpus
+
+
+def check_data_paths(paths: list[str]) -> None:
+    """Refuse empty or missing paths before anything heavy is imported."""
+    for path in paths:
+        if not path.strip():
+            raise UsageError("--data got an empty path; pass a file, directory or glob with text.")
+        if any(c in path for c in "*?["):
+            if not glob.glob(path, recursive=True):
+                raise UsageError(f"The data glob {path!r} matches no files; pass an existing path.")
+        elif not os.path.exists(path):
+            raise UsageError(
+                f"The data path {path!r} does not exist; pass a file, directory or glob with text."
+            )
+
+
+def load_corpus(paths: list[str], *, max_bytes: int) -> tuple[list[Document], str]:
+    """The documents of ``paths`` (the stdlib corpus when empty) and a short description."""
+    if not paths:
+        docs = stdlib_corpus(max_bytes=max_bytes)
+        return docs, f"the Python standard library ({len(docs)} files)"
+    docs = load_documents(paths)
+    if sum(len(d.text) for d in docs) == 0:  # pragma: no cover - load_documents drops empties
+        raise UsageError(f"The data in {paths} is empty; pass files with text.")
+    noun = "document" if len(docs) == 1 else "documents"
+    return docs, f"{', '.join(paths)} ({len(docs)} {noun})"
+
+
+def make_loaders(
+    docs: list[Document],
+    tokenizer: Any,
+    *,
+    seq_len: int,
+    seed: int,
+    val_fraction: float,
+) -> tuple[PackedLoader, PackedLoader | None]:
+    """A shuffled training loader and an evaluation loader of the held-out documents.
+
+    The evaluation loader is ``None`` (with a note on stderr) when the split leaves it too
+    little text for one row.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
+    train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
+    try:
+        train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    val = None
+    if val_docs:
+        try:
+            val = PackedLoader.from_documents(val_docs, tokenizer, seq_len=seq_len, shuffle=False)
+        except ValueError:
+            val = None
+    if val is None and val_fraction > 0:
+        print("zoo: too little held-out text for evaluation; training without it.", file=sys.stderr)
+    return train, val

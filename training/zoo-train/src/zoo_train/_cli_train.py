@@ -1,0 +1,296 @@
+"""``zoo train`` and ``zoo finetune``: settings → model, data, the loop, a summary and a sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import sys
+import time
+from typing import Any
+
+from ._cli_data import check_data_paths, load_corpus, make_loaders
+from ._requirements import check_requirement
+from ._settings import Settings
+from ._usage import UsageError
+
+
+def _say(message: str) -> None:
+    # tqdm.write keeps an open progress bar intact.
+    from tqdm.auto import tqdm
+
+    tqdm.write(message, file=sys.stderr)
+
+
+def _train_config(s: Settings) -> Any:
+    from ._config import OptimizerConfig, TrainConfig
+
+    optimizer = OptimizerConfig(
+        name=s["optimizer.name"],
+        lr=s["lr"],
+        warmup_steps=min(s["optimizer.warmup_steps"], s["steps"]),
+        schedule=s["optimizer.schedule"],
+        min_lr_ratio=s["optimizer.min_lr_ratio"],
+        weight_decay=s["optimizer.weight_decay"],
+        b1=s["optimizer.b1"],
+        b2=s["optimizer.b2"],
+        eps=s["optimizer.eps"],
+        momentum=s["optimizer.momentum"],
+        clip_norm=s["optimizer.clip_norm"],
+    )
+    return TrainConfig(
+        steps=s["steps"],
+        batch_size=s["batch_size"],
+        grad_accum=s["grad_accum"],
+        optimizer=optimizer,
+        z_loss=s["z_loss"],
+        compute_dtype=s["compute_dtype"],
+        seed=s["seed"],
+        log_every=s["log_every"],
+        eval_every=s["eval_every"],
+        eval_batches=s["eval_batches"],
+        checkpoint_every=s["save_every"],
+        keep=s["keep"],
+        progress=s["progress"],
+    )
+
+
+def _model_fields() -> set[str]:
+    import zoo_models
+
+    return {f.name for f in dataclasses.fields(zoo_models.ModelConfig)}
+
+
+def _check_model_changes(changes: dict[str, Any]) -> None:
+    unknown = sorted(set(changes) - _model_fields())
+    if unknown:
+        raise UsageError(
+            f"Unknown setting `model_config.{unknown[0]}`; model_config takes the fields of "
+            "zoo_models.ModelConfig (e.g. d_model, n_layers, n_heads, mlp_hidden)."
+        )
+
+
+def _check_kernel(name: str | None) -> None:
+    if name is None:
+        return
+    import zoo_attention
+
+    if name not in zoo_attention.kernels():
+        raise UsageError(
+            f"attention.implementation {name!r} is not an installed kernel; installed: "
+            f"{', '.join(sorted(zoo_attention.kernels()))}."
+        )
+
+
+def _scratch_model(s: Settings, tokenizer: Any) -> tuple[Any, dict[str, Any]]:
+    """A fresh model of the preset (vocabulary sized to the tokenizer unless set)."""
+    import jax
+
+    import zoo_models
+
+    try:
+        config = zoo_models.get(s["model"])
+    except ValueError as e:
+        raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
+    changes = dict(s.model_config)
+    _check_model_changes(changes)
+    changes.setdefault("vocab_size", tokenizer.vocab_size)
+    if changes["vocab_size"] < tokenizer.vocab_size:
+        raise UsageError(
+            f"model_config.vocab_size {changes['vocab_size']} is smaller than the tokenizer's "
+            f"{tokenizer.vocab_size} ids; raise it."
+        )
+    if tokenizer.eos_id is not None and config.eos_token_id is None:
+        changes.setdefault("eos_token_id", tokenizer.eos_id)
+    changes["attention_implementation"] = s["attention.implementation"]
+    config = config.replace(**changes)
+    model = zoo_models.build(config, key=jax.random.key(s["seed"]))
+    return model, {"kind": "random", "preset": s["model"], "seed": s["seed"]}
+
+
+def _source_model(
+    s: Settings, out: pathlib.Path
+) -> tuple[Any, Any, dict[str, Any], dict[str, Any] | None]:
+    """The model to fine-tune, its tokenizer, how it was obtained, and its checkpoint provenance."""
+    import zoo_models
+
+    from ._finetune import fit_tokenizer
+    from ._lora import merge_lora
+    from ._runs import copy_tokenizer_files, load_run
+
+    from_hf, from_run = s["from_hf"], s["from_run"]
+    if (from_hf is None) == (from_run is None):
+        raise UsageError("zoo finetune needs exactly one of --from-hf DIR or --from-run DIR.")
+    impl = s["attention.implementation"]
+    if from_hf is not None:
+        source = pathlib.Path(from_hf)
+        if not (source / "config.json").is_file():
+            raise UsageError(
+                f"{from_hf!r} is not a Hugging Face model directory (no config.json); pass one."
+            )
+        changes = dict(s.model_config)
+        _check_model_changes(changes)
+        model = zoo_models.load_hf(source, attention_implementation=impl, **changes)
+        tokenizer = fit_tokenizer(zoo_models.load_tokenizer(source), model.config.vocab_size)
+        copy_tokenizer_files(source, out)
+        return model, tokenizer, {"kind": "hf", "path": str(source.resolve())}, None
+    if s.model_config:
+        raise UsageError("model_config cannot change a model loaded with --from-run; drop it.")
+    loaded = load_run(from_run, attention_implementation=impl)
+    model = merge_lora(loaded.model) if loaded.lora is not None else loaded.model
+    src = pathlib.Path(from_run)
+    copy_tokenizer_files(src / "tokenizer", out)
+    init = {"kind": "run", "path": str(src.resolve()), "step": loaded.step}
+    return model, loaded.tokenizer, init, loaded.meta.get("provenance")
+
+
+def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
+    from ._loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE
+    from ._metrics import read_metrics
+
+    records = read_metrics(out / METRICS_FILE)
+    train = [r for r in records if isinstance(r.get("loss"), int | float)]
+    evals = [r for r in records if isinstance(r.get("eval_loss"), int | float)]
+    rates = [r["tokens_per_s"] for r in train if isinstance(r.get("tokens_per_s"), int | float)]
+    parts = [f"steps {start_step} -> {end_step} in {wall:.1f} s"]
+    if rates:
+        parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
+    if train:
+        parts.append(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}")
+    if evals:
+        parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
+    print("zoo: " + "; ".join(parts), file=sys.stderr)
+    print(
+        f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "
+        f"loss curve in {out / PLOT_FILE}",
+        file=sys.stderr,
+    )
+
+
+def run_training(s: Settings, *, command: str) -> int:
+    """Run ``zoo train`` (``command="train"``) or ``zoo finetune``; returns the exit code."""
+    check_data_paths(s["data"])
+    if s["attention.require"] is not None:
+        check_requirement(s["attention.require"])
+    _check_kernel(s["attention.implementation"])
+    out = pathlib.Path(s["out"])
+
+    from ._changes import provenance_changes
+    from ._inference import evaluate_model, sample_text
+    from ._lora import LoRAConfig, count_params
+    from ._runs import model_identity, read_metas, tokenizer_spec
+    from .data import byte_tokenizer
+
+    source_prov = None
+    if command == "finetune":
+        out.mkdir(parents=True, exist_ok=True)
+        model, tokenizer, init, source_prov = _source_model(s, out)
+    else:
+        tokenizer = byte_tokenizer()
+        model, init = _scratch_model(s, tokenizer)
+    mc = model.config
+    if mc.positional == "learned" and s["seq_len"] > mc.max_position:
+        raise UsageError(
+            f"seq_len {s['seq_len']} exceeds the model's {mc.max_position} positions; lower "
+            "--seq-len or raise model_config.max_position."
+        )
+    lora = None
+    if command == "finetune" and s["lora.rank"] > 0:
+        try:
+            targets = tuple(t for item in s["lora.targets"] for t in item.split(",") if t)
+            lora = LoRAConfig(rank=s["lora.rank"], alpha=s["lora.alpha"], targets=targets)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+
+    docs, described = load_corpus(s["data"], max_bytes=s["max_bytes"])
+    train_data, val_data = make_loaders(
+        docs, tokenizer, seq_len=s["seq_len"], seed=s["seed"], val_fraction=s["val_fraction"]
+    )
+    config = _train_config(s)
+    run_info = {
+        "model": s["model"] if command == "train" else None,
+        "model_config": model_identity(mc),
+        "tokenizer": tokenizer_spec(tokenizer),
+        "init": init,
+    }
+
+    saved = {step: meta.get("provenance") for step, meta in read_metas(out).items()}
+    if not saved:
+        _say(
+            f"zoo: {command} {mc.family} model ({count_params(model):,} parameters) on "
+            f"{described}: {train_data.num_tokens:,} training tokens, {config.steps} steps of "
+            f"{config.batch_size * config.grad_accum} x {s['seq_len']} tokens -> {out}"
+        )
+        if val_data is not None:
+            first = evaluate_model(
+                model, val_data, batch_size=config.batch_size, max_batches=config.eval_batches
+            )
+            _say(f"zoo: eval loss before training {first['loss']:.4f} (ppl {first['ppl']:.2f})")
+
+    def on_record(rec: dict[str, Any]) -> None:
+        if rec.get("event") not in ("start", "resume"):
+            return
+        if rec["event"] == "resume":
+            before, what = (
+                saved.get(rec.get("resumed_from")),
+                f"checkpoint {rec.get('resumed_from')}",
+            )
+        else:
+            before, what = source_prov, f"the checkpoint in {s['from_run']}"
+        for line in provenance_changes(before, rec.get("provenance") or {}):
+            _say(f"zoo: changed since {what}: {line}")
+
+    started = time.perf_counter()
+    if command == "finetune":
+        import jax
+
+        from ._finetune import finetune
+
+        result = finetune(
+            model,
+            train_data,
+            config=config,
+            out=out,
+            eval_data=val_data,
+            lora=lora,
+            key=jax.random.key(s["seed"]),
+            run_info=run_info,
+            stop_at=s["stop_at"],
+            on_record=on_record,
+        )
+    else:
+        from ._loop import train
+
+        result = train(
+            model,
+            train_data,
+            config=config,
+            out=out,
+            eval_data=val_data,
+            run_info=run_info,
+            stop_at=s["stop_at"],
+            on_record=on_record,
+        )
+    if result.resumed_from is not None and result.start_step == result.step:
+        _say(f"zoo: the run in {out} was already complete at step {result.step}; nothing to train.")
+    _summary(out, time.perf_counter() - started, result.start_step, result.step)
+    if lora is not None:
+        print(f"zoo: LoRA adapters (only) in {out / 'adapter'}", file=sys.stderr)
+    if command == "finetune" and s["export_hf"] is not None:
+        from ._finetune import export_hf
+        from ._runs import copy_tokenizer_files
+
+        path = export_hf(result.model, s["export_hf"])
+        copy_tokenizer_files(out / "tokenizer", path)
+        print(f"zoo: exported the model (adapters merged) to {path}", file=sys.stderr)
+    if s["sample_tokens"] > 0:
+        text = sample_text(
+            result.model,
+            tokenizer,
+            s["prompt"],
+            max_new_tokens=s["sample_tokens"],
+            temperature=s["temperature"],
+            seed=s["seed"],
+        )
+        print(f"--- sample ({s['sample_tokens']} tokens, temperature {s['temperature']}) ---")
+        print(s["prompt"] + text)
+    return 0

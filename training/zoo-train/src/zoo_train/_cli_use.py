@@ -1,0 +1,174 @@
+"""``zoo generate``, ``zoo eval`` and ``zoo convert``: using and converting trained models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any
+
+from ._cli_data import check_data_paths, load_corpus, make_loaders
+from ._usage import UsageError
+
+
+def load_model(path: str, *, attention_implementation: str | None = None) -> tuple[Any, Any, str]:
+    """A model and tokenizer from a zoo run directory or a Hugging Face directory.
+
+    Returns:
+        ``(model, tokenizer, description)``.
+    """
+    p = pathlib.Path(path)
+    if (p / "config.json").is_file():
+        import zoo_models
+
+        from ._finetune import fit_tokenizer
+
+        model = zoo_models.load_hf(p, attention_implementation=attention_implementation)
+        tokenizer = fit_tokenizer(zoo_models.load_tokenizer(p), model.config.vocab_size)
+        return model, tokenizer, f"Hugging Face model {p}"
+    from ._runs import checkpoint_steps, load_run
+
+    if checkpoint_steps(p):
+        loaded = load_run(p, attention_implementation=attention_implementation)
+        return loaded.model, loaded.tokenizer, f"run {p} at step {loaded.step}"
+    raise UsageError(
+        f"{path!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face model "
+        "directory (with config.json); pass one."
+    )
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Print a continuation of the prompt."""
+    from ._inference import sample_text
+
+    model, tokenizer, what = load_model(
+        args.source, attention_implementation=args.attention_implementation
+    )
+    print(f"zoo: sampling from {what}", file=sys.stderr)
+    for i in range(args.num_samples):
+        text = sample_text(
+            model,
+            tokenizer,
+            args.prompt,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            greedy=args.greedy,
+            seed=args.seed + i,
+        )
+        if args.num_samples > 1:
+            print(f"--- sample {i + 1} ---")
+        print(args.prompt + text)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Print the held-out loss and perplexity."""
+    from ._inference import evaluate_model
+
+    data = args.data or []
+    check_data_paths(data)
+    model, tokenizer, what = load_model(
+        args.source, attention_implementation=args.attention_implementation
+    )
+    docs, described = load_corpus(data, max_bytes=args.max_bytes)
+    if data and args.val_fraction is None:
+        # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
+        from .data import PackedLoader
+
+        try:
+            loader = PackedLoader.from_documents(
+                docs, tokenizer, seq_len=args.seq_len, shuffle=False
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        fraction = 0.05 if args.val_fraction is None else args.val_fraction
+        loader = make_loaders(
+            docs, tokenizer, seq_len=args.seq_len, seed=args.seed, val_fraction=fraction
+        )[1]
+        if loader is None:
+            raise UsageError(
+                "The held-out split is too small to evaluate; pass --data or raise --val-fraction."
+            )
+    result = evaluate_model(model, loader, batch_size=args.batch_size, max_batches=args.max_batches)
+    print(f"zoo: evaluated {what} on {described}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"loss {result['loss']:.4f}  perplexity {result['ppl']:.3f}  tokens {int(result['tokens'])}"
+        )
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
+    src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
+    if dst.exists() and any(dst.iterdir()):
+        raise UsageError(f"{str(dst)!r} exists and is not empty; choose a new destination.")
+    if (src / "config.json").is_file():
+        return _hf_to_zoo(src, dst)
+    from ._finetune import export_hf
+    from ._runs import checkpoint_steps, copy_tokenizer_files, load_run
+
+    if not checkpoint_steps(src):
+        raise UsageError(
+            f"{str(src)!r} is neither a Hugging Face model directory (config.json) nor a zoo run "
+            "directory (checkpoints/); pass one."
+        )
+    loaded = load_run(src)
+    export_hf(loaded.model, dst)
+    copy_tokenizer_files(src / "tokenizer", dst)
+    merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
+    print(f"zoo: wrote step {loaded.step} of {src} to {dst} in the Hugging Face format{merged}")
+    return 0
+
+
+def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path) -> int:
+    import zoo_models
+
+    from ._checkpoint import Checkpointer
+    from ._config import OptimizerConfig, TrainConfig
+    from ._finetune import fit_tokenizer
+    from ._loop import CHECKPOINT_DIR
+    from ._optim import make_optimizer
+    from ._provenance import provenance
+    from ._runs import copy_tokenizer_files, model_identity, tokenizer_spec
+    from ._state import init_train_state, trainable_params
+
+    model = zoo_models.load_hf(src)
+    tokenizer = fit_tokenizer(zoo_models.load_tokenizer(src), model.config.vocab_size)
+    # Step 0 of a run with a stateless optimizer: the checkpoint holds the weights only.
+    config = TrainConfig(
+        steps=1,
+        optimizer=OptimizerConfig(name="sgd", momentum=0.0, weight_decay=0.0, clip_norm=None),
+    )
+    optimizer, _ = make_optimizer(config.optimizer, config.steps, trainable_params(model, None))
+    state = init_train_state(model, optimizer, seed=config.seed)
+    run_info = {
+        "model": None,
+        "model_config": model_identity(model.config),
+        "tokenizer": tokenizer_spec(tokenizer),
+        "init": {"kind": "hf", "path": str(src.resolve())},
+    }
+    dst.mkdir(parents=True, exist_ok=True)
+    copy_tokenizer_files(src, dst)
+    checkpointer = Checkpointer(dst / CHECKPOINT_DIR, async_save=False)
+    try:
+        checkpointer.save(
+            0,
+            state,
+            {
+                "config": config.to_dict(),
+                "run_info": run_info,
+                "provenance": provenance(),
+                "data_state": None,
+            },
+        )
+    finally:
+        checkpointer.close()
+    print(f"zoo: wrote {src} to {dst} as a zoo checkpoint (step 0)")
+    return 0

@@ -1,0 +1,25 @@
+"""Errors a run can end with."""
+
+from __future__ import annotations
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss or gradient became NaN/inf with ``on_nonfinite="stop"``.
+
+    Attributes:
+        step: the step (1-based) whose loss was not finite.
+        last_checkpoint: the last finished checkpoint's step, or ``None``.
+    """
+
+    def __init__(self, message: str, *, step: int, last_checkpoint: int | None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.last_checkpoint = last_checkpoint
+
+
+class CheckpointMismatchError(ValueError):
+    """The output directory holds checkpoints of a different, incompatible run."""
+
+
+class NoUsableCheckpointError(RuntimeError):
+    """The output directory holds checkpoints but none of them can be read."""

@@ -1,0 +1,98 @@
+"""Fine-tuning: full or LoRA, from a Hugging Face directory or a zoo run; export to Hugging Face."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import jax
+from jaxtyping import PRNGKeyArray, PyTree
+
+from ._config import TrainConfig
+from ._loop import EvalSource, TrainResult, train
+from ._lora import LoRAConfig, apply_lora, lora_filter, merge_lora, save_adapters
+from .data import DataSource
+
+ADAPTER_DIR = "adapter"
+
+
+def fit_tokenizer(tokenizer: Any, vocab_size: int) -> Any:
+    """``tokenizer``, or for a byte tokenizer whose specials do not fit the model's vocabulary,
+    the same bytes without them (packing keeps documents apart by segment ids anyway).
+
+    Raises:
+        ValueError: the tokenizer has more ids than the model's vocabulary.
+    """
+    if tokenizer.vocab_size <= vocab_size:
+        return tokenizer
+    if type(tokenizer).__name__ == "ByteTokenizer" and vocab_size >= 256:
+        import zoo_models
+
+        eos = tokenizer.eos_id is not None and vocab_size >= 257
+        bos = tokenizer.bos_id is not None and vocab_size >= 256 + eos + 1
+        return zoo_models.ByteTokenizer(bos=bos, eos=eos)
+    raise ValueError(
+        f"The tokenizer has {tokenizer.vocab_size} ids but the model's vocabulary has "
+        f"{vocab_size}; use the tokenizer the model was trained with."
+    )
+
+
+def finetune(
+    model: PyTree,
+    data: DataSource,
+    *,
+    config: TrainConfig,
+    out: str | pathlib.Path,
+    eval_data: EvalSource | None = None,
+    lora: LoRAConfig | None = None,
+    key: PRNGKeyArray | None = None,
+    run_info: dict[str, Any] | None = None,
+    stop_at: int | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
+
+    With ``lora``, adapters are added (:func:`apply_lora`, seeded by ``key``) and only they
+    train: the base is frozen by an ``eqx.partition`` spec (:func:`lora_filter`), so the
+    optimizer state holds adapter parameters only. At the end the adapters alone are written to
+    ``out/adapter/`` (``adapter_model.safetensors``, ``adapter_config.json``). Resuming works as
+    for :func:`train` (same ``out``); ``stop_at`` ends this call early, as there.
+
+    Returns:
+        The :class:`TrainResult`; ``result.model`` carries the adapters (see :func:`merge_lora`).
+    """
+    info = dict(run_info or {})
+    trainable = None
+    if lora is not None:
+        model = apply_lora(model, lora, key=jax.random.key(0) if key is None else key)
+        trainable = lora_filter(model)
+        info["lora"] = lora.to_dict()
+    result = train(
+        model,
+        data,
+        config=config,
+        out=out,
+        eval_data=eval_data,
+        trainable=trainable,
+        run_info=info,
+        stop_at=stop_at,
+        on_record=on_record,
+    )
+    if lora is not None:
+        save_adapters(
+            result.model,
+            pathlib.Path(out) / ADAPTER_DIR,
+            lora,
+            step=result.step,
+            model_config=info.get("model_config"),
+            init=info.get("init"),
+        )
+    return result
+
+
+def export_hf(model: PyTree, path: str | pathlib.Path) -> pathlib.Path:
+    """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint."""
+    import zoo_models
+
+    return zoo_models.save_hf(merge_lora(model), path)

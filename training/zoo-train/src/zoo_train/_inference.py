@@ -1,0 +1,91 @@
+"""Using a trained language model: held-out loss and perplexity, and sampled text."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._loop import EvalSource
+from ._loss import make_lm_loss
+from ._precision import resolve_compute_dtype
+
+
+def evaluate_model(
+    model: Any,
+    source: EvalSource,
+    *,
+    batch_size: int,
+    max_batches: int | None = None,
+    compute_dtype: str = "auto",
+) -> dict[str, float]:
+    """Token-mean cross entropy of ``model`` over ``source.eval_batches(batch_size)``.
+
+    Returns:
+        ``{"loss", "ppl", "tokens"}``: the mean next-token loss (nats), ``exp(loss)`` and the
+        number of counted target tokens.
+    """
+    loss_fn = eqx.filter_jit(make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype)))
+    total, weight = 0.0, 0.0
+    for batch in source.eval_batches(batch_size, max_batches=max_batches):
+        loss_sum, aux = loss_fn(model, batch, jax.random.key(0))
+        total += float(loss_sum)
+        weight += float(aux["weight"])
+    if weight <= 0:
+        raise ValueError("The evaluation data has no counted tokens; give it longer documents.")
+    loss = total / weight
+    return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "tokens": weight}
+
+
+def sample_text(
+    model: Any,
+    tokenizer: Any,
+    prompt: str,
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+) -> str:
+    """Continue ``prompt`` by up to ``max_new_tokens`` tokens (stopping at EOS); the new text.
+
+    Models with a learned position table (GPT-2) are limited to their ``max_position``.
+    """
+    import zoo_models
+
+    ids = tokenizer.encode(prompt)
+    bos = getattr(tokenizer, "bos_id", None)
+    if bos is not None:
+        ids = [bos, *ids]
+    if not ids:
+        raise ValueError(
+            "The prompt is empty and the tokenizer has no BOS token; pass --prompt TEXT."
+        )
+    config = getattr(model, "config", None)
+    if config is not None and config.positional == "learned":
+        max_new_tokens = min(max_new_tokens, config.max_position - len(ids))
+        if max_new_tokens < 1:
+            raise ValueError(
+                f"The prompt fills the model's {config.max_position} positions; shorten it."
+            )
+    eos = tokenizer.eos_id
+    out = zoo_models.generate(
+        model,
+        jnp.asarray([ids], jnp.int32),
+        max_new_tokens=max_new_tokens,
+        key=jax.random.key(seed),
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        greedy=greedy,
+        stop_tokens=() if eos is None else (eos,),
+    )
+    new = [int(t) for t in jax.device_get(out)[0, len(ids) :]]
+    if eos is not None and eos in new:
+        new = new[: new.index(eos)]
+    return tokenizer.decode(new)

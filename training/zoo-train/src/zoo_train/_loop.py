@@ -1,0 +1,362 @@
+"""``train``: the loop that ties data, steps, evaluation, metrics and checkpoints together."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import pathlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import equinox as eqx
+import jax
+import numpy as np
+from jaxtyping import PyTree
+
+import zoo_attention
+
+from ._checkpoint import Checkpointer
+from ._config import RESUME_SAFE_FIELDS, TrainConfig
+from ._errors import CheckpointMismatchError, NonFiniteLossError
+from ._loss import LossFn, make_lm_loss
+from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
+from ._optim import make_optimizer
+from ._precision import resolve_compute_dtype
+from ._progress import Progress
+from ._provenance import attention_resolutions, kernel_label, provenance
+from ._state import TrainState, init_train_state, trainable_params
+from ._step import EvalFn, make_eval_step, make_train_step
+from .data import Batch, DataSource
+
+logger = logging.getLogger("zoo_train")
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "loss_curve.png"
+CHECKPOINT_DIR = "checkpoints"
+
+
+class EvalSource(Protocol):
+    """Held-out data: ``eval_batches(n, max_batches=None)`` yields fixed-shape batches."""
+
+    def eval_batches(self, n: int, *, max_batches: int | None = None) -> Iterator[Batch]: ...
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a call to :func:`train` ended with.
+
+    Attributes:
+        state: the final ``TrainState`` (``state.model`` is the trained model).
+        step: the last step taken.
+        start_step: the step this call started from (0, or the resumed checkpoint's step).
+        resumed_from: the checkpoint step resumed from, or ``None`` for a fresh start.
+        skipped_checkpoints: reports of unreadable checkpoints passed over on resume.
+        last_eval: the last evaluation record, if any.
+        out: the output directory.
+        checkpoint_steps: committed checkpoint steps at the end.
+        best_step: the committed step with the lowest eval loss, if any.
+    """
+
+    state: TrainState
+    step: int
+    start_step: int
+    resumed_from: int | None
+    skipped_checkpoints: list[str]
+    last_eval: dict[str, Any] | None
+    out: pathlib.Path
+    checkpoint_steps: list[int]
+    best_step: int | None
+
+    @property
+    def model(self) -> PyTree:
+        """The trained model."""
+        return self.state.model
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _identity(config: TrainConfig, data: DataSource, run_info: dict[str, Any] | None) -> dict:
+    settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_SAFE_FIELDS}
+    return _jsonable({"config": settings, "data": data.describe(), "run_info": run_info or {}})
+
+
+def _differences(saved: Any, now: Any, prefix: str = "") -> list[str]:
+    if isinstance(saved, dict) and isinstance(now, dict):
+        out = []
+        for key in sorted(set(saved) | set(now)):
+            out += _differences(saved.get(key), now.get(key), f"{prefix}{key}.")
+        return out
+    return [] if saved == now else [f"{prefix[:-1]}: {saved!r} → {now!r}"]
+
+
+class _Window:
+    """Means of the step metrics and the throughput since the last train record."""
+
+    def __init__(self, tokens_per_step: int) -> None:
+        self.tokens_per_step = tokens_per_step
+        self.t_run = time.perf_counter()
+        self.restart()
+
+    def restart(self) -> None:
+        self.values: dict[str, list[float]] = {}
+        self.restart_clock()
+
+    def restart_clock(self) -> None:
+        self.steps = 0
+        self.t0 = time.perf_counter()
+
+    def pause(self, seconds: float) -> None:
+        self.t0 += seconds
+
+    def add(self, m: dict[str, float], *, timed: bool = True) -> None:
+        if m["finite"]:
+            for k, v in m.items():
+                if k != "finite":
+                    self.values.setdefault(k, []).append(float(v))
+        self.steps += int(timed)
+
+    def record(self, step: int, *, lr: float) -> dict[str, Any]:
+        now = time.perf_counter()
+        rec: dict[str, Any] = {"step": step}
+        for k, vs in self.values.items():
+            rec[k] = float(np.sum(vs)) if k == "weight" else float(np.mean(vs))
+        rec["tokens"] = rec.pop("weight", 0.0)
+        rec["lr"] = lr
+        elapsed = now - self.t0
+        rec["tokens_per_s"] = (
+            self.tokens_per_step * self.steps / elapsed if self.steps and elapsed > 0 else None
+        )
+        rec["elapsed_s"] = now - self.t_run
+        self.restart()
+        return rec
+
+
+def _evaluate(
+    eval_step: EvalFn, state: TrainState, source: EvalSource, batch_size: int, limit: int | None
+) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for batch in source.eval_batches(batch_size, max_batches=limit):
+        for k, v in jax.device_get(eval_step(batch, state)).items():
+            totals[k] = totals.get(k, 0.0) + float(v)
+    weight = totals.get("weight", 0.0)
+    if weight <= 0:
+        raise ValueError("The evaluation data has no counted tokens; give it longer documents.")
+    loss = totals["loss_sum"] / weight
+    ce = totals.get("ce", totals["loss_sum"]) / weight
+    return {"eval_loss": loss, "eval_ppl": math.exp(min(ce, 700.0)), "eval_tokens": weight}
+
+
+def train(
+    model: PyTree,
+    data: DataSource,
+    *,
+    config: TrainConfig,
+    out: str | pathlib.Path,
+    eval_data: EvalSource | None = None,
+    loss_fn: LossFn | None = None,
+    trainable: Callable[[Any], bool] | PyTree[bool] | None = None,
+    run_info: dict[str, Any] | None = None,
+    stop_at: int | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
+    checkpoints.
+
+    Args:
+        model: any Equinox model (pytree); with the default loss it is called as
+            ``model(input_ids [B,T], *, positions, segment_ids) -> logits [B,T,V]``.
+        data: a :class:`~zoo_train.data.DataSource` (e.g. :class:`~zoo_train.data.PackedLoader`);
+            each step draws ``grad_accum * batch_size`` rows.
+        config: the run settings.
+        out: the output directory: ``metrics.jsonl``, ``loss_curve.png``, ``checkpoints/``.
+        eval_data: held-out data with ``eval_batches`` (e.g. a ``PackedLoader`` of the
+            validation split); evaluated every ``config.eval_every`` steps and at the end.
+        loss_fn: ``loss_fn(model, batch, key) -> (loss_sum, aux)`` (see :mod:`zoo_train._loss`);
+            default :func:`make_lm_loss` with ``config.z_loss`` and ``config.compute_dtype``.
+        trainable: an ``eqx.partition`` filter choosing the trained arrays (default: every
+            floating-point array); the rest is frozen but still checkpointed.
+        run_info: JSON-ready facts about the run (e.g. the model configuration); stored in
+            checkpoints and required to match on resume.
+        stop_at: end this call after this step (checkpointed), e.g. to split a run over jobs.
+        on_record: called with every metrics record as it is written.
+
+    Returns:
+        A :class:`TrainResult`.
+
+    Raises:
+        CheckpointMismatchError: ``out`` holds checkpoints of a different configuration, data
+            or model; nothing is overwritten.
+        NoUsableCheckpointError: ``out`` holds checkpoints but none is readable.
+        NonFiniteLossError: a NaN/inf loss with ``on_nonfinite="stop"``; the last good checkpoint
+            is kept.
+    """
+    if stop_at is not None and not 1 <= stop_at <= config.steps:
+        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {stop_at}.")
+    end = config.steps if stop_at is None else stop_at
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows_per_step = config.batch_size * config.grad_accum
+
+    if loss_fn is None:
+        loss_fn = make_lm_loss(
+            z_loss=config.z_loss, compute_dtype=resolve_compute_dtype(config.compute_dtype)
+        )
+    optimizer, schedule = make_optimizer(
+        config.optimizer, config.steps, trainable_params(model, trainable)
+    )
+    state = init_train_state(model, optimizer, seed=config.seed, trainable=trainable)
+    identity = _identity(config, data, run_info)
+
+    def check(meta: dict) -> None:
+        diffs = _differences(meta.get("identity"), identity)
+        if diffs:
+            shown = "; ".join(diffs[:4]) + ("; …" if len(diffs) > 4 else "")
+            raise CheckpointMismatchError(
+                f"The checkpoints in {out / CHECKPOINT_DIR} come from a different run ({shown}); "
+                "resume with the same settings or choose a new output directory."
+            )
+
+    checkpointer = Checkpointer(
+        out / CHECKPOINT_DIR, keep=config.keep, async_save=config.async_checkpointing
+    )
+    writer: MetricsWriter | None = None
+    progress: Progress | None = None
+    try:
+        restored = checkpointer.restore(state, check=check)
+        start = 0
+        skipped_reports: list[str] = []
+        if restored is not None:
+            state, start, skipped_reports = restored.state, restored.step, restored.skipped
+            data.load_state_dict(restored.meta["data_state"])
+        writer = MetricsWriter(out / METRICS_FILE)
+        writer.truncate_after(start)
+
+        def record(rec: dict[str, Any]) -> None:
+            writer.write(rec)
+            if on_record is not None:
+                on_record(rec)
+
+        train_step = make_train_step(optimizer, loss_fn, schedule, grad_accum=config.grad_accum)
+        eval_step = make_eval_step(loss_fn)
+
+        # Trace the loss once (abstractly) so the attention kernel is resolved and logged first.
+        zoo_attention.clear_resolutions()
+        batch = data.next_batch(rows_per_step)
+        micro = jax.tree.map(lambda x: x[: config.batch_size], batch)
+        eqx.filter_eval_shape(loss_fn, state.model, micro, jax.random.key(0))
+        kernels = attention_resolutions()
+        label = kernel_label(kernels)
+        prov = provenance()
+        progress = Progress(config.steps, start, enabled=config.progress)
+        progress.write(
+            f"zoo-train: {'resuming from step ' + str(start) if restored else 'starting'}"
+            f" → step {end}; attention kernel: {label}; backend: {prov['backend']}"
+        )
+        for report in skipped_reports:
+            progress.write(f"zoo-train: {report}")
+        logger.info("attention kernel: %s", label)
+        record(
+            {
+                "step": start,
+                "event": "resume" if restored else "start",
+                "resumed_from": start if restored else None,
+                "kernel": label,
+                "attention": kernels,
+                "skipped_checkpoints": skipped_reports,
+                "provenance": prov,
+                "config": config.to_dict(),
+            }
+        )
+
+        meta_base = {
+            "identity": identity,
+            "config": config.to_dict(),
+            "run_info": _jsonable(run_info or {}),
+            "provenance": prov,
+        }
+        tokens_per_step = int(np.asarray(batch["input_ids"]).size) if "input_ids" in batch else 0
+        last_eval: dict[str, Any] | None = None
+        window = _Window(tokens_per_step)
+        step = start
+        while step < end:
+            state, metrics = train_step(batch, state)
+            step += 1
+            data_state = data.state_dict()
+            if step < end:
+                batch = data.next_batch(rows_per_step)  # overlaps with the device step
+            m = {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
+            if not m["finite"]:
+                bad = {"step": step, "event": "nonfinite", "loss": m["loss"]}
+                bad["grad_norm"] = m["grad_norm"]
+                if config.on_nonfinite == "stop":
+                    checkpointer.wait()
+                    last = checkpointer.latest_step()
+                    record({**bad, "action": "stop"})
+                    raise NonFiniteLossError(
+                        f"Step {step}: the loss is {m['loss']} (gradient norm {m['grad_norm']}); "
+                        f"training stopped and the last good checkpoint "
+                        f"({'step ' + str(last) if last is not None else 'none'}) is kept; lower "
+                        "the learning rate or set on_nonfinite='skip'.",
+                        step=step,
+                        last_checkpoint=last,
+                    )
+                record({**bad, "action": "skip"})
+            first = step == start + 1
+            if first:
+                window.restart_clock()  # the first step's time is compilation, not training
+            window.add(m, timed=not first)
+            progress.update(1, loss=m["loss"], lr=m["lr"])
+            if step % config.log_every == 0 or step == end:
+                rec = window.record(step, lr=m["lr"])
+                rec["skipped_total"] = int(jax.device_get(state.skipped))
+                rec["kernel"] = label
+                record(rec)
+                if rec["tokens_per_s"] is not None:
+                    progress.update(0, loss=rec.get("loss", m["loss"]), tok_s=rec["tokens_per_s"])
+            evaluated = None
+            if eval_data is not None and (
+                (config.eval_every and step % config.eval_every == 0) or step == end
+            ):
+                t_eval = time.perf_counter()
+                evaluated = _evaluate(
+                    eval_step, state, eval_data, config.batch_size, config.eval_batches
+                )
+                last_eval = {"step": step, **evaluated}
+                record(last_eval)
+                progress.write(
+                    f"step {step}: eval loss {evaluated['eval_loss']:.4f}, ppl {evaluated['eval_ppl']:.2f}"
+                )
+                window.pause(time.perf_counter() - t_eval)  # evaluation is not training time
+            if step % config.checkpoint_every == 0 or step == end:
+                checkpointer.save(
+                    step,
+                    state,
+                    {**meta_base, "data_state": data_state, "last_eval": last_eval},
+                    eval_loss=None if evaluated is None else evaluated["eval_loss"],
+                )
+        checkpointer.wait()
+        progress.close()
+        if config.plot:
+            plot_loss_curve(read_metrics(out / METRICS_FILE), out / PLOT_FILE)
+        return TrainResult(
+            state=state,
+            step=step,
+            start_step=start,
+            resumed_from=start if restored else None,
+            skipped_checkpoints=skipped_reports,
+            last_eval=last_eval,
+            out=out,
+            checkpoint_steps=checkpointer.steps(),
+            best_step=checkpointer.best_step(),
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+        if writer is not None:
+            writer.close()
+        checkpointer.close()

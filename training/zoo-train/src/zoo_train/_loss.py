@@ -1,0 +1,77 @@
+"""The default language-model loss: masked next-token cross entropy plus optional z-loss.
+
+A loss function has the signature ``loss_fn(model, batch, key) -> (loss_sum, aux)``: ``loss_sum``
+is a float32 scalar *summed* over the counted units and ``aux`` a dict of scalars that must hold
+``"weight"`` (how many units were counted). The train step divides by the total weight over all
+micro-batches, so gradient accumulation equals the large-batch token mean exactly. The other
+``aux`` entries are sums too and are reported divided by the weight.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PyTree
+
+from ._precision import cast_floating
+
+LossFn = Callable[[PyTree, dict[str, jax.Array], jax.Array], tuple[jax.Array, dict[str, jax.Array]]]
+
+
+def token_losses(
+    logits: Float[Array, "B T V"], targets: Int[Array, "B T"]
+) -> tuple[Float[Array, "B T"], Float[Array, "B T"]]:
+    """Per-token cross entropy and ``log Z`` in float32."""
+    logits = logits.astype(jnp.float32)
+    log_z = jax.nn.logsumexp(logits, axis=-1)
+    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    return log_z - target_logit, log_z
+
+
+def _takes_key(model: object) -> bool:
+    # Models with dropout (zoo_models) take ``key=``; passing it turns dropout on in training.
+    try:
+        return "key" in inspect.signature(type(model).__call__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def make_lm_loss(*, z_loss: float = 0.0, compute_dtype: jnp.dtype | str | None = None) -> LossFn:
+    """The LM loss for a model ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
+
+    Args:
+        z_loss: weight of ``log(Z)²`` per counted token (stabilises the softmax normaliser).
+        compute_dtype: cast floating parameters to this dtype for the forward pass (``None``: as
+            stored). Logits are upcast to float32 for the loss.
+
+    The step's RNG key is passed as ``key=`` when the model's ``__call__`` takes one (dropout).
+
+    Returns:
+        ``loss_fn(model, batch, key)``; ``batch`` holds ``input_ids``, ``targets``,
+        ``positions``, ``segment_ids`` (int ``[B, T]``) and ``loss_mask`` (float ``[B, T]``).
+        ``aux`` holds ``weight`` (counted tokens), ``ce`` and ``z_loss`` (sums).
+    """
+    dtype = None if compute_dtype is None else jnp.dtype(compute_dtype)
+
+    def loss_fn(
+        model: PyTree, batch: dict[str, jax.Array], key: jax.Array
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        kwargs = {"key": key} if _takes_key(model) else {}
+        if dtype is not None:
+            model = cast_floating(model, dtype)
+        logits = model(
+            batch["input_ids"],
+            positions=batch["positions"],
+            segment_ids=batch["segment_ids"],
+            **kwargs,
+        )
+        ce, log_z = token_losses(logits, batch["targets"])
+        mask = batch["loss_mask"].astype(jnp.float32)
+        ce_sum = jnp.sum(ce * mask)
+        z_sum = z_loss * jnp.sum(jnp.square(log_z) * mask)
+        return ce_sum + z_sum, {"weight": jnp.sum(mask), "ce": ce_sum, "z_loss": z_sum}
+
+    return loss_fn

@@ -1,0 +1,65 @@
+"""What produced a run: package versions, platform and the resolved attention kernels."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+from typing import Any
+
+import jax
+
+ZOO_DISTRIBUTIONS = (
+    "zoo-attention",
+    "zoo-flash-tpu",
+    "zoo-chunked",
+    "zoo-layers",
+    "zoo-models",
+    "zoo-train",
+)
+_THIRD_PARTY = ("jax", "jaxlib", "equinox", "optax", "orbax-checkpoint", "numpy")
+
+
+def _versions(names: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def attention_resolutions() -> list[dict[str, Any]]:
+    """Every attention kernel resolved in this process so far (``Resolution.as_dict()``)."""
+    try:
+        import zoo_attention
+    except ImportError:
+        return []
+    return [r.as_dict() for r in zoo_attention.resolutions()]
+
+
+def kernel_label(resolutions: list[dict[str, Any]]) -> str:
+    """``"xla 1.0.0"`` (comma-joined if several kernels served), or ``"none"``."""
+    if not resolutions:
+        return "none"
+    return ", ".join(f"{r['kernel']} {r['version']}" for r in resolutions)
+
+
+def provenance() -> dict[str, Any]:
+    """A JSON-ready record of the software and hardware of this process.
+
+    Keys: ``packages`` (installed zoo distributions → version), ``libraries`` (jax, jaxlib,
+    equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
+    ``devices`` (device kinds) and ``attention`` (resolved kernels, after the first trace).
+    """
+    return {
+        "packages": _versions(ZOO_DISTRIBUTIONS),
+        "libraries": _versions(_THIRD_PARTY),
+        "jax": jax.__version__,
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "backend": jax.default_backend(),
+        "devices": sorted({d.device_kind for d in jax.devices()}),
+        "attention": attention_resolutions(),
+    }

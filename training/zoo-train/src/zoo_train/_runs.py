@@ -1,0 +1,166 @@
+"""Run directories written by ``zoo train`` / ``zoo finetune``: what they record, and loading
+their model back.
+
+A run directory is the output of :func:`zoo_train.train` (``checkpoints/``, ``metrics.jsonl``,
+``loss_curve.png``) whose ``run_info`` names the model (``model_config``), the tokenizer, how
+the run started (``init``) and, for LoRA runs, the adapter settings; that is all it takes to
+rebuild the ``TrainState`` template and restore the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import shutil
+from typing import Any
+
+import jax
+
+from ._checkpoint import Checkpointer
+from ._config import TrainConfig
+from ._loop import CHECKPOINT_DIR
+from ._lora import LoRAConfig, apply_lora, lora_filter
+from ._optim import make_optimizer
+from ._state import init_train_state, trainable_params
+from ._usage import UsageError
+
+TOKENIZER_DIR = "tokenizer"
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# How a model runs here, not what it computes: free to change between runs of one directory.
+RUNTIME_FIELDS = ("attention_implementation", "remat")
+
+
+@dataclasses.dataclass
+class LoadedRun:
+    """A model restored from a run directory.
+
+    Attributes:
+        model: the model (with its LoRA adapters, if the run trained some).
+        tokenizer: the run's tokenizer.
+        step: the checkpoint step restored.
+        meta: that checkpoint's metadata (``run_info``, ``provenance``, ``config``, ...).
+        lora: the LoRA settings, or ``None`` for a plain model.
+    """
+
+    model: Any
+    tokenizer: Any
+    step: int
+    meta: dict[str, Any]
+    lora: LoRAConfig | None
+
+
+def model_identity(config: Any) -> dict[str, Any]:
+    """A ``ModelConfig`` as stored in ``run_info`` (runtime fields left out)."""
+    return {k: v for k, v in config.to_dict().items() if k not in RUNTIME_FIELDS}
+
+
+def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
+    """How to rebuild ``tokenizer``: a byte tokenizer's specials, or the copied ``tokenizer/``."""
+    if type(tokenizer).__name__ == "ByteTokenizer":
+        return {
+            "kind": "byte",
+            "bos": tokenizer.bos_id is not None,
+            "eos": tokenizer.eos_id is not None,
+        }
+    return {"kind": "hf", "dir": TOKENIZER_DIR}
+
+
+def copy_tokenizer_files(source: pathlib.Path, run_dir: pathlib.Path) -> None:
+    """Copy a Hugging Face directory's tokenizer files into ``run_dir/tokenizer``."""
+    files = [source / f for f in _TOKENIZER_FILES if (source / f).is_file()]
+    if not files:
+        return
+    target = run_dir / TOKENIZER_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for f in files:
+        shutil.copy2(f, target / f.name)
+
+
+def load_run_tokenizer(spec: dict[str, Any], run_dir: pathlib.Path) -> Any:
+    """The tokenizer described by :func:`tokenizer_spec`."""
+    import zoo_models
+
+    if spec.get("kind") == "hf":
+        return zoo_models.load_tokenizer(run_dir / spec.get("dir", TOKENIZER_DIR))
+    return zoo_models.ByteTokenizer(bos=bool(spec.get("bos")), eos=bool(spec.get("eos", True)))
+
+
+def checkpoint_steps(run_dir: str | pathlib.Path) -> list[int]:
+    """Committed checkpoint steps of a run directory (empty when it has none)."""
+    directory = pathlib.Path(run_dir) / CHECKPOINT_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def read_metas(run_dir: str | pathlib.Path) -> dict[int, dict[str, Any]]:
+    """The metadata of every readable checkpoint of ``run_dir`` (``{}`` when there are none)."""
+    if not checkpoint_steps(run_dir):
+        return {}
+    checkpointer = Checkpointer(pathlib.Path(run_dir) / CHECKPOINT_DIR, async_save=False)
+    try:
+        metas = {}
+        for step in checkpointer.steps():
+            try:
+                metas[step] = checkpointer.read_meta(step)
+            except Exception:  # an unreadable step is reported by the loop itself
+                continue
+        return metas
+    finally:
+        checkpointer.close()
+
+
+def load_run(
+    run_dir: str | pathlib.Path, *, attention_implementation: str | None = None
+) -> LoadedRun:
+    """Restore the newest readable checkpoint of a ``zoo train`` / ``zoo finetune`` run.
+
+    Raises:
+        UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI.
+    """
+    import zoo_models
+
+    run_dir = pathlib.Path(run_dir)
+    metas = read_metas(run_dir)
+    if not metas:
+        raise UsageError(
+            f"{str(run_dir)!r} holds no checkpoints; pass the --out directory of a zoo train "
+            "or zoo finetune run."
+        )
+    meta = metas[max(metas)]
+    info = meta.get("run_info") or {}
+    if "model_config" not in info:
+        raise UsageError(
+            f"The checkpoints in {str(run_dir)!r} do not record a zoo model; pass a run "
+            "directory written by zoo train or zoo finetune."
+        )
+    model_config = zoo_models.ModelConfig.from_dict(
+        {**info["model_config"], "attention_implementation": attention_implementation}
+    )
+    config = TrainConfig.from_dict(meta["config"])
+    model = zoo_models.build(model_config, key=jax.random.key(0))
+    lora = None
+    trainable = None
+    if info.get("lora"):
+        lora = LoRAConfig(**info["lora"])
+        model = apply_lora(model, lora, key=jax.random.key(0))
+        trainable = lora_filter(model)
+    optimizer, _ = make_optimizer(
+        config.optimizer, config.steps, trainable_params(model, trainable)
+    )
+    template = init_train_state(model, optimizer, seed=config.seed, trainable=trainable)
+    checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, async_save=False)
+    try:
+        restored = checkpointer.restore(template)
+    finally:
+        checkpointer.close()
+    if restored is None:  # pragma: no cover - read_metas found steps
+        raise UsageError(f"{str(run_dir)!r} holds no readable checkpoints.")
+    tokenizer = load_run_tokenizer(info.get("tokenizer") or {"kind": "byte"}, run_dir)
+    return LoadedRun(
+        model=restored.state.model,
+        tokenizer=tokenizer,
+        step=restored.step,
+        meta=restored.meta,
+        lora=lora,
+    )

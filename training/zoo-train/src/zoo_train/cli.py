@@ -1,0 +1,292 @@
+"""zoo: train, fine-tune, sample, evaluate and convert zoo language models.
+
+Commands (zoo COMMAND --help for each):
+
+  zoo train                       train a model (default: a small byte-level Llama on the stdlib)
+  zoo finetune --from-hf DIR      fine-tune a Hugging Face or zoo model, fully or with LoRA
+  zoo generate RUN_OR_HF_DIR      sample text
+  zoo eval RUN_OR_HF_DIR          held-out loss and perplexity
+  zoo convert SRC DST             Hugging Face directory <-> zoo run directory
+  zoo models                      the model presets
+  zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from ._settings import SCHEMA, resolve_settings
+from ._usage import UsageError
+
+PROG = "zoo"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message[0].upper() + message[1:] if message else "Bad arguments"
+        self.exit(2, f"{self.prog}: error: {message.rstrip('.')}; see `{self.prog} --help`.\n")
+
+
+# Flags of `zoo train` / `zoo finetune`: (flag, settings key, type, metavar).
+_RUN_FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--model", "model", str, "PRESET"),
+    ("--out", "out", str, "DIR"),
+    ("--steps", "steps", int, "N"),
+    ("--batch-size", "batch_size", int, "N"),
+    ("--seq-len", "seq_len", int, "N"),
+    ("--grad-accum", "grad_accum", int, "N"),
+    ("--stop-at", "stop_at", int, "STEP"),
+    ("--save-every", "save_every", int, "N"),
+    ("--lr", "lr", float, "LR"),
+    ("--eval-every", "eval_every", int, "N"),
+    ("--log-every", "log_every", int, "N"),
+    ("--seed", "seed", int, "N"),
+    ("--max-bytes", "max_bytes", int, "N"),
+    ("--sample-tokens", "sample_tokens", int, "N"),
+    ("--prompt", "prompt", str, "TEXT"),
+    ("--attention-implementation", "attention.implementation", str, "KERNEL"),
+    ("--attention-require", "attention.require", str, "REQ"),
+]
+_FINETUNE_FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--from-hf", "from_hf", str, "DIR"),
+    ("--from-run", "from_run", str, "DIR"),
+    ("--export-hf", "export_hf", str, "DIR"),
+    ("--lora-rank", "lora.rank", int, "R"),
+    ("--lora-alpha", "lora.alpha", float, "ALPHA"),
+]
+
+
+def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
+    p.add_argument(
+        "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
+    )
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="assignments",
+        help="set any setting, e.g. --set optimizer.warmup_steps=20 --set model_config.n_layers=4",
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help="text files, directories, globs or .jsonl (default: the Python stdlib's source)",
+    )
+    flags = _RUN_FLAGS + (_FINETUNE_FLAGS if finetune else [])
+    for flag, key, kind, metavar in flags:
+        default = SCHEMA[key].default
+        p.add_argument(
+            flag,
+            dest=key,
+            type=kind,
+            metavar=metavar,
+            default=argparse.SUPPRESS,
+            help=f"{SCHEMA[key].help} (default: {default})",
+        )
+    if finetune:
+        p.add_argument(
+            "--lora-targets",
+            dest="lora.targets",
+            nargs="+",
+            metavar="T",
+            default=argparse.SUPPRESS,
+            help="projections to adapt: q k v o gate up down (default: q k v o)",
+        )
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_const",
+        const=False,
+        default=argparse.SUPPRESS,
+        help="no progress bar",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``zoo`` argument parser."""
+    parser = _Parser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.set_defaults(_commands=sub.choices)
+
+    train = sub.add_parser(
+        "train",
+        help="train a model from scratch",
+        description="Train a model from scratch. With no arguments: a small byte-level Llama on "
+        "the Python standard library's own source, into runs/default. Settings: defaults < "
+        "--config FILE < --set KEY=VALUE < flags. Re-running into the same --out resumes.",
+    )
+    _add_run_flags(train, finetune=False)
+
+    ft = sub.add_parser(
+        "finetune",
+        help="fine-tune a Hugging Face or zoo model (full or LoRA)",
+        description="Fine-tune a model from a Hugging Face directory (--from-hf) or a zoo run "
+        "(--from-run): all weights, or LoRA adapters only (--lora-rank R). LoRA runs write the "
+        "adapters alone to OUT/adapter; --export-hf DIR writes the merged model.",
+    )
+    _add_run_flags(ft, finetune=True)
+
+    gen = sub.add_parser("generate", help="sample text from a model", description="Sample text.")
+    gen.add_argument(
+        "source", metavar="RUN_OR_HF_DIR", help="a zoo run directory or a Hugging Face directory"
+    )
+    gen.add_argument("--prompt", default="def ", help="prompt text (default: 'def ')")
+    gen.add_argument("--max-new-tokens", type=int, default=200, metavar="N")
+    gen.add_argument("--temperature", type=float, default=0.8)
+    gen.add_argument("--top-k", type=int, default=None, metavar="K")
+    gen.add_argument("--top-p", type=float, default=None, metavar="P")
+    gen.add_argument("--greedy", action="store_true", help="argmax decoding")
+    gen.add_argument("--num-samples", type=int, default=1, metavar="N")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+
+    ev = sub.add_parser(
+        "eval",
+        help="held-out loss and perplexity",
+        description="Print the mean next-token loss and perplexity of a model on text (default: "
+        "the held-out split of the stdlib corpus that `zoo train` evaluates on).",
+    )
+    ev.add_argument("source", metavar="RUN_OR_HF_DIR")
+    ev.add_argument("--data", nargs="+", metavar="PATH", help="text to evaluate on (all of it)")
+    ev.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="evaluate only the held-out split of --data",
+    )
+    ev.add_argument("--seq-len", type=int, default=128, metavar="N")
+    ev.add_argument("--batch-size", type=int, default=16, metavar="N")
+    ev.add_argument("--max-batches", type=int, default=None, metavar="N")
+    ev.add_argument("--max-bytes", type=int, default=SCHEMA["max_bytes"].default, metavar="N")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
+    ev.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    ev.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    conv = sub.add_parser(
+        "convert",
+        help="Hugging Face <-> zoo",
+        description="Convert SRC to DST: a Hugging Face directory becomes a zoo run directory "
+        "(checkpoint at step 0); a zoo run directory becomes a Hugging Face directory (LoRA "
+        "adapters merged). The direction follows SRC.",
+    )
+    conv.add_argument("source", metavar="SRC")
+    conv.add_argument("dest", metavar="DST")
+
+    sub.add_parser("models", help="list the model presets", description="List the model presets.")
+
+    kern = sub.add_parser(
+        "kernels",
+        help="list attention kernels, or verify one",
+        description="List installed attention kernels (version, contract, platforms, whether they "
+        "serve here); `zoo kernels verify NAME` runs the conformance suite against NAME here.",
+    )
+    kern.add_argument(
+        "action", nargs="?", choices=["verify"], help="verify: run the conformance suite"
+    )
+    kern.add_argument("name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("train", "finetune"):
+        from ._cli_train import run_training
+
+        given = {k: v for k, v in vars(args).items() if k in SCHEMA}
+        settings = resolve_settings(
+            command=args.command,
+            config_file=args.config,
+            assignments=args.assignments,
+            flags=given,
+        )
+        return run_training(settings, command=args.command)
+    if args.command == "generate":
+        from ._cli_use import cmd_generate
+
+        return cmd_generate(args)
+    if args.command == "eval":
+        from ._cli_use import cmd_eval
+
+        return cmd_eval(args)
+    if args.command == "convert":
+        from ._cli_use import cmd_convert
+
+        return cmd_convert(args)
+    if args.command == "models":
+        from ._cli_catalog import cmd_models
+
+        return cmd_models(args)
+    from ._cli_catalog import cmd_kernels
+
+    return cmd_kernels(args)
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    # Errors a user causes: bad settings, bad data, an incompatible checkpoint directory.
+    errors: list[type[BaseException]] = [ValueError, FileNotFoundError, NotADirectoryError]
+    from ._errors import NoUsableCheckpointError
+
+    errors.append(NoUsableCheckpointError)
+    if "zoo_attention" in sys.modules:
+        errors.append(sys.modules["zoo_attention"].KernelUnavailableError)
+    return tuple(errors)
+
+
+def _one_sentence(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``zoo`` console script; returns the exit code.
+
+    Exit codes: 0 success, 1 a failed check (``zoo kernels verify``) or a run stopped by a
+    non-finite loss, 2 a usage error (one sentence on stderr, no traceback; ``ZOO_DEBUG=1``
+    shows the traceback of a ``ValueError`` instead).
+    """
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the command's own parser, so the hint names its --help
+        args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    # Orbax logs through absl, warning on every save without an eval metric: noise here.
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    try:
+        return _dispatch(args)
+    except UsageError as err:
+        print(f"{PROG} {args.command}: error: {_one_sentence(err)}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `zoo models | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted.", file=sys.stderr)
+        return 130
+    except Exception as err:
+        from ._errors import NonFiniteLossError
+
+        if isinstance(err, NonFiniteLossError):
+            print(f"{PROG} {args.command}: {_one_sentence(err)}", file=sys.stderr)
+            return 1
+        if isinstance(err, _user_errors()) and not os.environ.get("ZOO_DEBUG"):
+            print(f"{PROG} {args.command}: error: {_one_sentence(err)}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

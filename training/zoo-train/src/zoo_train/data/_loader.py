@@ -1,0 +1,195 @@
+"""``PackedLoader``: shuffled, packed, resumable batches from tokenized documents."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ._documents import Document
+from ._packing import Batch, pack_documents, rows_to_batch
+from ._tokenizer import Tokenizer, encode_fast
+
+
+@runtime_checkable
+class DataSource(Protocol):
+    """What the training loop needs from its data.
+
+    ``next_batch(n)`` returns a dict of numpy arrays with leading dimension ``n`` (what the loss
+    function expects); ``state_dict()`` is a small JSON-ready dict from which
+    ``load_state_dict`` resumes exactly; ``describe()`` is a JSON-ready description used to refuse
+    resuming a run on different data.
+    """
+
+    def next_batch(self, n: int) -> Batch: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[np.ndarray]:
+    """Encode each document and append the tokenizer's EOS (when it has one). int32 arrays."""
+    eos = tokenizer.eos_id
+    out = []
+    for doc in docs:
+        ids = encode_fast(tokenizer, doc.text)
+        arr = (
+            np.frombuffer(ids, dtype=np.uint8).astype(np.int32)
+            if isinstance(ids, bytes)
+            else np.asarray(ids, dtype=np.int32)
+        )
+        if eos is not None:
+            arr = np.append(arr, np.int32(eos))
+        out.append(arr)
+    return out
+
+
+class PackedLoader:
+    """Packed rows of ``seq_len`` tokens, reshuffled by document every epoch.
+
+    Epoch ``e`` packs the documents in the order ``np.random.default_rng([seed, e]).permutation``
+    (or the given order with ``shuffle=False``) and serves its rows in order; the position is
+    ``{"epoch", "row"}``, so resuming needs no replay. Every epoch has the same number of rows.
+
+    Batches are dicts of numpy arrays ``[n, seq_len]``: ``input_ids``, ``targets``,
+    ``positions``, ``segment_ids`` (int32) and ``loss_mask`` (float32); see
+    :func:`rows_to_batch`.
+    """
+
+    def __init__(
+        self,
+        token_docs: Sequence[np.ndarray | Sequence[int]],
+        *,
+        seq_len: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        pad_id: int = 0,
+    ) -> None:
+        if seq_len < 1:
+            raise ValueError(f"`seq_len` must be at least 1, got {seq_len}.")
+        self._docs = [np.asarray(d, dtype=np.int32) for d in token_docs if len(d) > 0]
+        if not self._docs:
+            raise ValueError("The loader got no non-empty documents; pass at least one.")
+        self.seq_len = int(seq_len)
+        self.seed = int(seed)
+        self.shuffle = bool(shuffle)
+        self.pad_id = int(pad_id)
+        self.num_tokens = int(sum(len(d) for d in self._docs))
+        self.rows_per_epoch = self.num_tokens // (self.seq_len + 1)
+        if self.rows_per_epoch == 0:
+            raise ValueError(
+                f"The data holds {self.num_tokens} tokens, fewer than one row of "
+                f"seq_len + 1 = {self.seq_len + 1}; use more data or a shorter `seq_len`."
+            )
+        digest = hashlib.sha256()
+        for d in self._docs:
+            digest.update(np.int64(len(d)).tobytes())
+            digest.update(d.tobytes())
+        self._digest = digest.hexdigest()[:16]
+        self._epoch = 0
+        self._row = 0
+        self._cache: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+    @classmethod
+    def from_documents(
+        cls,
+        docs: Sequence[Document],
+        tokenizer: Tokenizer,
+        *,
+        seq_len: int,
+        seed: int = 0,
+        shuffle: bool = True,
+    ) -> PackedLoader:
+        """Tokenize ``docs`` (with EOS after each) and build a loader; pads with EOS (or 0)."""
+        pad = tokenizer.eos_id if tokenizer.eos_id is not None else 0
+        return cls(
+            tokenize_documents(docs, tokenizer),
+            seq_len=seq_len,
+            seed=seed,
+            shuffle=shuffle,
+            pad_id=pad,
+        )
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The document order of ``epoch``."""
+        if not self.shuffle:
+            return np.arange(len(self._docs))
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self._docs))
+
+    def _rows(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._cache is None or self._cache[0] != epoch:
+            packed = pack_documents(
+                self._docs, self.seq_len, order=self.epoch_order(epoch), pad_id=self.pad_id
+            )
+            self._cache = (epoch, packed)
+        return self._cache[1]
+
+    def next_batch(self, n: int) -> Batch:
+        """The next ``n`` rows, continuing into the next epoch when this one runs out."""
+        if n < 1:
+            raise ValueError(f"The batch size must be at least 1, got {n}.")
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        need = n
+        while need:
+            rows = self._rows(self._epoch)
+            take = min(need, self.rows_per_epoch - self._row)
+            parts.append(tuple(a[self._row : self._row + take] for a in rows))  # type: ignore[arg-type]
+            self._row += take
+            need -= take
+            if self._row == self.rows_per_epoch:
+                self._epoch, self._row = self._epoch + 1, 0
+        tokens, seg, pos = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        return rows_to_batch(tokens, seg, pos)
+
+    def eval_batches(self, n: int, *, max_batches: int | None = None) -> Iterator[Batch]:
+        """Every document once, in the given order, as batches of ``n`` rows (last one padded).
+
+        Padding rows have an all-zero ``loss_mask``, so every batch has the same shape.
+        """
+        tokens, seg, pos = pack_documents(
+            self._docs, self.seq_len, pad_id=self.pad_id, drop_remainder=False
+        )
+        count = -(-len(tokens) // n)
+        if max_batches is not None:
+            count = min(count, max_batches)
+        for b in range(count):
+            sl = slice(b * n, (b + 1) * n)
+            t, s, p = tokens[sl], seg[sl], pos[sl]
+            if len(t) < n:
+                extra = n - len(t)
+                t = np.concatenate([t, np.full((extra, t.shape[1]), self.pad_id, np.int32)])
+                s = np.concatenate([s, np.zeros((extra, s.shape[1]), np.int32)])
+                p = np.concatenate([p, np.zeros((extra, p.shape[1]), np.int32)])
+            yield rows_to_batch(t, s, p)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: ``{"epoch": int, "row": int}``."""
+        return {"epoch": self._epoch, "row": self._row}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a position returned by :meth:`state_dict`."""
+        epoch, row = int(state["epoch"]), int(state["row"])
+        if epoch < 0 or not 0 <= row < self.rows_per_epoch:
+            raise ValueError(
+                f"Loader position {state!r} is outside this data ({self.rows_per_epoch} rows per "
+                "epoch); resume with the data the run started with."
+            )
+        self._epoch, self._row = epoch, row
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies this data stream (compared on resume)."""
+        return {
+            "kind": "packed",
+            "seq_len": self.seq_len,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "pad_id": self.pad_id,
+            "num_documents": len(self._docs),
+            "num_tokens": self.num_tokens,
+            "sha256": self._digest,
+        }

@@ -1,0 +1,40 @@
+"""The deterministic train/validation split, by document."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from ._documents import Document
+
+
+def _unit(seed: int, doc_id: str) -> float:
+    digest = hashlib.sha256(f"{seed}:{doc_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def split_documents(
+    docs: Sequence[Document], *, val_fraction: float = 0.05, seed: int = 0
+) -> tuple[list[Document], list[Document]]:
+    """Split ``docs`` into ``(train, validation)`` by a seeded hash of each document's id.
+
+    A document's side depends only on its id and ``seed``, so adding documents never moves
+    existing ones across the split. With ``val_fraction > 0`` and at least two documents, each side
+    gets at least one document.
+
+    Raises:
+        ValueError: ``val_fraction`` outside ``[0, 1)``.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
+    scored = [(_unit(seed, d.id), i) for i, d in enumerate(docs)]
+    val_idx = {i for u, i in scored if u < val_fraction}
+    if val_fraction > 0 and len(docs) >= 2:
+        order = sorted(scored)
+        if not val_idx:
+            val_idx = {order[0][1]}
+        elif len(val_idx) == len(docs):
+            val_idx.discard(order[-1][1])
+    train = [d for i, d in enumerate(docs) if i not in val_idx]
+    val = [d for i, d in enumerate(docs) if i in val_idx]
+    return train, val

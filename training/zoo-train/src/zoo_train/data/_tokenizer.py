@@ -1,0 +1,63 @@
+"""The tokenizer interface the data pipeline needs, and the default byte-level tokenizer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What the data pipeline needs from a tokenizer (``zoo_models`` tokenizers satisfy it)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def eos_id(self) -> int | None: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class _Bytes:
+    """UTF-8 bytes as ids ``0..255`` and EOS ``256`` (used when ``zoo_models`` has none)."""
+
+    vocab_size = 257
+    eos_id = 256
+    bos_id = None
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return bytes(int(i) for i in ids if 0 <= int(i) < 256).decode("utf-8", errors="replace")
+
+    def __repr__(self) -> str:
+        return "ByteTokenizer(eos=True)"
+
+
+def byte_tokenizer() -> Tokenizer:
+    """The default tokenizer: UTF-8 bytes plus an EOS id (``zoo_models.ByteTokenizer`` if present).
+
+    Documents are separated by EOS when packed, so the default has no BOS.
+    """
+    try:
+        from zoo_models import ByteTokenizer  # type: ignore[attr-defined]
+    except ImportError:
+        return _Bytes()
+    return ByteTokenizer(bos=False, eos=True)
+
+
+def encode_fast(tokenizer: Tokenizer, text: str) -> list[int] | bytes:
+    """``tokenizer.encode(text)``; the raw UTF-8 bytes when the tokenizer is byte-level (same ids)."""
+    if isinstance(tokenizer, _Bytes):
+        return text.encode("utf-8")
+    try:
+        from zoo_models import ByteTokenizer  # type: ignore[attr-defined]
+    except ImportError:
+        return tokenizer.encode(text)
+    if isinstance(tokenizer, ByteTokenizer):
+        return text.encode("utf-8")  # its ids are the UTF-8 bytes (specials only on request)
+    return tokenizer.encode(text)

@@ -1,0 +1,68 @@
+"""Helpers for the command-line tests: running `zoo`, tiny corpora and Hugging Face models."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+
+WORDS = ("def", "return", "class", "import", "alpha", "beta", "gamma", "self", "value", "(x)")
+
+
+def run_zoo(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """``zoo ARGS`` in a subprocess (the installed console script's entry point)."""
+    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        timeout=300,
+    )
+
+
+def write_corpus(
+    directory: pathlib.Path, *, files: int = 12, lines: int = 40, seed: int = 0
+) -> pathlib.Path:
+    """A directory of small text files of repetitive pseudo-code (easy to learn)."""
+    rng = np.random.default_rng(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        text = "\n".join(" ".join(rng.choice(WORDS, 8)) for _ in range(lines))
+        (directory / f"doc{i:02d}.txt").write_text(text + "\n")
+    return directory
+
+
+def tiny_hf_llama(directory: pathlib.Path, *, seed: int = 0) -> pathlib.Path:
+    """A random Hugging Face ``LlamaForCausalLM`` (vocab 256) saved with ``save_pretrained``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(config).save_pretrained(directory)
+    return directory
+
+
+def hf_logits(directory: pathlib.Path, ids: np.ndarray) -> np.ndarray:
+    """Logits of the Hugging Face model in ``directory`` (transformers, float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(directory, torch_dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        return model(torch.as_tensor(ids, dtype=torch.long)).logits.numpy()

@@ -1,0 +1,19 @@
+import os
+
+# Tiny models compile far longer than they run: a lower XLA CPU optimisation level halves compile
+# time. Set before any backend starts; subprocesses the tests launch inherit it.
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    ).strip()
+
+import pytest
+
+import zoo_attention
+
+
+@pytest.fixture(autouse=True)
+def _reference_attention(monkeypatch: pytest.MonkeyPatch):
+    # The loop core's tests run on the reference kernel whatever else is installed.
+    monkeypatch.setenv(zoo_attention.ENV_VAR, "xla")
+    return

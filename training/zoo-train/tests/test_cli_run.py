@@ -1,0 +1,227 @@
+"""`zoo train` end to end (config + flags, resume, kernel change), `zoo generate`, `zoo eval`,
+`zoo models` and `zoo kernels`, run in-process through `zoo_train.cli.main`."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_helpers import write_corpus
+
+import zoo_attention
+import zoo_train
+from zoo_train.cli import main
+from zoo_train.data import PackedLoader, load_documents
+
+CONFIG = """
+model = "llama-tiny"
+steps = 6
+batch_size = 2
+seq_len = 32
+save_every = 2
+eval_every = 3
+log_every = 1
+sample_tokens = 0
+progress = false
+
+[optimizer]
+warmup_steps = 1
+
+[model_config]
+d_model = 32
+mlp_hidden = 64
+"""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 6-step run done as two calls: steps 1-2 on `chunked`, then resumed on `xla`."""
+    root = tmp_path_factory.mktemp("cli_run")
+    write_corpus(root / "corpus")
+    (root / "run.toml").write_text(CONFIG)
+    base = [
+        "train",
+        "--config",
+        str(root / "run.toml"),
+        "--data",
+        str(root / "corpus"),
+        "--out",
+        str(root / "run"),
+    ]
+    first = main([*base, "--lr", "0.01", "--stop-at", "2", "--attention-implementation", "chunked"])
+    assert first == 0
+    return root, base
+
+
+def _records(run: pathlib.Path) -> list[dict]:
+    return zoo_train.read_metrics(run / zoo_train.METRICS_FILE)
+
+
+def test_config_and_flags_reach_the_run(trained):
+    root, _ = trained
+    start = next(r for r in _records(root / "run") if r.get("event") == "start")
+    cfg = start["config"]
+    assert cfg["steps"] == 6 and cfg["batch_size"] == 2 and cfg["checkpoint_every"] == 2  # file
+    assert cfg["optimizer"]["lr"] == 0.01  # flag
+    assert cfg["optimizer"]["warmup_steps"] == 1  # file table
+    assert start["kernel"] == "chunked 0.1.0"
+    assert zoo_train.Checkpointer(root / "run" / "checkpoints").steps() == [2]
+
+
+def test_resume_reports_the_kernel_change_then_completes(trained, capsys):
+    root, base = trained
+    capsys.readouterr()
+    assert main([*base, "--lr", "0.01"]) == 0
+    err = capsys.readouterr().err
+    assert "resuming" in err
+    kernel = zoo_attention.get_kernel("xla")
+    assert (
+        f"changed since checkpoint 2: attention kernel: chunked 0.1.0 -> xla {kernel.version}"
+        in err
+    )
+    records = _records(root / "run")
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    losses = [r["loss"] for r in records if "loss" in r]
+    assert losses[-1] < losses[0]
+    # A third call finds the run complete and trains nothing.
+    assert main([*base, "--lr", "0.01"]) == 0
+    err = capsys.readouterr().err
+    assert "already complete" in err and "changed since" not in err
+    assert [r["step"] for r in _records(root / "run") if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    # Other settings on the same directory are refused, and nothing is overwritten.
+    assert main([*base, "--lr", "0.02"]) == 2
+    assert "different run" in capsys.readouterr().err
+
+
+def test_generate_prints_text(trained, capsys):
+    root, _ = trained
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "generate",
+                str(root / "run"),
+                "--prompt",
+                "def ",
+                "--max-new-tokens",
+                "12",
+                "--greedy",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("def ") and len(out.strip()) > len("def")
+    loaded = zoo_train.load_run(root / "run")
+    assert loaded.step == 6
+    # Greedy generation is deterministic and matches the library call.
+    again = zoo_train.sample_text(
+        loaded.model, loaded.tokenizer, "def ", max_new_tokens=12, greedy=True
+    )
+    assert out == "def " + again + "\n"
+
+
+def test_eval_prints_loss_and_perplexity(trained, capsys):
+    root, _ = trained
+    capsys.readouterr()
+    corpus = root / "corpus"
+    args = ["--data", str(corpus), "--seq-len", "32", "--batch-size", "4", "--max-batches", "3"]
+    assert main(["eval", str(root / "run"), *args, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    # Independent: per-token cross entropy in float64 numpy from the model's logits.
+    loaded = zoo_train.load_run(root / "run")
+    docs = load_documents(corpus)
+    loader = PackedLoader.from_documents(docs, loaded.tokenizer, seq_len=32, shuffle=False)
+    forward = eqx.filter_jit(
+        lambda m, b: m(b["input_ids"], positions=b["positions"], segment_ids=b["segment_ids"])
+    )
+    total, count = 0.0, 0.0
+    for batch in loader.eval_batches(4, max_batches=3):
+        logits = np.asarray(forward(loaded.model, batch), np.float64)
+        logp = logits - logits.max(-1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
+        nll = -np.take_along_axis(logp, batch["targets"][..., None], -1)[..., 0]
+        total += float((nll * batch["loss_mask"]).sum())
+        count += float(batch["loss_mask"].sum())
+    assert got["tokens"] == count
+    np.testing.assert_allclose(got["loss"], total / count, rtol=1e-5)
+    np.testing.assert_allclose(got["ppl"], math.exp(total / count), rtol=1e-5)
+    assert main(["eval", str(root / "run"), *args]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("loss ") and "perplexity" in line
+
+
+def test_finetune_from_run_reports_kernel_change(trained, capsys):
+    root, _ = trained
+    capsys.readouterr()
+    code = main([
+        "finetune", "--from-run", str(root / "run"), "--data", str(root / "corpus"),
+        "--out", str(root / "ft"), "--steps", "2", "--batch-size", "2", "--seq-len", "32",
+        "--lora-rank", "2", "--no-progress", "--eval-every", "0",
+        "--attention-implementation", "chunked",
+    ])  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    xla = zoo_attention.get_kernel("xla").version
+    assert f"attention kernel: xla {xla} -> chunked " in err
+    run = zoo_train.load_run(root / "ft")
+    assert run.lora is not None and run.step == 2
+    assert run.meta["run_info"]["init"]["kind"] == "run"
+
+
+def test_models_and_kernels_listings(tmp_path, capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "llama-tiny" in out and "gpt2" in out
+    assert main(["kernels"]) == 0
+    out = capsys.readouterr().out
+    for name, kernel in zoo_attention.kernels().items():
+        assert name in out and kernel.version in out
+    assert "no: needs a TPU" in out  # flash_tpu on a CPU host, with the reason
+
+
+class _Zeros(zoo_attention.AttentionKernel):
+    """A wrong kernel (attention output all zeros): the conformance cases must catch it."""
+
+    name = "zeros_for_test"
+
+    def check(self, spec):
+        return None
+
+    def __call__(self, query, key, value, segment_ids, spec):
+        return jnp.zeros_like(query)
+
+
+def test_kernels_verify_exit_codes(capsys):
+    assert main(["kernels", "verify", "no_such_kernel"]) == 2
+    assert "Unknown kernel" in capsys.readouterr().err
+    zoo_attention.register_kernel(_Zeros(), replace=True)
+    try:
+        assert main(["kernels", "verify", "zeros_for_test"]) == 1
+    finally:
+        zoo_attention.unregister_kernel("zeros_for_test")
+    lines = capsys.readouterr().out.splitlines()
+    assert any(" FAIL " in line for line in lines)
+    assert lines[-1].endswith(" failed") and not lines[-1].endswith(" 0 failed")
+
+
+def test_train_with_unknown_kernel_is_a_usage_error(tmp_path, capsys):
+    write_corpus(tmp_path / "c", files=3)
+    code = main(
+        [
+            "train",
+            "--data",
+            str(tmp_path / "c"),
+            "--out",
+            str(tmp_path / "o"),
+            "--attention-implementation",
+            "warp",
+        ]
+    )
+    assert code == 2
+    assert "warp" in capsys.readouterr().err
