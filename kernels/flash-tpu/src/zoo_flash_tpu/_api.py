@@ -1,0 +1,158 @@
+"""``flash_attention``: the functional entry point (the registered kernel calls it too)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.experimental.pallas import tpu as pltpu
+
+from ._config import FlashConfig
+from ._policy import BlockSizes, choose_block_sizes, generation_for
+from ._vjp import flash_attention_vjp
+
+INTERPRET_VAR = "ZOO_FLASH_TPU_INTERPRET"
+SUPPORTED_DTYPES = ("float32", "bfloat16")
+MAX_HEAD_DIM = 256
+
+
+def interpret_requested() -> bool:
+    """Whether ``ZOO_FLASH_TPU_INTERPRET=1`` asks for Pallas TPU interpret mode."""
+    return os.environ.get(INTERPRET_VAR, "").strip().lower() in ("1", "true", "yes")
+
+
+def default_interpret_params() -> pltpu.InterpretParams:
+    """Interpret mode as the tests use it: uninitialised memory poisoned with NaNs."""
+    return pltpu.InterpretParams(uninitialized_memory="nan")
+
+
+def _device_kind() -> str | None:
+    if jax.default_backend() != "tpu":
+        return None
+    return jax.devices()[0].device_kind
+
+
+def make_config(
+    query: jax.Array,
+    key: jax.Array,
+    *,
+    scale: float,
+    is_causal: bool,
+    has_segments: bool,
+    local_window: tuple[int, int] | None,
+    logits_soft_cap: float | None,
+    block_sizes: BlockSizes | None = None,
+    device_kind: str | None = None,
+    interpret: Any = None,
+) -> FlashConfig:
+    """The static configuration of one call, with block sizes from the policy table.
+
+    ``device_kind`` picks the table row (``None``: the current TPU, or the interpret-mode
+    row off TPU); ``interpret`` is ``None`` (Mosaic) or ``pltpu.InterpretParams``.
+    """
+    b, t, n, h = query.shape
+    _, s, k, _ = key.shape
+    dtype = jnp.dtype(query.dtype)
+    if dtype.name not in SUPPORTED_DTYPES:
+        raise ValueError(
+            f"flash_tpu supports float32 and bfloat16, got {dtype.name}; cast the inputs."
+        )
+    if h > MAX_HEAD_DIM:
+        raise ValueError(f"flash_tpu supports head_dim <= {MAX_HEAD_DIM}, got {h}.")
+    if interpret is None and device_kind is None:
+        device_kind = _device_kind()
+    # No device kind with interpret mode: the interpret row of the table (small blocks).
+    generation = generation_for(device_kind)
+    blocks = choose_block_sizes(
+        generation, q_len=t, kv_len=s, head_dim=h, itemsize=dtype.itemsize, override=block_sizes
+    )
+    return FlashConfig(
+        batch=b,
+        q_len=t,
+        kv_len=s,
+        num_heads=n,
+        num_kv_heads=k,
+        head_dim=h,
+        dtype=dtype.name,
+        scale=float(scale),
+        causal=is_causal,
+        window=local_window,
+        soft_cap=logits_soft_cap,
+        has_segments=has_segments,
+        blocks=blocks,
+        vmem_limit_bytes=generation.vmem_limit_bytes,
+        interpret=interpret,
+    )
+
+
+def flash_attention(
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    segment_ids: tuple[jax.Array, jax.Array] | None = None,
+    local_window: tuple[int, int] | None = None,
+    logits_soft_cap: float | None = None,
+    block_sizes: BlockSizes | None = None,
+    device_kind: str | None = None,
+    interpret: Any = None,
+) -> jax.Array:
+    """Flash attention on TPU (or in Pallas TPU interpret mode), differentiable.
+
+    Most code calls ``zoo_attention.dot_product_attention(..., implementation="flash_tpu")``;
+    this entry point adds the kernel's own knobs.
+
+    Args:
+        query: ``[B, T, N, H]`` float32 or bfloat16.
+        key, value: ``[B, S, K, H]``, ``N % K == 0``.
+        scale: logits multiplier, default ``1 / sqrt(H)``.
+        is_causal: query ``i`` sees keys ``j <= i``.
+        segment_ids: ``(q_ids [B, T], kv_ids [B, S])`` integers; equal ids attend.
+        local_window: ``(left, right)``: query ``i`` sees keys in ``[i - left, i + right]``.
+        logits_soft_cap: ``c`` for ``c * tanh(logits / c)``.
+        block_sizes: override the policy's block sizes.
+        device_kind: the TPU generation to plan for (``"TPU v5 lite"``…); default the
+            current device. Set it when compiling ahead of time for another generation.
+        interpret: ``pltpu.InterpretParams`` to run in interpret mode (any backend).
+
+    Returns:
+        ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
+    """
+    if query.ndim != 4 or key.ndim != 4 or value.shape != key.shape:
+        raise ValueError(
+            f"query must be [B, T, N, H] and key/value one [B, S, K, H] shape, got "
+            f"{query.shape}, {key.shape}, {value.shape}."
+        )
+    n, h = query.shape[2], query.shape[3]
+    if key.shape[2] == 0 or n % key.shape[2]:
+        raise ValueError(
+            f"query heads N={n} must be a multiple of key/value heads K={key.shape[2]}."
+        )
+    if local_window is not None:
+        if len(local_window) != 2 or min(local_window) < 0:
+            raise ValueError(
+                f"local_window must be a pair (left, right) >= 0, got {local_window!r}."
+            )
+        local_window = (int(local_window[0]), int(local_window[1]))
+    cfg = make_config(
+        query,
+        key,
+        scale=h**-0.5 if scale is None else scale,
+        is_causal=is_causal,
+        has_segments=segment_ids is not None,
+        local_window=local_window,
+        logits_soft_cap=logits_soft_cap,
+        block_sizes=block_sizes,
+        device_kind=device_kind,
+        interpret=interpret,
+    )
+    q_ids = kv_ids = None
+    if segment_ids is not None:
+        q_ids = jnp.asarray(segment_ids[0], jnp.int32)
+        kv_ids = jnp.asarray(segment_ids[1], jnp.int32)
+    with jax.named_scope("zoo_flash_tpu.flash_attention"):
+        return flash_attention_vjp(query, key, value, q_ids, kv_ids, cfg)

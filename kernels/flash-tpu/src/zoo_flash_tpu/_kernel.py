@@ -1,0 +1,77 @@
+"""``flash_tpu``: the kernel object registered through the ``zoo.attention_kernels`` entry point."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from zoo_attention import AttentionKernel, AttentionSpec
+
+from ._api import (
+    INTERPRET_VAR,
+    MAX_HEAD_DIM,
+    SUPPORTED_DTYPES,
+    default_interpret_params,
+    flash_attention,
+    interpret_requested,
+)
+from ._policy import BlockSizes
+
+
+class FlashTpuKernel(AttentionKernel):
+    """Pallas (Mosaic) flash attention for TPU; every feature of the contract.
+
+    Args:
+        block_sizes: fixed block sizes instead of the per-generation policy (register the
+            instance with ``zoo_attention.register_kernel(..., replace=True)`` to use it).
+    """
+
+    name = "flash_tpu"
+    priority = 100
+
+    def __init__(self, block_sizes: BlockSizes | None = None) -> None:
+        self.block_sizes = block_sizes
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return ("tpu",)
+
+    def check(self, spec: AttentionSpec) -> str | None:
+        if spec.platform != "tpu" and not interpret_requested():
+            return (
+                f"needs a TPU (backend is {spec.platform!r}); set {INTERPRET_VAR}=1 to run it "
+                "in Pallas TPU interpret mode"
+            )
+        if spec.dtype not in SUPPORTED_DTYPES:
+            return f"dtype {spec.dtype} is not supported (float32 or bfloat16)"
+        if spec.head_dim > MAX_HEAD_DIM:
+            return f"head_dim {spec.head_dim} is above the supported {MAX_HEAD_DIM}"
+        return None
+
+    def __call__(
+        self,
+        query: jax.Array,
+        key: jax.Array,
+        value: jax.Array,
+        segment_ids: tuple[jax.Array, jax.Array] | None,
+        spec: AttentionSpec,
+    ) -> jax.Array:
+        interpret = None
+        if spec.platform != "tpu" or interpret_requested():
+            interpret = default_interpret_params()
+        out = flash_attention(
+            query,
+            key,
+            value,
+            scale=spec.scale,
+            is_causal=spec.is_causal,
+            segment_ids=segment_ids,
+            local_window=spec.local_window,
+            logits_soft_cap=spec.logits_soft_cap,
+            block_sizes=self.block_sizes,
+            interpret=interpret,
+        )
+        return out.astype(jnp.dtype(spec.dtype))
+
+
+KERNEL = FlashTpuKernel()

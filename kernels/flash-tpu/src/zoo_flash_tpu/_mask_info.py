@@ -1,0 +1,150 @@
+"""Mask info: per-block key (or query) ranges that drive the grid, from the mask algebra and data.
+
+For each query block the forward and dq kernels visit only the key blocks ``lo..hi`` of its
+row; the grid's inner axis has the static length ``steps`` (the widest row), and the index
+maps clamp ``lo + step`` into ``[lo, hi]`` so steps past the end re-use the block already in
+VMEM: no DMA, and the kernel's ``step <= hi - lo`` test skips the matmuls. The dk/dv kernel does
+the same with the roles of queries and keys swapped.
+
+Causality, the window and padding give the ranges before tracing. Segment ids narrow them
+from data: each block's min/max id is computed here, blocks whose id ranges do not overlap are
+cut from the ends of a row, and the kernels re-check the overlap block by block.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._config import FlashConfig
+from ._mask import kv_span, q_span, segments_overlap
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentBounds:
+    """Min and max segment id of every query block and key block, flattened ``[B * blocks]``."""
+
+    q_min: jax.Array
+    q_max: jax.Array
+    kv_min: jax.Array
+    kv_max: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockRanges:
+    """For every (batch, outer block): the inner blocks ``lo..hi`` to visit, flattened.
+
+    Attributes:
+        lo, hi: int32 ``[B * outer_blocks]``; a row with ``hi < lo`` visits nothing.
+        steps: static extent of the grid's inner axis (at least 1).
+    """
+
+    lo: jax.Array
+    hi: jax.Array
+    steps: int
+
+
+def segment_bounds(
+    q_ids: jax.Array, kv_ids: jax.Array, block_q: int, block_kv: int
+) -> SegmentBounds:
+    """Per-block min/max of padded segment ids ``[B, Tp]`` and ``[B, Sp]``."""
+    b = q_ids.shape[0]
+    q_blocks = q_ids.reshape(b, -1, block_q)
+    kv_blocks = kv_ids.reshape(b, -1, block_kv)
+    return SegmentBounds(
+        q_min=q_blocks.min(-1).reshape(-1),
+        q_max=q_blocks.max(-1).reshape(-1),
+        kv_min=kv_blocks.min(-1).reshape(-1),
+        kv_max=kv_blocks.max(-1).reshape(-1),
+    )
+
+
+def _static_rows(
+    first: np.ndarray, last: np.ndarray, block: int, n_inner: int
+) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.clip(first, 0, None) // block
+    hi = np.minimum(last // block, n_inner - 1)
+    empty = first > last
+    return np.where(empty, 0, lo).astype(np.int32), np.where(empty, -1, hi).astype(np.int32)
+
+
+def _narrow(lo: np.ndarray, hi: np.ndarray, overlap: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Cut inner blocks with no shared segment from both ends of each row (``overlap [B, O, I]``)."""
+    n_inner = overlap.shape[-1]
+    inner = np.arange(n_inner)
+    band = (inner[None, :] >= lo[:, None]) & (inner[None, :] <= hi[:, None])
+    live = overlap & band[None]
+    any_live = live.any(-1)
+    first = jnp.argmax(live, axis=-1)
+    last = n_inner - 1 - jnp.argmax(live[..., ::-1], axis=-1)
+    lo_d = jnp.where(any_live, first, 0).astype(jnp.int32)
+    hi_d = jnp.where(any_live, last, -1).astype(jnp.int32)
+    return lo_d.reshape(-1), hi_d.reshape(-1)
+
+
+def _steps(lo: np.ndarray, hi: np.ndarray) -> int:
+    return max(1, int(np.max(hi - lo + 1, initial=0)))
+
+
+def kv_ranges(
+    cfg: FlashConfig, block_q: int, block_kv: int, seg: SegmentBounds | None
+) -> BlockRanges:
+    """Key blocks each query block visits (forward and dq kernels)."""
+    nq = cfg.q_len_padded // block_q
+    nk = cfg.kv_len_padded // block_kv
+    q_first = np.arange(nq) * block_q
+    q_last = np.minimum(q_first + block_q - 1, cfg.q_len - 1)
+    lo, hi = _static_rows(*kv_span(q_first, q_last, cfg), block_kv, nk)
+    steps = _steps(lo, hi)
+    if seg is None:
+        return BlockRanges(
+            jnp.asarray(np.tile(lo, cfg.batch)), jnp.asarray(np.tile(hi, cfg.batch)), steps
+        )
+    b = cfg.batch
+    overlap = segments_overlap(
+        seg.q_min.reshape(b, nq, 1),
+        seg.q_max.reshape(b, nq, 1),
+        seg.kv_min.reshape(b, 1, nk),
+        seg.kv_max.reshape(b, 1, nk),
+    )
+    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+
+
+def q_ranges(
+    cfg: FlashConfig, block_q: int, block_kv: int, seg: SegmentBounds | None
+) -> BlockRanges:
+    """Query blocks each key block is seen by (dk/dv kernel)."""
+    nq = cfg.q_len_padded // block_q
+    nk = cfg.kv_len_padded // block_kv
+    kv_first = np.arange(nk) * block_kv
+    kv_last = np.minimum(kv_first + block_kv - 1, cfg.kv_len - 1)
+    lo, hi = _static_rows(*q_span(kv_first, kv_last, cfg), block_q, nq)
+    steps = _steps(lo, hi)
+    if seg is None:
+        return BlockRanges(
+            jnp.asarray(np.tile(lo, cfg.batch)), jnp.asarray(np.tile(hi, cfg.batch)), steps
+        )
+    b = cfg.batch
+    overlap = segments_overlap(
+        seg.q_min.reshape(b, 1, nq),
+        seg.q_max.reshape(b, 1, nq),
+        seg.kv_min.reshape(b, nk, 1),
+        seg.kv_max.reshape(b, nk, 1),
+    )
+    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+
+
+def visited_blocks(cfg: FlashConfig, block_q: int, block_kv: int) -> int:
+    """(query block, key block) pairs per (batch, head) the position structure leaves to compute.
+
+    Used by the cost estimates; segment ids can only lower it.
+    """
+    nq = cfg.q_len_padded // block_q
+    nk = cfg.kv_len_padded // block_kv
+    q_first = np.arange(nq) * block_q
+    q_last = np.minimum(q_first + block_q - 1, cfg.q_len - 1)
+    lo, hi = _static_rows(*kv_span(q_first, q_last, cfg), block_kv, nk)
+    return int(np.sum(np.maximum(hi - lo + 1, 0)))

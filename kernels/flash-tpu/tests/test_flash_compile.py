@@ -1,0 +1,140 @@
+"""Ahead-of-time compiles for v4, v5e, v5p and v6e through libtpu's compile-only devices.
+
+libtpu lives in its own environment (``make install`` creates ``.venv-tpu``; override with
+``$ZOO_TPU_PYTHON``) so this one stays CPU-only; the compiles run there in two subprocesses,
+through the benchmark's compile-only mode, and the figures come back as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+from zoo_flash_tpu._aot import KERNEL_NAMES
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+GENERATIONS = ("v4", "v5e", "v5p", "v6e")
+HEAD_DIMS = (64, 128, 256)
+B, T, N, K = 2, 8192, 16, 4
+
+
+def _tpu_python() -> pathlib.Path:
+    path = pathlib.Path(os.environ.get("ZOO_TPU_PYTHON", REPO / ".venv-tpu" / "bin" / "python"))
+    if not path.exists():
+        pytest.fail(
+            f"no TPU compile environment at {path}: run `make install` (it creates .venv-tpu with "
+            "jax[tpu]) or point ZOO_TPU_PYTHON at a python that has libtpu."
+        )
+    return path
+
+
+def _bench_command(out: pathlib.Path, *args: str) -> list[str]:
+    return [
+        str(_tpu_python()),
+        "-m",
+        "zoo_flash_tpu.bench",
+        "--compile-only",
+        "--json",
+        str(out),
+        *args,
+    ]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """Every generation x head dim (forward + backward), plus segment ids on v5e.
+
+    Two subprocesses in parallel (libtpu start-up and compiles are single-threaded).
+    """
+    tmp = tmp_path_factory.mktemp("aot")
+    env = {
+        **os.environ,
+        "TPU_ACCELERATOR_TYPE": "v5litepod-4",
+        "TPU_WORKER_HOSTNAMES": "localhost",
+        # Compile-only: no chip is opened, so several processes may load libtpu at once.
+        "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+    }
+    env.pop("ZOO_FLASH_TPU_INTERPRET", None)
+    common = ["--batch", str(B), "--heads", str(N), "--kv-heads", str(K), "--seq-lens", str(T)]
+    common += ["--passes", "fwd+bwd", "--head-dims", ",".join(map(str, HEAD_DIMS))]
+    runs = {
+        "a": [*common, "--generations", "v4,v5e"],
+        "b": [*common, "--generations", "v5p,v6e"],
+    }
+    procs = {
+        name: subprocess.Popen(
+            _bench_command(tmp / f"{name}.json", *args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name, args in runs.items()
+    }
+    segments = subprocess.run(
+        _bench_command(
+            tmp / "seg.json",
+            *common[:-2],
+            "--head-dims",
+            "128",
+            "--generations",
+            "v5e",
+            "--segments",
+        ),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    outputs = {"seg": (segments.stdout, segments.stderr)}
+    for name, proc in procs.items():
+        outputs[name] = proc.communicate(timeout=900)
+    rows = []
+    for name, (stdout, stderr) in outputs.items():
+        print(stdout)  # the figures, shown with pytest -s
+        out = tmp / f"{name}.json"
+        assert out.exists(), f"compile run wrote no results:\n{stdout}\n{stderr[-4000:]}"
+        rows += json.loads(out.read_text())["rows"]
+    errors = [r for r in rows if "error" in r]
+    assert not errors, "\n".join(f"{r['label']}: {r['error']}" for r in errors)
+    return rows
+
+
+def test_every_generation_and_head_dim_compiles_with_mosaic(compiled: list[dict]) -> None:
+    assert {(r["generation"], r["head_dim"], r["segments"]) for r in compiled} == {
+        (g, h, False) for g in GENERATIONS for h in HEAD_DIMS
+    } | {("v5e", 128, True)}
+    for r in compiled:
+        # Forward, delta, dq and dk/dv: four Mosaic kernels, each under its own name.
+        assert r["mosaic_calls"] == 4, r
+        assert r["kernels"] == list(KERNEL_NAMES), r
+
+
+def test_temporaries_are_linear_in_length_and_far_below_the_score_matrix(
+    compiled: list[dict],
+) -> None:
+    for r in compiled:
+        # Per device: the inputs q, k, v (the wrapper's padded/relaid copies are a few of these).
+        local_q = B * T * N * r["head_dim"] * 2 / r["devices"]
+        local_inputs = local_q * (1 + 2 * K / N)
+        assert r["temp_bytes"] <= 8 * local_inputs, r
+        # A materialised float32 score matrix would be B·N·T²·4 bytes (8 GiB here).
+        used = r["temp_bytes"] * r["devices"]
+        assert used < r["score_matrix_bytes_global"] / 16, r
+        print(
+            f"{r['label']}: {r['temp_bytes'] / 2**20:.1f} MiB temporaries per device, "
+            f"{used / r['score_matrix_bytes_global']:.2%} of the score matrix"
+        )
+
+
+def test_cost_estimates_reach_xla(compiled: list[dict]) -> None:
+    """XLA's cost model counts the kernels' FLOPs: at least the causal half of the model FLOPs."""
+    for r in compiled:
+        per_device = B * N * T * T * r["head_dim"] * 4 / r["devices"]  # forward, no mask
+        model = 0.5 * per_device * 3  # causal forward + backward
+        assert model <= r["flops"] <= 3 * per_device * 2, r

@@ -1,0 +1,166 @@
+"""flash_tpu kernel behaviour beyond the shared suite: block skipping, races, overrides, sharding."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flash_helpers import inputs, max_error, xla_vjp
+from jax._src.pallas.mosaic.interpret import interpret_pallas_call
+from jax.experimental.pallas import tpu as pltpu
+from jax.sharding import Mesh
+
+import zoo_attention
+from zoo_flash_tpu import BlockSizes, flash_attention, sharded_flash_attention
+
+POISONED = pltpu.InterpretParams(uninitialized_memory="nan")
+
+
+def _flash_vjp(q, k, v, do, *, interpret=POISONED, **kwargs):  # type: ignore[no-untyped-def]
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        return flash_attention(q, k, v, interpret=interpret, **kwargs)
+
+    out, vjp = jax.vjp(jax.jit(attend), q, k, v)
+    return (out, *vjp(do))
+
+
+def _contract_kwargs(kwargs: dict) -> dict:
+    return {
+        "is_causal": kwargs.get("is_causal", False),
+        "local_window_size": kwargs.get("local_window"),
+        "logits_soft_cap": kwargs.get("logits_soft_cap"),
+        "segment_ids": kwargs.get("segment_ids"),
+        "scale": kwargs.get("scale"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("t", "s", "kwargs", "first_unseen"),
+    [
+        (128, 512, {"is_causal": True}, 128),
+        (128, 640, {"local_window": (3, 5)}, 256),
+        (256, 512, {"segments": True}, 128),
+    ],
+    ids=["causal", "window", "segments"],
+)
+def test_fully_masked_blocks_are_never_computed(
+    t: int, s: int, kwargs: dict, first_unseen: int
+) -> None:
+    """Keys no query can see hold NaN: any matmul over their blocks would spread it (0 * NaN)."""
+    rng = np.random.default_rng()
+    q, k, v, do = inputs(rng, 1, t, s, 2, 1, 64)
+    if kwargs.pop("segments", False):
+        kv_ids = jnp.where(jnp.arange(s) < first_unseen, 0, 1)[None].astype(jnp.int32)
+        kwargs["segment_ids"] = (jnp.zeros((1, t), jnp.int32), kv_ids)
+    unseen = (jnp.arange(s) >= first_unseen)[None, :, None, None]
+    out, dq, dk, dv = _flash_vjp(
+        q, jnp.where(unseen, jnp.nan, k), jnp.where(unseen, jnp.nan, v), do, **kwargs
+    )
+    want = xla_vjp(
+        q, jnp.where(unseen, 0.0, k), jnp.where(unseen, 0.0, v), do, **_contract_kwargs(kwargs)
+    )
+    for got, ref in zip((out, dq, dk, dv), want, strict=True):
+        assert np.all(np.isfinite(np.asarray(got)))
+        assert max_error(got, ref) < 1e-4
+    assert not np.any(np.asarray(dk[:, first_unseen:])) and not np.any(
+        np.asarray(dv[:, first_unseen:])
+    )
+
+
+def test_no_races_with_two_cores() -> None:
+    """The race detector sees no conflicting accesses when parallel grid axes split over 2 cores."""
+    rng = np.random.default_rng()
+    q, k, v, do = inputs(rng, 2, 200, 200, 4, 2, 64)
+    ids = jnp.asarray(np.repeat([[0, 1]], [120, 80], axis=1).repeat(2, 0), jnp.int32)
+    params = pltpu.InterpretParams(
+        detect_races=True, num_cores_or_threads=2, uninitialized_memory="nan"
+    )
+    kwargs = {"is_causal": True, "segment_ids": (ids, ids)}
+    got = _flash_vjp(q, k, v, do, interpret=params, **kwargs)
+    jax.block_until_ready(got)
+    assert interpret_pallas_call.races is not None
+    assert not interpret_pallas_call.races.races_found
+    want = xla_vjp(q, k, v, do, **_contract_kwargs(kwargs))
+    assert max(max_error(a, b) for a, b in zip(got, want, strict=True)) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [BlockSizes(256, 128, 128, 256), BlockSizes(128, 256, 256, 128)],
+    ids=["q256-kv128", "q128-kv256"],
+)
+def test_block_size_overrides(blocks: BlockSizes) -> None:
+    """Uneven forward/backward block sizes (padding to their lcm) give the same answer."""
+    rng = np.random.default_rng()
+    q, k, v, do = inputs(rng, 1, 300, 280, 4, 1, 96)
+    kwargs = {"is_causal": True, "local_window": (70, 10), "logits_soft_cap": 6.0}
+    got = _flash_vjp(q, k, v, do, block_sizes=blocks, **kwargs)
+    want = xla_vjp(q, k, v, do, **_contract_kwargs(kwargs))
+    for a, b in zip(got, want, strict=True):
+        assert max_error(a, b) < 1e-4
+
+
+def test_bfloat16_stays_bfloat16_and_close() -> None:
+    rng = np.random.default_rng()
+    q, k, v, do = inputs(rng, 1, 160, 160, 4, 2, 128, jnp.bfloat16)
+    got = _flash_vjp(q, k, v, do, is_causal=True)
+    want = xla_vjp(*(x.astype(jnp.float32) for x in (q, k, v, do)), is_causal=True)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == jnp.bfloat16
+        assert max_error(a.astype(jnp.float32), b) < 4e-2 * max(1.0, float(jnp.max(jnp.abs(b))))
+
+
+def test_sharded_over_batch_and_heads() -> None:
+    """The shard_map wrapper (batch/head specs, MQA keys replicated) agrees with the reference.
+
+    Interpret mode runs on one host device here (its multi-device simulation would need one
+    thread per device); the compile tests partition the same wrapper over a 2x2 TPU mesh.
+    """
+    devices = np.asarray(jax.devices()[:1])
+    rows = 1
+    mesh = Mesh(devices.reshape(1, 1), ("data", "model"))
+    heads = 2 * mesh.shape["model"]
+    rng = np.random.default_rng()
+    for kv_heads in (heads, 1):
+        q, k, v, do = inputs(rng, 2 * rows, 130, 130, heads, kv_heads, 64)
+
+        def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+            return sharded_flash_attention(q, k, v, mesh, is_causal=True, interpret=POISONED)
+
+        out, vjp = jax.vjp(jax.jit(attend), q, k, v)
+        got = (out, *vjp(do))
+        want = xla_vjp(q, k, v, do, is_causal=True)
+        for a, b in zip(got, want, strict=True):
+            assert max_error(a, b) < 1e-4
+
+
+def test_sharding_rejects_unknown_axes() -> None:
+    mesh = Mesh(np.asarray(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+    q = jnp.zeros((1, 8, 3, 64))
+    with pytest.raises(ValueError, match="mesh has no axis 'heads'"):
+        sharded_flash_attention(q, q, q, mesh, head_axis="heads")
+
+
+def test_named_scopes_in_lowered_hlo() -> None:
+    """The contract's scope (kernel name and version) and the kernel's own scope are in the HLO."""
+    kernel = zoo_attention.get_kernel("flash_tpu")
+    q = jnp.zeros((1, 16, 2, 64))
+    fn = jax.jit(lambda q: zoo_attention.dot_product_attention(q, q, q, implementation="flash_tpu"))
+    text = fn.lower(q).as_text(debug_info=True)
+    assert zoo_attention.scope_name("flash_tpu", kernel.version) in text
+    assert "zoo_flash_tpu.flash_attention" in text
+    assert kernel.version == "0.1.0"
+
+
+def test_functional_entry_point_rejects_bad_arguments() -> None:
+    q = jnp.zeros((1, 8, 4, 64))
+    kv = jnp.zeros((1, 8, 3, 64))
+    with pytest.raises(ValueError, match="multiple of key/value heads"):
+        flash_attention(q, kv, kv, interpret=POISONED)
+    with pytest.raises(ValueError, match="local_window"):
+        flash_attention(q, q, q, local_window=(-1, 2), interpret=POISONED)
+    with pytest.raises(ValueError, match="bfloat16"):
+        flash_attention(
+            q.astype(jnp.float16), q.astype(jnp.float16), q.astype(jnp.float16), interpret=POISONED
+        )
