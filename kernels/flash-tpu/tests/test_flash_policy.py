@@ -84,7 +84,23 @@ def test_check_refuses_what_it_cannot_serve(monkeypatch: pytest.MonkeyPatch) -> 
     assert KERNEL.check(_spec(platform="cpu")) is None
 
 
-def test_registered_through_the_entry_point() -> None:
+def test_registered_through_the_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = zoo_attention.get_kernel("flash_tpu")
     assert kernel is KERNEL
+    monkeypatch.delenv("ZOO_FLASH_TPU_INTERPRET")
     assert kernel.platforms == ("tpu",)
+    assert [k.name for k in zoo_attention.default_order("cpu")] == ["xla"]
+
+
+def test_interpret_mode_puts_the_kernel_first_on_any_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ZOO_ATTENTION", raising=False)
+    monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
+    assert zoo_attention.default_order("cpu")[0] is KERNEL
+    resolution = zoo_attention.resolve(_spec(platform="cpu"))
+    assert (resolution.kernel, resolution.source, resolution.skipped) == (
+        "flash_tpu",
+        "default",
+        (),
+    )

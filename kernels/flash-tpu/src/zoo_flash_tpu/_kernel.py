@@ -34,7 +34,9 @@ class FlashTpuKernel(AttentionKernel):
 
     @property
     def platforms(self) -> tuple[str, ...]:
-        return ("tpu",)
+        # With interpret mode asked for, the kernel is first in the default order on any
+        # backend, so one variable runs a whole model through it on a CPU.
+        return ("tpu", "cpu", "gpu") if interpret_requested() else ("tpu",)
 
     def check(self, spec: AttentionSpec) -> str | None:
         if spec.platform != "tpu" and not interpret_requested():
