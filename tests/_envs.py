@@ -83,7 +83,8 @@ def make_env(path: Path, site: Path, wheels: list[Path]) -> Path:
     ).stdout.strip()
     Path(purelib, "zoo_third_party.pth").write_text(f"{site}\n")
     links = sorted({str(w.parent) for w in wheels})
-    names = [w.name.split("-")[0].replace("_", "-") for w in wheels]
+    # Exactly these wheels: name==version, so a newer wheel beside one cannot be picked instead.
+    names = ["{}=={}".format(*w.name.split("-")[:2]).replace("_", "-") for w in wheels]
     cmd = [
         sys.executable,
         "-m",

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from _envs import PACKAGES, ROOT, build_wheel, installed_zoo, make_env, run
+from release_commit import previous_versions, release_commit
 
-sys_path = Path(__file__).parent
-DRIVER = sys_path / "compat" / "drive.py"
+DRIVER = Path(__file__).parent / "compat" / "drive.py"
 # flash_tpu serves on CPU in Pallas TPU interpret mode; the training run asks for it first.
 FLASH = {"ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_ATTENTION": "flash_tpu,xla"}
 NON_KERNEL = ["zoo-attention", "zoo-layers", "zoo-models", "zoo-train"]
@@ -37,13 +37,7 @@ def _trained(report: dict) -> None:
 
 
 def _previous_flash_release(build_root: Path) -> tuple[str, Path]:
-    sys_path_str = str(ROOT / "scripts")
-    import sys
-
-    if sys_path_str not in sys.path:
-        sys.path.insert(0, sys_path_str)
-    from release_commit import previous_versions, release_commit
-
+    """The newest earlier zoo-flash-tpu release, as a wheel built from its commit."""
     versions = previous_versions(PACKAGES["zoo-flash-tpu"])
     assert versions, "zoo-flash-tpu has no earlier release in this repository's history"
     version = versions[0]
