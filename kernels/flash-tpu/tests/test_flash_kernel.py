@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -150,7 +152,9 @@ def test_named_scopes_in_lowered_hlo() -> None:
     text = fn.lower(q).as_text(debug_info=True)
     assert zoo_attention.scope_name("flash_tpu", kernel.version) in text
     assert "zoo_flash_tpu.flash_attention" in text
-    assert kernel.version == "0.1.0"
+    # The version in the scope is the installed distribution's, not a constant in the code.
+    assert kernel.version == importlib.metadata.version("zoo-flash-tpu")
+    assert f"flash_tpu-{kernel.version}" in text
 
 
 def test_functional_entry_point_rejects_bad_arguments() -> None:
