@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _field(text: str, name: str) -> str | None:

@@ -1,0 +1,31 @@
+"""zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2)."""
+
+from ._config import FAMILIES as FAMILIES
+from ._config import ModelConfig as ModelConfig
+from ._generate import GenerationConfig as GenerationConfig
+from ._generate import generate as generate
+from ._generate import left_pad as left_pad
+from ._hf_config import SUPPORTED_MODEL_TYPES as SUPPORTED_MODEL_TYPES
+from ._hf_config import from_hf_config as from_hf_config
+from ._hf_config import to_hf_config as to_hf_config
+from ._hf_io import from_hf_state_dict as from_hf_state_dict
+from ._hf_io import hf_state_dict as hf_state_dict
+from ._hf_io import load_hf as load_hf
+from ._hf_io import save_hf as save_hf
+from ._model import KVCache as KVCache
+from ._model import LanguageModel as LanguageModel
+from ._model import Transformer as Transformer
+from ._model import build as build
+from ._model import document_positions as document_positions
+from ._model import num_params as num_params
+from ._presets import get as get
+from ._presets import presets as presets
+from ._sampling import sample_logits as sample_logits
+from ._sampling import top_k_filter as top_k_filter
+from ._sampling import top_p_filter as top_p_filter
+from ._tokenizer import ByteTokenizer as ByteTokenizer
+from ._tokenizer import HFTokenizer as HFTokenizer
+from ._tokenizer import Tokenizer as Tokenizer
+from ._tokenizer import load_tokenizer as load_tokenizer
+
+__version__ = "0.1.0"

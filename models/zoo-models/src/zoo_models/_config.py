@@ -1,0 +1,227 @@
+"""``ModelConfig``: one frozen description covering every model family in the zoo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Literal
+
+from zoo_layers import RopeScaling
+from zoo_layers._dtype import check_float_dtype
+
+Family = Literal["gpt2", "llama", "mistral", "qwen2", "gemma2"]
+FAMILIES: tuple[str, ...] = ("gpt2", "llama", "mistral", "qwen2", "gemma2")
+_ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Shapes and semantics of a decoder-only language model.
+
+    Families are configurations of the same layers: ``family`` names the Hugging Face
+    architecture the weights map to, every behaviour is set by the fields below.
+
+    Attributes:
+        family: ``"gpt2"``, ``"llama"``, ``"mistral"``, ``"qwen2"`` or ``"gemma2"``.
+        vocab_size, d_model, n_layers, n_heads: the usual shapes.
+        n_kv_heads: key/value heads (GQA/MQA); ``None`` means ``n_heads``.
+        head_dim: per-head width; ``None`` means ``d_model // n_heads``.
+        mlp_hidden: MLP hidden width.
+        activation: ``"gelu"``, ``"gelu_tanh"``, ``"silu"`` or ``"relu"``.
+        mlp_gated: gated MLP ``down(act(gate(x)) * up(x))`` (Llama, Gemma) or plain (GPT-2).
+        norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon.
+        norm_unit_offset: RMSNorm scales by ``1 + weight`` (Gemma).
+        positional: ``"rope"`` or ``"learned"`` (GPT-2's absolute position table).
+        max_position: rows of the learned position table; the context the model was trained on.
+        rope_theta: rotary base.
+        rope_scaling: ``"none"``, ``"linear"`` or ``"llama3"``, with ``rope_factor``,
+            ``rope_low_freq_factor``, ``rope_high_freq_factor``, ``rope_original_max_position``.
+        tie_embeddings: the output head is the token embedding transposed.
+        qkv_bias, out_bias, mlp_bias: biases on q/k/v, the attention output, the MLP.
+        norm_bias: LayerNorm has a bias (ignored for RMSNorm).
+        qk_norm: RMSNorm on each query/key head before rotary.
+        sliding_window: window ``W`` (a query sees itself and ``W - 1`` earlier tokens), or ``None``.
+        window_pattern: which layers use the window, repeating: layer ``l`` is local iff
+            ``window_pattern[l % len(window_pattern)]``. ``(True,)``: every layer (Mistral);
+            ``(True, False)``: even layers local, odd global (Gemma 2). Its length is the scan period.
+        attn_logit_soft_cap, final_logit_soft_cap: ``c * tanh(x / c)`` caps, or ``None``.
+        query_pre_attn_scalar: logits scale is ``query_pre_attn_scalar ** -0.5`` (Gemma 2);
+            ``None`` means ``head_dim ** -0.5``.
+        embedding_scale: multiply token embeddings by ``sqrt(d_model)`` (Gemma).
+        post_norms: extra norms on the attention and MLP outputs before the residual (Gemma 2).
+        dropout: residual and embedding dropout rate (active only when a key is passed).
+        init_std: std of the normal initialisation of weights.
+        param_dtype: parameter dtype; compute_dtype: activation dtype (``None``: bfloat16 on
+            accelerators, float32 on CPU).
+        remat: rematerialise each layer in the backward pass.
+        attention_implementation: kernel name for ``zoo_attention``, ``None`` for its default order.
+        bos_token_id, eos_token_id, pad_token_id: special tokens, when known.
+    """
+
+    family: str
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    mlp_hidden: int
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    activation: str = "silu"
+    mlp_gated: bool = True
+    norm: str = "rmsnorm"
+    norm_eps: float = 1e-5
+    norm_unit_offset: bool = False
+    norm_bias: bool = True
+    positional: str = "rope"
+    max_position: int = 2048
+    rope_theta: float = 10000.0
+    rope_scaling: str = "none"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_position: int = 8192
+    tie_embeddings: bool = False
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    sliding_window: int | None = None
+    window_pattern: tuple[bool, ...] = (True,)
+    attn_logit_soft_cap: float | None = None
+    final_logit_soft_cap: float | None = None
+    query_pre_attn_scalar: int | None = None
+    embedding_scale: bool = False
+    post_norms: bool = False
+    dropout: float = 0.0
+    init_std: float = 0.02
+    param_dtype: str = "float32"
+    compute_dtype: str | None = None
+    remat: bool = False
+    attention_implementation: str | None = None
+    bos_token_id: int | None = None
+    eos_token_id: int | None = None
+    pad_token_id: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
+        if self.family not in FAMILIES:
+            raise ValueError(f"`family` must be one of {', '.join(FAMILIES)}, got {self.family!r}.")
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_hidden", "max_position"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        if self.kv_heads <= 0 or self.n_heads % self.kv_heads:
+            raise ValueError(
+                f"`n_heads` ({self.n_heads}) must be a multiple of `n_kv_heads` ({self.kv_heads})."
+            )
+        if self.head_dim is None and self.d_model % self.n_heads:
+            raise ValueError(
+                f"`d_model` ({self.d_model}) is not divisible by `n_heads` ({self.n_heads}); set `head_dim`."
+            )
+        if self.positional == "rope" and self.dim_per_head % 2:
+            raise ValueError(f"rotary embeddings need an even head_dim, got {self.dim_per_head}.")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"`activation` must be one of {', '.join(_ACTIVATIONS)}, got {self.activation!r}."
+            )
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"`norm` must be 'layernorm' or 'rmsnorm', got {self.norm!r}.")
+        if self.positional not in ("rope", "learned"):
+            raise ValueError(f"`positional` must be 'rope' or 'learned', got {self.positional!r}.")
+        if not self.window_pattern:
+            raise ValueError("`window_pattern` must name at least one layer kind, e.g. (True,).")
+        if self.n_layers % self.period:
+            raise ValueError(
+                f"`n_layers` ({self.n_layers}) must be a multiple of len(window_pattern) ({self.period})."
+            )
+        if self.sliding_window is not None and self.sliding_window < 1:
+            raise ValueError(f"`sliding_window` must be >= 1 or None, got {self.sliding_window!r}.")
+        for name in ("attn_logit_soft_cap", "final_logit_soft_cap", "query_pre_attn_scalar"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"`{name}` must be > 0 or None, got {value!r}.")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1), got {self.dropout!r}.")
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"`{name}` ({value}) must be a token id below `vocab_size` ({self.vocab_size})."
+                )
+        check_float_dtype("param_dtype", self.param_dtype)
+        if self.compute_dtype is not None:
+            check_float_dtype("compute_dtype", self.compute_dtype)
+        _ = self.rope  # validates the scaling fields
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads, resolved."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def dim_per_head(self) -> int:
+        """Head width, resolved."""
+        return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def period(self) -> int:
+        """Layers per scan step: the length of ``window_pattern``."""
+        return len(self.window_pattern)
+
+    @property
+    def rope(self) -> RopeScaling:
+        """The rotary scaling as a :class:`zoo_layers.RopeScaling`."""
+        return RopeScaling(
+            kind=self.rope_scaling,  # type: ignore[arg-type]
+            factor=self.rope_factor,
+            low_freq_factor=self.rope_low_freq_factor,
+            high_freq_factor=self.rope_high_freq_factor,
+            original_max_position=self.rope_original_max_position,
+        )
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of layer ``layer`` (``None``: global attention)."""
+        if self.sliding_window is None:
+            return None
+        return self.sliding_window if self.window_pattern[layer % self.period] else None
+
+    @property
+    def attention_scale(self) -> float:
+        """The factor the attention logits are multiplied by."""
+        base = (
+            self.dim_per_head if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar
+        )
+        return float(base) ** -0.5
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        out = dataclasses.asdict(self)
+        out["window_pattern"] = list(self.window_pattern)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(
+                f"unknown ModelConfig field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(names))}."
+            )
+        data = dict(data)
+        if "window_pattern" in data:
+            data["window_pattern"] = tuple(data["window_pattern"])
+        return cls(**data)
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelConfig:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))

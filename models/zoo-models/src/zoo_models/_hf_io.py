@@ -1,0 +1,244 @@
+"""``load_hf`` / ``save_hf``: local Hugging Face checkpoint directories in and out.
+
+Loading builds the model's structure without allocating (``eqx.filter_eval_shape``), checks
+every tensor of the checkpoint against it (missing, unexpected and mis-shaped tensors are
+reported together, by name), then fills the leaves. Layers are stacked per scan phase, as
+:class:`zoo_layers.LayerStack` keeps them. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._config import ModelConfig
+from ._hf_config import from_hf_config, to_hf_config
+from ._hf_weights import Rule, ignorable, rules
+from ._model import Transformer, build
+from ._safetensors_files import TensorFiles, write_tensor_files
+from ._tokenizer import HFTokenizer, Tokenizer
+
+__all__ = ["from_hf_state_dict", "hf_state_dict", "load_hf", "save_hf"]
+
+CONFIG_FILE = "config.json"
+
+
+def _path_name(path: tuple[Any, ...]) -> str:
+    parts = []
+    for entry in path:
+        if isinstance(entry, jax.tree_util.GetAttrKey):
+            parts.append(entry.name)
+        elif isinstance(entry, jax.tree_util.SequenceKey):
+            parts.append(str(entry.idx))
+        elif isinstance(entry, jax.tree_util.DictKey):
+            parts.append(str(entry.key))
+        else:
+            parts.append(str(entry))
+    return ".".join(parts)
+
+
+def _leaves(model: Any) -> tuple[dict[str, Any], Any]:
+    """``{leaf path: leaf}`` in flattening order, and the treedef to rebuild the model."""
+    flat, treedef = jax.tree_util.tree_flatten_with_path(model)
+    return {_path_name(path): leaf for path, leaf in flat}, treedef
+
+
+def _instances(config: ModelConfig) -> list[tuple[Rule, int | None]]:
+    """Every (rule, layer) pair of the checkpoint; ``layer`` is ``None`` for top-level rules."""
+    top, per_layer = rules(config)
+    return [(r, None) for r in top] + [(r, i) for i in range(config.n_layers) for r in per_layer]
+
+
+def _leaf_key(config: ModelConfig, rel: str, layer: int | None) -> tuple[str, int | None]:
+    """The model leaf path of ``rel`` and, for layers, the index along its stacked axis."""
+    if layer is None:
+        return rel, None
+    return f"stack.blocks.{layer % config.period}.{rel}", layer // config.period
+
+
+def _expected_hf_shapes(
+    rule: Rule, layer: int | None, config: ModelConfig, shapes: Mapping[str, Any]
+) -> list[tuple[int, ...]]:
+    structs = []
+    for rel in rule.ours:
+        key, group = _leaf_key(config, rel, layer)
+        s = shapes[key]
+        structs.append(jax.ShapeDtypeStruct(s.shape[1:] if group is not None else s.shape, s.dtype))
+    return [tuple(o.shape) for o in jax.eval_shape(rule.to_hf, structs)]
+
+
+def _shape_of(tensors: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    if isinstance(tensors, TensorFiles):
+        return tensors.shape(name)
+    return tuple(np.shape(tensors[name]))
+
+
+def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
+    """Expected name → stored name, for checkpoints saved from a bare base model.
+
+    The original GPT-2 checkpoints store ``wte.weight`` rather than ``transformer.wte.weight``.
+    """
+    if config.family == "gpt2" and "transformer.wte.weight" not in names and "wte.weight" in names:
+        return {f"transformer.{n}": n for n in names if not n.startswith("lm_head.")}
+    return {}
+
+
+def from_hf_state_dict(
+    config: ModelConfig, tensors: Mapping[str, Any], *, source: str = "the checkpoint"
+) -> Transformer:
+    """A :class:`Transformer` for ``config`` from Hugging Face-named tensors.
+
+    ``tensors`` maps names to arrays (numpy, jax, or anything ``np.asarray`` takes). Every
+    tensor is checked first; the error names each missing, mis-shaped or unexpected one.
+    """
+    abstract = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
+    shapes, treedef = _leaves(abstract)
+    names = set(tensors)
+    alias = _aliases(config, names)
+    instances = _instances(config)
+
+    missing: list[str] = []
+    wrong: list[str] = []
+    used: set[str] = set()
+    for rule, layer in instances:
+        for name, want in zip(
+            rule.names(layer), _expected_hf_shapes(rule, layer, config, shapes), strict=True
+        ):
+            stored = alias.get(name, name)
+            if stored not in names:
+                missing.append(f"{name} {want}")
+                continue
+            used.add(stored)
+            got = _shape_of(tensors, stored)
+            if got != want:
+                wrong.append(f"{stored} has shape {got}, expected {want}")
+    unexpected = sorted(n for n in names - used if not ignorable(n, config))
+    problems = []
+    if missing:
+        problems.append(f"missing tensor(s) {', '.join(missing)}")
+    if wrong:
+        problems.append("; ".join(wrong))
+    if unexpected:
+        problems.append(f"unexpected tensor(s) {', '.join(unexpected)}")
+    if problems:
+        raise ValueError(
+            f"{source} does not match its {config.family} config: {'; '.join(problems)}."
+        )
+
+    values: dict[str, Any] = {}
+    stacked: dict[str, list[Any]] = {}
+    for rule, layer in instances:
+        arrays = [jnp.asarray(np.asarray(tensors[alias.get(n, n)])) for n in rule.names(layer)]
+        for rel, array in zip(rule.ours, rule.to_ours(arrays), strict=True):
+            key, group = _leaf_key(config, rel, layer)
+            array = array.astype(shapes[key].dtype)
+            if group is None:
+                values[key] = array
+            else:
+                stacked.setdefault(key, [None] * shapes[key].shape[0])[group] = array
+    values.update({key: jnp.stack(parts) for key, parts in stacked.items()})
+    unfilled = sorted(set(shapes) - set(values))
+    if unfilled:
+        raise RuntimeError(f"no checkpoint tensor maps to model leaves {', '.join(unfilled)}.")
+    return jax.tree_util.tree_unflatten(treedef, [values[k] for k in shapes])
+
+
+def hf_state_dict(model: Transformer) -> dict[str, np.ndarray]:
+    """The model's parameters as Hugging Face-named numpy arrays (the checkpoint layout)."""
+    config = _config_of(model)
+    leaves, _ = _leaves(eqx.filter(model, eqx.is_array))
+    out: dict[str, np.ndarray] = {}
+    for rule, layer in _instances(config):
+        parts = []
+        for rel in rule.ours:
+            key, group = _leaf_key(config, rel, layer)
+            parts.append(leaves[key] if group is None else leaves[key][group])
+        for name, array in zip(rule.names(layer), rule.to_hf(parts), strict=True):
+            out[name] = np.asarray(array)
+    return out
+
+
+def _config_of(model: Any) -> ModelConfig:
+    config = getattr(model, "config", None)
+    if not isinstance(config, ModelConfig):
+        raise ValueError(
+            f"expected a zoo model (built by zoo_models.build), got {type(model).__name__}."
+        )
+    return config
+
+
+def _dtype_name(dtype: Any) -> str:
+    try:
+        return jnp.dtype(dtype).name
+    except TypeError:
+        raise ValueError(
+            f"dtype {dtype!r} is not a dtype; use e.g. 'float32' or 'bfloat16'."
+        ) from None
+
+
+def load_hf(path: str | pathlib.Path, *, dtype: Any = None, **config_changes: Any) -> Transformer:
+    """Load a local Hugging Face checkpoint directory (``config.json`` plus safetensors).
+
+    Args:
+        path: a directory with ``config.json`` and ``model.safetensors`` or sharded
+            ``model-*.safetensors`` with ``model.safetensors.index.json``.
+        dtype: parameter dtype (e.g. ``"float32"``, ``"bfloat16"``); ``None`` keeps the dtype
+            the checkpoint's ``config.json`` declares (float32 if it declares none).
+        config_changes: runtime :class:`ModelConfig` fields to set, e.g.
+            ``compute_dtype="bfloat16"``, ``remat=True``, ``attention_implementation="xla"``.
+
+    Returns:
+        The :class:`Transformer`; its ``config.family`` is the checkpoint's ``model_type``.
+    """
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        raise ValueError(
+            f"checkpoint directory {str(path)!r} does not exist; pass a local directory "
+            "(checkpoints are never downloaded)."
+        )
+    config_file = path / CONFIG_FILE
+    if not config_file.is_file():
+        raise ValueError(f"{path} has no {CONFIG_FILE}; pass a Hugging Face checkpoint directory.")
+    try:
+        hf = json.loads(config_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{config_file} is not valid JSON ({e}).") from None
+    if dtype is not None:
+        config_changes["param_dtype"] = _dtype_name(dtype)
+    config = from_hf_config(hf, **config_changes)
+    return from_hf_state_dict(config, TensorFiles(path), source=str(path))
+
+
+def save_hf(
+    model: Transformer,
+    path: str | pathlib.Path,
+    *,
+    max_shard_size: int | str = "5GB",
+    tokenizer: Tokenizer | None = None,
+) -> pathlib.Path:
+    """Write ``model`` as a Hugging Face checkpoint that ``transformers`` loads.
+
+    Writes ``config.json`` (with ``model_type`` and ``architectures``) and safetensors in the
+    model's parameter dtype; above ``max_shard_size`` (bytes, or e.g. ``"2GB"``) the weights
+    are sharded with a ``model.safetensors.index.json``. A ``tokenizer`` read from a
+    ``tokenizer.json`` (:class:`HFTokenizer`) is written beside the weights; the byte-level
+    tokenizer needs no file (``load_tokenizer`` falls back to it). Returns ``path``.
+    """
+    config = _config_of(model)
+    hf = to_hf_config(config)  # refuses configs the family cannot express, before writing
+    tensors = hf_state_dict(model)
+    path = pathlib.Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is a file; save_hf needs a directory path.")
+    write_tensor_files(path, tensors, max_shard_size=max_shard_size)
+    (path / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
+    if isinstance(tokenizer, HFTokenizer):
+        tokenizer.save(path)
+    return path

@@ -1,0 +1,169 @@
+"""Tensor names and layouts: Hugging Face checkpoints ↔ :class:`Transformer` leaves, per family.
+
+A :class:`Rule` ties one or more Hugging Face tensors to one or more model leaves, with the
+transform each way (identity for ``nn.Linear``, a transpose for GPT-2's ``Conv1D``, a split /
+concat for GPT-2's fused ``c_attn``). Model leaves are named by their attribute path, e.g.
+``embed.weight`` or, for layer rules, the path inside one block, e.g. ``attn.q_proj.weight``.
+Transforms use ``jax.numpy`` so expected shapes come from ``jax.eval_shape`` without allocating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Sequence
+
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ._config import ModelConfig
+
+__all__ = ["Rule", "ignorable", "rules"]
+
+Transform = Callable[[Sequence[Array]], list[Array]]
+
+
+def _same(xs: Sequence[Array]) -> list[Array]:
+    return list(xs)
+
+
+def _transpose(xs: Sequence[Array]) -> list[Array]:
+    return [x.T for x in xs]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Hugging Face tensors ``hf`` ↔ model leaves ``ours``.
+
+    Attributes:
+        hf: tensor names; in layer rules ``{i}`` stands for the layer index.
+        ours: leaf paths (block-relative in layer rules).
+        to_ours: Hugging Face arrays (in ``hf`` order) → model arrays (in ``ours`` order).
+        to_hf: the inverse.
+    """
+
+    hf: tuple[str, ...]
+    ours: tuple[str, ...]
+    to_ours: Transform = _same
+    to_hf: Transform = _same
+
+    def names(self, layer: int | None = None) -> tuple[str, ...]:
+        """The Hugging Face names, for layer ``layer`` in a layer rule."""
+        return tuple(n.format(i=layer) for n in self.hf)
+
+
+def _one(hf: str, ours: str, transform: Transform = _same) -> Rule:
+    # Both transforms in this module are their own inverses (identity, transpose).
+    return Rule((hf,), (ours,), transform, transform)
+
+
+def _fused_qkv_in(xs: Sequence[Array]) -> list[Array]:
+    # GPT-2's c_attn is Conv1D [D, 3D] ([in, out]); columns are q | k | v.
+    (w,) = xs
+    return [part.T for part in jnp.split(w, 3, axis=-1)]
+
+
+def _fused_qkv_out(xs: Sequence[Array]) -> list[Array]:
+    return [jnp.concatenate([x.T for x in xs], axis=-1)]
+
+
+def _fused_bias_in(xs: Sequence[Array]) -> list[Array]:
+    return list(jnp.split(xs[0], 3, axis=-1))
+
+
+def _fused_bias_out(xs: Sequence[Array]) -> list[Array]:
+    return [jnp.concatenate(list(xs), axis=-1)]
+
+
+def _gpt2(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
+    p = "transformer."
+    top = [
+        _one(p + "wte.weight", "embed.weight"),
+        _one(p + "wpe.weight", "pos_embed.weight"),
+        _one(p + "ln_f.weight", "final_norm.weight"),
+        _one(p + "ln_f.bias", "final_norm.bias"),
+    ]
+    if not config.tie_embeddings:
+        top.append(_one("lm_head.weight", "lm_head.weight"))
+    h = p + "h.{i}."
+    qkv = ("attn.q_proj", "attn.k_proj", "attn.v_proj")
+    layer = [
+        _one(h + "ln_1.weight", "attn_norm.weight"),
+        _one(h + "ln_1.bias", "attn_norm.bias"),
+        Rule(
+            (h + "attn.c_attn.weight",),
+            tuple(f"{q}.weight" for q in qkv),
+            _fused_qkv_in,
+            _fused_qkv_out,
+        ),
+        Rule(
+            (h + "attn.c_attn.bias",),
+            tuple(f"{q}.bias" for q in qkv),
+            _fused_bias_in,
+            _fused_bias_out,
+        ),
+        _one(h + "attn.c_proj.weight", "attn.o_proj.weight", _transpose),
+        _one(h + "attn.c_proj.bias", "attn.o_proj.bias"),
+        _one(h + "ln_2.weight", "mlp_norm.weight"),
+        _one(h + "ln_2.bias", "mlp_norm.bias"),
+        _one(h + "mlp.c_fc.weight", "mlp.up.weight", _transpose),
+        _one(h + "mlp.c_fc.bias", "mlp.up.bias"),
+        _one(h + "mlp.c_proj.weight", "mlp.down.weight", _transpose),
+        _one(h + "mlp.c_proj.bias", "mlp.down.bias"),
+    ]
+    return top, layer
+
+
+def _llama_like(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
+    top = [
+        _one("model.embed_tokens.weight", "embed.weight"),
+        _one("model.norm.weight", "final_norm.weight"),
+    ]
+    if not config.tie_embeddings:
+        top.append(_one("lm_head.weight", "lm_head.weight"))
+    a = "model.layers.{i}.self_attn."
+    m = "model.layers.{i}.mlp."
+    n = "model.layers.{i}."
+    layer = [_one(f"{a}{x}_proj.weight", f"attn.{x}_proj.weight") for x in "qkvo"]
+    if config.qkv_bias:
+        layer += [_one(f"{a}{x}_proj.bias", f"attn.{x}_proj.bias") for x in "qkv"]
+    if config.out_bias:
+        layer.append(_one(f"{a}o_proj.bias", "attn.o_proj.bias"))
+    for hf, ours in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down")):
+        layer.append(_one(f"{m}{hf}.weight", f"mlp.{ours}.weight"))
+        if config.mlp_bias:
+            layer.append(_one(f"{m}{hf}.bias", f"mlp.{ours}.bias"))
+    layer.append(_one(n + "input_layernorm.weight", "attn_norm.weight"))
+    if config.post_norms:
+        # Gemma 2: post_attention_layernorm normalises the attention output, and the MLP
+        # has its own pre and post norms.
+        layer += [
+            _one(n + "post_attention_layernorm.weight", "post_attn_norm.weight"),
+            _one(n + "pre_feedforward_layernorm.weight", "mlp_norm.weight"),
+            _one(n + "post_feedforward_layernorm.weight", "post_mlp_norm.weight"),
+        ]
+    else:
+        layer.append(_one(n + "post_attention_layernorm.weight", "mlp_norm.weight"))
+    return top, layer
+
+
+def rules(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
+    """``(top-level rules, per-layer rules)`` for ``config.family``."""
+    if config.family == "gpt2":
+        return _gpt2(config)
+    return _llama_like(config)
+
+
+# Tensors some checkpoints carry that hold no parameters: GPT-2's causal-mask buffers, old
+# Llama rotary tables, and a tied head stored next to the embedding.
+_IGNORABLE = (
+    r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",
+    r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq",
+)
+
+
+def ignorable(name: str, config: ModelConfig) -> bool:
+    """Whether tensor ``name`` may be present in a checkpoint without a model leaf."""
+    if config.tie_embeddings and name == "lm_head.weight":
+        return True
+    return any(re.fullmatch(p, name) for p in _IGNORABLE)

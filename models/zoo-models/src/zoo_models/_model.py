@@ -1,0 +1,342 @@
+"""``Transformer``: the decoder-only language model every family is a configuration of."""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from zoo_layers import (
+    MLP,
+    Attention,
+    Dropout,
+    Embedding,
+    KVCache,
+    LayerNorm,
+    LayerStack,
+    Linear,
+    RMSNorm,
+    TransformerBlock,
+    default_compute_dtype,
+)
+
+from ._config import ModelConfig
+
+Norm = LayerNorm | RMSNorm
+
+
+def _norm(config: ModelConfig) -> Norm:
+    if config.norm == "layernorm":
+        return LayerNorm(
+            config.d_model, eps=config.norm_eps, use_bias=config.norm_bias, dtype=config.param_dtype
+        )
+    return RMSNorm(
+        config.d_model,
+        eps=config.norm_eps,
+        unit_offset=config.norm_unit_offset,
+        dtype=config.param_dtype,
+    )
+
+
+def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlock:
+    """Layer ``phase`` of the repeating pattern (layers ``l`` with ``l % period == phase``)."""
+    k_attn, k_mlp = jax.random.split(key)
+    # Residual-branch outputs get a depth-scaled init (GPT-2's scheme).
+    out_std = config.init_std / math.sqrt(2 * config.n_layers)
+    attn = Attention(
+        config.d_model,
+        config.n_heads,
+        num_kv_heads=config.kv_heads,
+        head_dim=config.dim_per_head,
+        qkv_bias=config.qkv_bias,
+        out_bias=config.out_bias,
+        qk_norm=config.qk_norm,
+        qk_norm_eps=config.norm_eps,
+        rope_theta=config.rope_theta if config.positional == "rope" else None,
+        rope_scaling=config.rope,
+        scale=config.attention_scale,
+        window=config.layer_window(phase),
+        soft_cap=config.attn_logit_soft_cap,
+        implementation=config.attention_implementation,
+        init_std=config.init_std,
+        out_init_std=out_std,
+        dtype=config.param_dtype,
+        key=k_attn,
+    )
+    mlp = MLP(
+        config.d_model,
+        config.mlp_hidden,
+        activation=config.activation,
+        gated=config.mlp_gated,
+        use_bias=config.mlp_bias,
+        init_std=config.init_std,
+        out_init_std=out_std,
+        dtype=config.param_dtype,
+        key=k_mlp,
+    )
+    return TransformerBlock(
+        attn_norm=_norm(config),
+        attn=attn,
+        mlp_norm=_norm(config),
+        mlp=mlp,
+        post_attn_norm=_norm(config) if config.post_norms else None,
+        post_mlp_norm=_norm(config) if config.post_norms else None,
+        dropout=Dropout(config.dropout),
+    )
+
+
+def document_positions(segment_ids: Int[Array, "B T"]) -> Int[Array, "B T"]:
+    """Positions that restart at 0 wherever the segment id changes (packed documents)."""
+    t = segment_ids.shape[1]
+    index = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), segment_ids.shape)
+    starts = jnp.concatenate(
+        [jnp.ones_like(segment_ids[:, :1], bool), segment_ids[:, 1:] != segment_ids[:, :-1]], axis=1
+    )
+    first = jax.lax.cummax(jnp.where(starts, index, 0), axis=1)
+    return index - first
+
+
+class Transformer(eqx.Module):
+    """A decoder-only language model.
+
+    Attributes:
+        config: the :class:`ModelConfig` it was built from (static).
+        embed: token embedding ``[V, D]``.
+        pos_embed: learned position table ``[max_position, D]`` (GPT-2), else ``None``.
+        stack: the scanned layers (:class:`zoo_layers.LayerStack`).
+        final_norm: norm before the output head.
+        lm_head: output projection ``[V, D]``, or ``None`` when tied to ``embed``.
+    """
+
+    embed: Embedding
+    pos_embed: Embedding | None
+    stack: LayerStack
+    final_norm: Norm
+    lm_head: Linear | None
+    embed_dropout: Dropout
+    config: ModelConfig = eqx.field(static=True)
+
+    @property
+    def compute_dtype(self) -> jnp.dtype:
+        """The activation dtype (resolved for the current backend when the config says ``None``)."""
+        return jnp.dtype(self.config.compute_dtype or default_compute_dtype())
+
+    def embed_tokens(
+        self,
+        input_ids: Int[Array, "B T"],
+        positions: Int[Array, "B T"],
+        *,
+        key: PRNGKeyArray | None = None,
+    ) -> Float[Array, "B T D"]:
+        """Token (and learned position) embeddings in the compute dtype."""
+        dtype = self.compute_dtype
+        h = self.embed(input_ids, dtype=dtype)
+        if self.config.embedding_scale:
+            # Gemma rounds sqrt(d_model) to the activation dtype before multiplying.
+            h = h * jnp.asarray(math.sqrt(self.config.d_model), dtype)
+        if self.pos_embed is not None:
+            h = h + self.pos_embed(positions, dtype=dtype)
+        return self.embed_dropout(h, key=key)
+
+    def project(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
+        """Final norm, output head and final soft cap: hidden states to float32 logits."""
+        h = self.final_norm(hidden)
+        if self.lm_head is None:
+            logits = self.embed.attend(h)
+        else:
+            logits = jnp.einsum(
+                "btd,vd->btv",
+                h,
+                self.lm_head.weight.astype(h.dtype),
+                preferred_element_type=jnp.float32,
+            )
+            if self.lm_head.bias is not None:
+                logits = logits + self.lm_head.bias.astype(jnp.float32)
+        cap = self.config.final_logit_soft_cap
+        return logits if cap is None else cap * jnp.tanh(logits / cap)
+
+    def hidden(
+        self,
+        input_ids: Int[Array, "B T"],
+        *,
+        positions: Int[Array, "B T"] | None = None,
+        segment_ids: Int[Array, "B T"] | None = None,
+        key: PRNGKeyArray | None = None,
+    ) -> Float[Array, "B T D"]:
+        """Hidden states after the last layer (before the final norm), in the compute dtype."""
+        input_ids = _check_ids(input_ids, self.config.vocab_size)
+        if positions is None:
+            positions = (
+                document_positions(segment_ids)
+                if segment_ids is not None
+                else jnp.broadcast_to(
+                    jnp.arange(input_ids.shape[1], dtype=jnp.int32), input_ids.shape
+                )
+            )
+        _check_same_shape("positions", positions, input_ids)
+        if segment_ids is not None:
+            _check_same_shape("segment_ids", segment_ids, input_ids)
+        k_embed, k_stack = (None, None) if key is None else jax.random.split(key)
+        h = self.embed_tokens(input_ids, positions, key=k_embed)
+        return self.stack(h, positions, segment_ids, key=k_stack)
+
+    def __call__(
+        self,
+        input_ids: Int[Array, "B T"],
+        *,
+        positions: Int[Array, "B T"] | None = None,
+        segment_ids: Int[Array, "B T"] | None = None,
+        key: PRNGKeyArray | None = None,
+    ) -> Float[Array, "B T V"]:
+        """Causal language-model logits (float32).
+
+        Args:
+            input_ids: token ids ``[B, T]``.
+            positions: ``[B, T]`` positions for rotary / learned position embeddings; default
+                ``arange(T)``, or restarting at each document when ``segment_ids`` is given.
+            segment_ids: ``[B, T]`` document ids of packed sequences; tokens attend only
+                within their document.
+            key: turns dropout on (``None``: inference, no dropout).
+        """
+        return self.project(
+            self.hidden(input_ids, positions=positions, segment_ids=segment_ids, key=key)
+        )
+
+    def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype | str | None = None) -> KVCache:
+        """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens."""
+        c = self.config
+        return KVCache.empty(
+            c.n_layers, batch, max_len, c.kv_heads, c.dim_per_head, dtype or self.compute_dtype
+        )
+
+    def decode(
+        self,
+        input_ids: Int[Array, "B t"],
+        cache: KVCache,
+        *,
+        positions: Int[Array, "B t"] | None = None,
+        attention_mask: Bool[Array, "B t"] | None = None,
+    ) -> tuple[Float[Array, "B t V"], KVCache]:
+        """Run ``t`` new tokens against the cache: prefill (``t`` = prompt length) or a step.
+
+        The tokens are written at slots ``[cache.index, cache.index + t)``; the caller keeps
+        ``cache.index + t <= cache.max_len``.
+
+        Args:
+            input_ids: ``[B, t]``.
+            cache: from :meth:`init_cache` or a previous call.
+            positions: ``[B, t]``; default continues each row from its last real token
+                (counting only real tokens when ``attention_mask`` is given).
+            attention_mask: ``[B, t]``, ``False`` for padding (e.g. left-padded prompts);
+                padding is never attended to.
+
+        Returns:
+            float32 logits ``[B, t, V]`` and the updated cache.
+        """
+        input_ids = _check_ids(input_ids, self.config.vocab_size)
+        b, t = input_ids.shape
+        if b != cache.batch or cache.key.shape[0] != self.config.n_layers:
+            raise ValueError(
+                f"the cache holds {cache.key.shape[0]} layers x {cache.batch} rows, but the model has "
+                f"{self.config.n_layers} layers and `input_ids` has {b} rows; use model.init_cache."
+            )
+        if t > cache.max_len:
+            raise ValueError(f"{t} new tokens do not fit a cache of {cache.max_len} slots.")
+        mask = jnp.ones((b, t), bool) if attention_mask is None else attention_mask.astype(bool)
+        _check_same_shape("attention_mask", mask, input_ids)
+        if positions is None:
+            offsets = jnp.cumsum(mask.astype(jnp.int32), axis=1) - 1
+            positions = cache.next_positions()[:, None] + jnp.maximum(offsets, 0)
+        _check_same_shape("positions", positions, input_ids)
+        positions = positions.astype(jnp.int32)
+        start = cache.index
+        slot_positions = jax.lax.dynamic_update_slice(cache.positions, positions, (0, start))
+        slot_valid = jax.lax.dynamic_update_slice(cache.valid, mask, (0, start))
+        h = self.embed_tokens(input_ids, positions)
+        h, k_new, v_new = self.stack.decode(
+            h, positions, cache.key, cache.value, slot_positions, slot_valid, start
+        )
+        zero = jnp.zeros((), jnp.int32)
+        at = (zero, zero, start, zero, zero)
+        new_cache = KVCache(
+            key=jax.lax.dynamic_update_slice(cache.key, k_new.astype(cache.key.dtype), at),
+            value=jax.lax.dynamic_update_slice(cache.value, v_new.astype(cache.value.dtype), at),
+            positions=slot_positions,
+            valid=slot_valid,
+            index=start + t,
+        )
+        return self.project(h), new_cache
+
+
+def _check_ids(input_ids: Array, vocab_size: int) -> Array:
+    if input_ids.ndim != 2 or not jnp.issubdtype(input_ids.dtype, jnp.integer):
+        raise ValueError(
+            f"`input_ids` must be an integer array [batch, length], got {input_ids.dtype} "
+            f"with shape {tuple(input_ids.shape)}."
+        )
+    return input_ids
+
+
+def _check_same_shape(name: str, x: Array, input_ids: Array) -> None:
+    if tuple(x.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"`{name}` must have the shape of `input_ids` {tuple(input_ids.shape)}, got {tuple(x.shape)}."
+        )
+
+
+def build(config: ModelConfig, *, key: PRNGKeyArray) -> Transformer:
+    """A freshly initialised :class:`Transformer` for ``config``."""
+    if not isinstance(config, ModelConfig):
+        raise ValueError(
+            f"`config` must be a zoo_models.ModelConfig, got {type(config).__name__}; "
+            "use zoo_models.get(name) for a preset."
+        )
+    return _build(config, key)
+
+
+@eqx.filter_jit
+def _build(c: ModelConfig, key: PRNGKeyArray) -> Transformer:
+    # One compiled init program per config (the config is static), not op-by-op dispatch.
+    k_embed, k_pos, k_stack, k_head = jax.random.split(key, 4)
+    return Transformer(
+        embed=Embedding(
+            c.vocab_size, c.d_model, init_std=c.init_std, dtype=c.param_dtype, key=k_embed
+        ),
+        pos_embed=(
+            Embedding(
+                c.max_position, c.d_model, init_std=c.init_std, dtype=c.param_dtype, key=k_pos
+            )
+            if c.positional == "learned"
+            else None
+        ),
+        stack=LayerStack.init(
+            lambda phase, k: _block(c, phase, k),
+            c.n_layers,
+            period=c.period,
+            remat=c.remat,
+            key=k_stack,
+        ),
+        final_norm=_norm(c),
+        lm_head=(
+            None
+            if c.tie_embeddings
+            else Linear(
+                c.d_model, c.vocab_size, init_std=c.init_std, dtype=c.param_dtype, key=k_head
+            )
+        ),
+        embed_dropout=Dropout(c.dropout),
+        config=c,
+    )
+
+
+def num_params(config: ModelConfig) -> int:
+    """Number of parameters of a model built from ``config`` (computed without allocating)."""
+    shapes = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
+    return sum(x.size for x in jax.tree_util.tree_leaves(shapes) if hasattr(x, "size"))
+
+
+#: Another name for :class:`Transformer`.
+LanguageModel = Transformer

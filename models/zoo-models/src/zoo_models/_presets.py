@@ -1,0 +1,179 @@
+"""Named model configurations: published architectures and tiny ones for tests."""
+
+from __future__ import annotations
+
+from ._config import ModelConfig
+
+
+def _gpt2(**kw: object) -> ModelConfig:
+    base = dict(
+        family="gpt2",
+        vocab_size=50257,
+        activation="gelu_tanh",
+        mlp_gated=False,
+        norm="layernorm",
+        norm_eps=1e-5,
+        positional="learned",
+        max_position=1024,
+        tie_embeddings=True,
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        bos_token_id=50256,
+        eos_token_id=50256,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _llama(**kw: object) -> ModelConfig:
+    base = dict(family="llama", activation="silu", mlp_gated=True, norm="rmsnorm", norm_eps=1e-5)
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _gemma2(**kw: object) -> ModelConfig:
+    base = dict(
+        family="gemma2",
+        activation="gelu_tanh",
+        mlp_gated=True,
+        norm="rmsnorm",
+        norm_eps=1e-6,
+        norm_unit_offset=True,
+        rope_theta=10000.0,
+        tie_embeddings=True,
+        window_pattern=(True, False),
+        attn_logit_soft_cap=50.0,
+        final_logit_soft_cap=30.0,
+        embedding_scale=True,
+        post_norms=True,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+_TINY = dict(vocab_size=256, d_model=64, n_layers=2, n_heads=4, max_position=128)
+
+_PRESETS: dict[str, ModelConfig] = {
+    "gpt2": _gpt2(d_model=768, n_layers=12, n_heads=12, mlp_hidden=3072),
+    "gpt2-medium": _gpt2(d_model=1024, n_layers=24, n_heads=16, mlp_hidden=4096),
+    "llama-3.2-1b": _llama(
+        vocab_size=128256,
+        d_model=2048,
+        n_layers=16,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim=64,
+        mlp_hidden=8192,
+        max_position=131072,
+        rope_theta=500000.0,
+        rope_scaling="llama3",
+        rope_factor=32.0,
+        rope_low_freq_factor=1.0,
+        rope_high_freq_factor=4.0,
+        rope_original_max_position=8192,
+        tie_embeddings=True,
+        bos_token_id=128000,
+        eos_token_id=128001,
+    ),
+    "llama-2-7b": _llama(
+        vocab_size=32000,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        mlp_hidden=11008,
+        max_position=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+    "mistral-7b": _llama(
+        family="mistral",
+        vocab_size=32000,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        mlp_hidden=14336,
+        max_position=32768,
+        sliding_window=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+    "qwen2-0.5b": _llama(
+        family="qwen2",
+        vocab_size=151936,
+        d_model=896,
+        n_layers=24,
+        n_heads=14,
+        n_kv_heads=2,
+        mlp_hidden=4864,
+        norm_eps=1e-6,
+        max_position=32768,
+        rope_theta=1000000.0,
+        tie_embeddings=True,
+        qkv_bias=True,
+        eos_token_id=151643,
+    ),
+    "gemma-2-2b": _gemma2(
+        vocab_size=256000,
+        d_model=2304,
+        n_layers=26,
+        n_heads=8,
+        n_kv_heads=4,
+        head_dim=256,
+        mlp_hidden=9216,
+        max_position=8192,
+        sliding_window=4096,
+        query_pre_attn_scalar=256,
+        bos_token_id=2,
+        eos_token_id=1,
+        pad_token_id=0,
+    ),
+    # Tiny shapes for tests: each still exercises its family's distinctive features.
+    "gpt2-tiny": _gpt2(**{**_TINY, "mlp_hidden": 256}, bos_token_id=255, eos_token_id=255),
+    "llama-tiny": _llama(
+        **_TINY,
+        n_kv_heads=2,
+        mlp_hidden=128,
+        rope_theta=500000.0,
+        rope_scaling="llama3",
+        rope_factor=8.0,
+        rope_original_max_position=64,
+    ),
+    "mistral-tiny": _llama(
+        **{**_TINY, "family": "mistral"}, n_kv_heads=2, mlp_hidden=128, sliding_window=8
+    ),
+    "qwen2-tiny": _llama(
+        **{**_TINY, "family": "qwen2"},
+        n_kv_heads=1,
+        mlp_hidden=128,
+        norm_eps=1e-6,
+        rope_theta=1000000.0,
+        tie_embeddings=True,
+        qkv_bias=True,
+    ),
+    "gemma2-tiny": _gemma2(
+        **_TINY,
+        n_kv_heads=2,
+        head_dim=32,
+        mlp_hidden=128,
+        sliding_window=8,
+        query_pre_attn_scalar=24,
+    ),
+}
+
+
+def presets() -> list[str]:
+    """Names of every preset, in catalogue order."""
+    return list(_PRESETS)
+
+
+def get(name: str) -> ModelConfig:
+    """The preset called ``name``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    try:
+        return _PRESETS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown model preset {name!r}; known presets: {', '.join(_PRESETS)}."
+        ) from None

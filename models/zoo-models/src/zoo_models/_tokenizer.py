@@ -1,0 +1,222 @@
+"""Tokenizers: a built-in byte-level one and local ``tokenizer.json`` files.
+
+Both classes share one interface (``encode``/``decode``/``vocab_size``/``bos_id``/``eos_id``), so
+generation and data code never care which one a checkpoint came with.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import tokenizers
+
+__all__ = ["ByteTokenizer", "HFTokenizer", "Tokenizer", "load_tokenizer"]
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What every zoo tokenizer offers."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def bos_id(self) -> int | None: ...
+
+    @property
+    def eos_id(self) -> int | None: ...
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str: ...
+
+
+def _add_specials(
+    ids: list[int], bos_id: int | None, eos_id: int | None, add_bos: bool, add_eos: bool
+) -> list[int]:
+    if add_bos:
+        if bos_id is None:
+            raise ValueError("add_bos=True needs a tokenizer with a BOS token; pass add_bos=False.")
+        ids = [bos_id, *ids]
+    if add_eos:
+        if eos_id is None:
+            raise ValueError(
+                "add_eos=True needs a tokenizer with an EOS token; pass add_eos=False."
+            )
+        ids = [*ids, eos_id]
+    return ids
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as ids ``0..255``, plus optional BOS/EOS ids after them.
+
+    With both specials the vocabulary is ``[0..255 bytes, 256 BOS, 257 EOS]``; with one, that one
+    is ``256``. ``decode(encode(s)) == s`` for every string (any Unicode text encodes to UTF-8).
+    """
+
+    def __init__(self, *, bos: bool = True, eos: bool = True) -> None:
+        next_id = 256
+        self._bos_id: int | None = None
+        self._eos_id: int | None = None
+        if bos:
+            self._bos_id, next_id = next_id, next_id + 1
+        if eos:
+            self._eos_id, next_id = next_id, next_id + 1
+        self._vocab_size = next_id
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._bos_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._eos_id
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """``text`` → byte ids, optionally wrapped in BOS/EOS."""
+        return _add_specials(
+            list(text.encode("utf-8")), self._bos_id, self._eos_id, add_bos, add_eos
+        )
+
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        """Ids → text. Invalid UTF-8 (e.g. a cut multi-byte character) decodes as U+FFFD.
+
+        With ``skip_special=False`` BOS/EOS appear as ``<s>`` and ``</s>``.
+        """
+        out = bytearray()
+        for i in ids:
+            i = int(i)
+            if 0 <= i < 256:
+                out.append(i)
+            elif i == self._bos_id:
+                out.extend(b"" if skip_special else b"<s>")
+            elif i == self._eos_id:
+                out.extend(b"" if skip_special else b"</s>")
+            else:
+                raise ValueError(
+                    f"Token id {i} is outside this byte tokenizer's vocabulary of {self._vocab_size}."
+                )
+        return out.decode("utf-8", errors="replace")
+
+    def __repr__(self) -> str:
+        return f"ByteTokenizer(bos={self._bos_id is not None}, eos={self._eos_id is not None})"
+
+
+class HFTokenizer:
+    """A ``tokenizers.Tokenizer`` (from a ``tokenizer.json``) behind the zoo interface.
+
+    ``encode`` adds no special tokens of its own template; BOS/EOS are added only on request,
+    the same as with :class:`ByteTokenizer`.
+    """
+
+    def __init__(
+        self,
+        tokenizer: tokenizers.Tokenizer,
+        *,
+        bos_token: str | None = None,
+        eos_token: str | None = None,
+    ) -> None:
+        self._tok = tokenizer
+        self._bos_id = self._special_id(bos_token, "bos_token")
+        self._eos_id = self._special_id(eos_token, "eos_token")
+
+    def _special_id(self, token: str | None, what: str) -> int | None:
+        if token is None:
+            return None
+        tid = self._tok.token_to_id(token)
+        if tid is None:
+            raise ValueError(f"{what} {token!r} is not in the tokenizer's vocabulary.")
+        return tid
+
+    @classmethod
+    def from_file(
+        cls, path: str | pathlib.Path, *, bos_token: str | None = None, eos_token: str | None = None
+    ) -> HFTokenizer:
+        """Load a ``tokenizer.json`` file."""
+        return cls(
+            tokenizers.Tokenizer.from_file(str(path)), bos_token=bos_token, eos_token=eos_token
+        )
+
+    @property
+    def tokenizer(self) -> tokenizers.Tokenizer:
+        """The wrapped ``tokenizers.Tokenizer``."""
+        return self._tok
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._bos_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._eos_id
+
+    def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
+        """``text`` → ids, optionally wrapped in BOS/EOS."""
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        return _add_specials(list(ids), self._bos_id, self._eos_id, add_bos, add_eos)
+
+    def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
+        """Ids → text."""
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
+
+    def save(self, directory: str | pathlib.Path) -> None:
+        """Write ``tokenizer.json`` (and ``tokenizer_config.json`` naming BOS/EOS) into ``directory``."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self._tok.save(str(directory / "tokenizer.json"))
+        config: dict[str, str] = {}
+        if self._bos_id is not None:
+            config["bos_token"] = self._tok.id_to_token(self._bos_id)
+        if self._eos_id is not None:
+            config["eos_token"] = self._tok.id_to_token(self._eos_id)
+        (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+    def __repr__(self) -> str:
+        return f"HFTokenizer(vocab_size={self.vocab_size}, bos_id={self._bos_id}, eos_id={self._eos_id})"
+
+
+def _token_content(value: object) -> str | None:
+    # tokenizer_config.json stores specials as a string or as {"content": ..., ...}.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
+    """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file).
+
+    Uses ``tokenizer.json`` when present (BOS/EOS from ``tokenizer_config.json`` if it names
+    them), else the built-in :class:`ByteTokenizer`.
+    """
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise ValueError(f"Tokenizer path {str(path)!r} does not exist; pass a local directory.")
+    if path.is_file():
+        return HFTokenizer.from_file(path)
+    file = path / "tokenizer.json"
+    if not file.is_file():
+        return ByteTokenizer()
+    bos = eos = None
+    config_file = path / "tokenizer_config.json"
+    if config_file.is_file():
+        config = json.loads(config_file.read_text())
+        bos = _token_content(config.get("bos_token"))
+        eos = _token_content(config.get("eos_token"))
+    tok = tokenizers.Tokenizer.from_file(str(file))
+    # A config naming a token the vocabulary lacks is not worth failing the load over.
+    bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
+    eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
+    return HFTokenizer(tok, bos_token=bos, eos_token=eos)

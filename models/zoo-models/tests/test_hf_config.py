@@ -1,0 +1,93 @@
+"""config.json mapping: every preset writes a config transformers accepts and reads back."""
+
+from __future__ import annotations
+
+import jax
+import pytest
+import transformers
+
+import zoo_models
+
+_SHAPE_KEYS = {
+    "gpt2": {
+        "n_embd": "d_model",
+        "n_layer": "n_layers",
+        "n_head": "n_heads",
+        "vocab_size": "vocab_size",
+    },
+    "llama": {
+        "hidden_size": "d_model",
+        "num_hidden_layers": "n_layers",
+        "num_attention_heads": "n_heads",
+    },
+}
+
+
+@pytest.mark.parametrize("name", zoo_models.presets())
+def test_presets_round_trip_through_transformers_config(name: str) -> None:
+    config = zoo_models.get(name)
+    hf = zoo_models.to_hf_config(config)
+    # transformers' own (strict) config class accepts it and agrees on the architecture.
+    tf_config = transformers.AutoConfig.for_model(**hf)
+    assert tf_config.model_type == config.family
+    keys = _SHAPE_KEYS["gpt2" if config.family == "gpt2" else "llama"]
+    for hf_key, ours in keys.items():
+        assert getattr(tf_config, hf_key) == getattr(config, ours), hf_key
+    if config.family != "gpt2":
+        assert tf_config.num_key_value_heads == config.kv_heads
+        assert tf_config.head_dim == config.dim_per_head
+        assert tf_config.rope_parameters["rope_theta"] == config.rope_theta
+        kind = {"none": "default"}.get(config.rope_scaling, config.rope_scaling)
+        assert tf_config.rope_parameters["rope_type"] == kind
+    layer_types = getattr(tf_config, "layer_types", None)
+    if config.family in ("gemma2", "qwen2"):
+        assert layer_types == [
+            "sliding_attention" if config.layer_window(i) else "full_attention"
+            for i in range(config.n_layers)
+        ]
+    if config.family == "mistral":
+        assert tf_config.sliding_window == config.sliding_window
+    # Reading it back gives a model of the same architecture.
+    back = zoo_models.from_hf_config(hf)
+    assert back.family == config.family
+    assert zoo_models.num_params(back) == zoo_models.num_params(config)
+    assert [back.layer_window(i) for i in range(back.n_layers)] == [
+        config.layer_window(i) for i in range(config.n_layers)
+    ]
+    assert back.attention_scale == pytest.approx(config.attention_scale)
+    assert back.rope == config.rope or config.positional == "learned"
+
+
+def test_legacy_rope_layout_is_read() -> None:
+    hf = zoo_models.to_hf_config(zoo_models.get("llama-tiny"))
+    del hf["rope_parameters"]
+    hf["rope_theta"] = 1234.0
+    hf["rope_scaling"] = {"type": "linear", "factor": 2.5}
+    config = zoo_models.from_hf_config(hf)
+    assert (config.rope_theta, config.rope_scaling, config.rope_factor) == (1234.0, "linear", 2.5)
+
+
+def test_runtime_changes_and_bad_changes() -> None:
+    hf = zoo_models.to_hf_config(zoo_models.get("gemma2-tiny"))
+    config = zoo_models.from_hf_config(hf, remat=True, attention_implementation="xla")
+    assert config.remat and config.attention_implementation == "xla"
+    with pytest.raises(ValueError, match="cannot override n_layers"):
+        zoo_models.from_hf_config(hf, n_layers=3)
+
+
+def test_out_of_vocab_special_ids_are_dropped() -> None:
+    model = zoo_models.build(zoo_models.get("gpt2-tiny"), key=jax.random.key(0))
+    hf = {**zoo_models.to_hf_config(model.config), "bos_token_id": 50256, "eos_token_id": [3, 4]}
+    config = zoo_models.from_hf_config(hf)
+    assert (config.bos_token_id, config.eos_token_id) == (None, 3)
+
+
+def test_qwen2_window_layers_without_layer_types() -> None:
+    hf = zoo_models.to_hf_config(zoo_models.get("qwen2-tiny"))
+    del hf["layer_types"]
+    hf.update(use_sliding_window=True, sliding_window=6, max_window_layers=1)
+    config = zoo_models.from_hf_config(hf)
+    # Layers from max_window_layers on use the window.
+    assert [config.layer_window(i) for i in range(config.n_layers)] == [None, 6]
+    hf["use_sliding_window"] = False
+    assert zoo_models.from_hf_config(hf).sliding_window is None

@@ -1,0 +1,103 @@
+"""Presets, config validation and JSON round trips, parameter counts, and the list command."""
+
+import json
+
+import pytest
+
+import zoo_models
+from zoo_models._cli import main
+
+
+def test_presets_are_listed_and_named():
+    names = zoo_models.presets()
+    for required in (
+        "gpt2",
+        "gpt2-medium",
+        "llama-3.2-1b",
+        "llama-2-7b",
+        "mistral-7b",
+        "qwen2-0.5b",
+        "gemma-2-2b",
+        "gpt2-tiny",
+        "llama-tiny",
+        "mistral-tiny",
+        "qwen2-tiny",
+        "gemma2-tiny",
+    ):
+        assert required in names
+        assert isinstance(zoo_models.get(required), zoo_models.ModelConfig)
+    with pytest.raises(ValueError, match=r"unknown model preset 'llama-9'.*known presets: gpt2, "):
+        zoo_models.get("llama-9")
+
+
+@pytest.mark.parametrize("name", zoo_models.presets())
+def test_json_round_trip(name):
+    config = zoo_models.get(name)
+    again = zoo_models.ModelConfig.from_json(json.dumps(json.loads(config.to_json())))
+    assert again == config
+    assert zoo_models.ModelConfig.from_dict(config.to_dict()) == config
+
+
+def test_from_dict_rejects_unknown_fields():
+    data = zoo_models.get("gpt2-tiny").to_dict() | {"n_layer": 3}
+    with pytest.raises(ValueError, match="unknown ModelConfig field"):
+        zoo_models.ModelConfig.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_kv_heads": 3}, "multiple of `n_kv_heads`"),
+        ({"family": "bert"}, "`family` must be one of"),
+        ({"activation": "swish"}, "`activation` must be one of"),
+        ({"n_layers": 3}, r"multiple of len\(window_pattern\)"),
+        ({"compute_dtype": "int8"}, "`compute_dtype` must be one of"),
+        ({"rope_scaling": "yarn"}, "'none', 'linear' or 'llama3'"),
+        ({"eos_token_id": 999}, "below `vocab_size`"),
+        ({"d_model": 0}, "`d_model` must be a positive int"),
+    ],
+)
+def test_bad_configs_are_clear_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        zoo_models.get("gemma2-tiny").replace(**changes)
+
+
+def _count(c: zoo_models.ModelConfig) -> int:
+    """Parameter count from the architecture's definition."""
+    d, h, n, k, f = c.d_model, c.dim_per_head, c.n_heads, c.kv_heads, c.mlp_hidden
+    norm = 2 * d if c.norm == "layernorm" else d
+    attn = d * n * h + 2 * d * k * h + n * h * d
+    attn += (n * h + 2 * k * h) * c.qkv_bias + d * c.out_bias
+    mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
+    layer = attn + mlp + norm * (4 if c.post_norms else 2)
+    total = c.n_layers * layer + norm + c.vocab_size * d
+    total += c.max_position * d if c.positional == "learned" else 0
+    total += 0 if c.tie_embeddings else c.vocab_size * d
+    return total
+
+
+@pytest.mark.parametrize("name", zoo_models.presets())
+def test_parameter_counts(name):
+    assert zoo_models.num_params(zoo_models.get(name)) == _count(zoo_models.get(name))
+
+
+def test_published_sizes():
+    # The sizes these architectures are known by.
+    assert round(zoo_models.num_params(zoo_models.get("gpt2")) / 1e6) == 124
+    assert round(zoo_models.num_params(zoo_models.get("llama-2-7b")) / 1e9, 2) == 6.74
+    assert round(zoo_models.num_params(zoo_models.get("gemma-2-2b")) / 1e9, 2) == 2.61
+
+
+def test_list_command(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    for name in zoo_models.presets():
+        assert name in out
+    assert "124.44M" in out
+
+
+def test_list_command_json(capsys):
+    assert main(["--json", "qwen2-tiny"]) == 0
+    assert zoo_models.ModelConfig.from_json(capsys.readouterr().out) == zoo_models.get("qwen2-tiny")
+    assert main(["--json", "nope"]) == 2
+    assert "unknown model preset 'nope'" in capsys.readouterr().err

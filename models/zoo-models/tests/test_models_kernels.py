@@ -1,0 +1,51 @@
+"""The kernel swap is invisible to the model: every family gives the same logits on every kernel."""
+
+import jax
+import numpy as np
+import pytest
+from models_helpers import BATCH, FAMILY_PRESETS, LENGTH, decode_in_chunks, forward, ids, tiny_model
+from test_models_forward import packed_batch
+
+import zoo_attention
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+KERNELS = ("chunked", "flash_tpu")
+
+
+@pytest.fixture(autouse=True)
+def _interpret_flash(monkeypatch: pytest.MonkeyPatch):
+    # flash_tpu serves on CPU in Pallas TPU interpret mode.
+    monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
+    monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
+
+
+def _with_kernel(name: str, kernel: str):
+    if kernel not in zoo_attention.kernels():
+        refused = {r.name: r.reason for r in zoo_attention.refused_kernels()}
+        pytest.fail(f"kernel {kernel!r} is not registered: {refused.get(kernel, 'not installed')}")
+    # Same parameters as the xla model: only the static implementation field differs.
+    return tiny_model(name, attention_implementation=kernel)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("name", FAMILY_PRESETS)
+def test_forward_and_packed_logits_match_xla(name, kernel):
+    reference = tiny_model(name)
+    model = _with_kernel(name, kernel)
+    tokens, segments = packed_batch(model.config)
+    want = forward(reference, tokens, segment_ids=segments)
+    got = forward(model, tokens, segment_ids=segments)
+    assert zoo_attention.last_resolution().kernel == kernel
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cached_decoding_matches_xla(kernel):
+    """Gemma 2 has both kinds of layer: windowed (local) and global."""
+    reference = tiny_model("gemma2-tiny")
+    model = _with_kernel("gemma2-tiny", kernel)
+    tokens = ids(jax.random.key(5), model.config, BATCH, LENGTH)
+    want = forward(reference, tokens)
+    got, _ = decode_in_chunks(model, tokens)
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)

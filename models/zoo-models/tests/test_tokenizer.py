@@ -1,0 +1,117 @@
+"""Tokenizers: byte-level round trips and a locally trained ``tokenizer.json``."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import tokenizers
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+import zoo_models
+
+TEXTS = ["hello world", "héllo wörld", "你好，世界", "emoji 🦒🦓 and tabs\t\nnewlines", ""]
+
+
+def _random_text(rng: random.Random, n: int) -> str:
+    # Code points from several planes, skipping the surrogate range (not encodable as UTF-8).
+    chars = []
+    for _ in range(n):
+        cp = rng.choice(
+            [rng.randrange(32, 127), rng.randrange(0xA0, 0xD7FF), rng.randrange(0x10000, 0x10FFFF)]
+        )
+        chars.append(chr(cp))
+    return "".join(chars)
+
+
+@pytest.mark.parametrize(
+    ("bos", "eos"), [(True, True), (False, False), (True, False), (False, True)]
+)
+def test_byte_tokenizer_round_trip(bos: bool, eos: bool) -> None:
+    tok = zoo_models.ByteTokenizer(bos=bos, eos=eos)
+    assert tok.vocab_size == 256 + bos + eos
+    rng = random.Random(0)
+    for text in [*TEXTS, *(_random_text(rng, 40) for _ in range(20))]:
+        ids = tok.encode(text, add_bos=bos, add_eos=eos)
+        assert ids[bos : len(ids) - eos] == list(text.encode("utf-8"))
+        if bos:
+            assert ids[0] == tok.bos_id
+        if eos:
+            assert ids[-1] == tok.eos_id
+        assert all(0 <= i < tok.vocab_size for i in ids)
+        assert tok.decode(ids) == text
+
+
+def test_byte_tokenizer_specials_and_errors() -> None:
+    tok = zoo_models.ByteTokenizer()
+    assert (tok.bos_id, tok.eos_id) == (256, 257)
+    ids = tok.encode("ab", add_bos=True, add_eos=True)
+    assert tok.decode(ids, skip_special=False) == "<s>ab</s>"
+    with pytest.raises(ValueError, match="outside"):
+        tok.decode([300])
+    with pytest.raises(ValueError, match="BOS"):
+        zoo_models.ByteTokenizer(bos=False).encode("a", add_bos=True)
+    # A cut multi-byte character decodes to the replacement character, not an exception.
+    assert tok.decode(list("é".encode())[:1]) == "\ufffd"
+
+
+def _train_bpe(path) -> tokenizers.Tokenizer:
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator([*TEXTS, "the quick brown fox jumps over the lazy dog"] * 3, trainer)
+    tok.save(str(path / "tokenizer.json"))
+    return tok
+
+
+def test_load_tokenizer_json(tmp_path) -> None:
+    reference = _train_bpe(tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": "<s>", "eos_token": {"content": "</s>", "special": True}})
+    )
+    tok = zoo_models.load_tokenizer(tmp_path)
+    assert isinstance(tok, zoo_models.HFTokenizer)
+    assert tok.vocab_size == reference.get_vocab_size()
+    assert (tok.bos_id, tok.eos_id) == (reference.token_to_id("<s>"), reference.token_to_id("</s>"))
+    rng = random.Random(1)
+    for text in [*TEXTS, "the lazy fox", *(_random_text(rng, 20) for _ in range(10))]:
+        ids = tok.encode(text, add_bos=True, add_eos=True)
+        inner = reference.encode(text, add_special_tokens=False).ids
+        assert ids == [tok.bos_id, *inner, tok.eos_id]
+        assert tok.decode(ids) == text
+    # Merges learned from the corpus make common words shorter than their bytes.
+    assert len(tok.encode("the quick brown fox")) < len(b"the quick brown fox")
+    # The file itself is accepted too.
+    assert zoo_models.load_tokenizer(tmp_path / "tokenizer.json").encode("fox") == tok.encode("fox")
+
+
+def test_load_tokenizer_falls_back_to_bytes(tmp_path) -> None:
+    tok = zoo_models.load_tokenizer(tmp_path)
+    assert isinstance(tok, zoo_models.ByteTokenizer)
+    assert tok.decode(tok.encode("ü")) == "ü"
+    with pytest.raises(ValueError, match="does not exist"):
+        zoo_models.load_tokenizer(tmp_path / "nope")
+
+
+def test_save_hf_writes_the_tokenizer(tmp_path) -> None:
+    import jax
+
+    (tmp_path / "src").mkdir()
+    _train_bpe(tmp_path / "src")
+    (tmp_path / "src" / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    tok = zoo_models.load_tokenizer(tmp_path / "src")
+    model = zoo_models.build(
+        zoo_models.get("gpt2-tiny").replace(vocab_size=tok.vocab_size), key=jax.random.key(0)
+    )
+    zoo_models.save_hf(model, tmp_path / "ckpt", tokenizer=tok)
+    again = zoo_models.load_tokenizer(tmp_path / "ckpt")
+    assert isinstance(again, zoo_models.HFTokenizer)
+    assert (again.bos_id, again.eos_id) == (None, tok.eos_id)
+    text = "the quick brown 🦊"
+    assert again.encode(text, add_eos=True) == tok.encode(text, add_eos=True)
