@@ -1,0 +1,21 @@
+"""zoo_layers: Equinox transformer layers whose attention goes through the zoo attention contract."""
+
+from ._attention import Attention as Attention
+from ._block import TransformerBlock as TransformerBlock
+from ._cache import KVCache as KVCache
+from ._dropout import Dropout as Dropout
+from ._dtype import DTypePolicy as DTypePolicy
+from ._dtype import default_compute_dtype as default_compute_dtype
+from ._embedding import Embedding as Embedding
+from ._linear import Linear as Linear
+from ._mlp import MLP as MLP
+from ._mlp import activation_fn as activation_fn
+from ._norm import LayerNorm as LayerNorm
+from ._norm import RMSNorm as RMSNorm
+from ._rope import RopeScaling as RopeScaling
+from ._rope import Rotary as Rotary
+from ._rope import rope_frequencies as rope_frequencies
+from ._rope import rotate_half as rotate_half
+from ._stack import LayerStack as LayerStack
+
+__version__ = "0.1.0"

@@ -1,0 +1,222 @@
+"""``Attention``: multi-head / grouped-query / multi-query self-attention.
+
+The score computation always goes through ``zoo_attention.dot_product_attention``; the layer
+only knows the contract's arguments, and the kernel is chosen by ``implementation`` (a name, or
+``None`` for the contract's resolution order).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+import zoo_attention
+
+from ._linear import Linear
+from ._norm import RMSNorm
+from ._rope import RopeScaling, Rotary
+
+
+class Attention(eqx.Module):
+    """Causal self-attention over ``[B, T, D]``.
+
+    Attributes:
+        q_proj, k_proj, v_proj, o_proj: the projections (``[N*H, D]``, ``[K*H, D]``, ``[K*H, D]``,
+            ``[D, N*H]`` weights).
+        q_norm, k_norm: optional per-head RMSNorm of queries and keys (before rotary).
+        rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2).
+        num_heads, num_kv_heads, head_dim: ``N``, ``K``, ``H``; ``N % K == 0``.
+        scale: logit scale (``None``: ``1/sqrt(H)``).
+        window: sliding window ``W`` as in Hugging Face: a query sees itself and the ``W - 1``
+            keys before it; ``None`` for global attention.
+        soft_cap: attention logit soft cap, or ``None``.
+        implementation: kernel name passed to the contract, or ``None``.
+    """
+
+    q_proj: Linear
+    k_proj: Linear
+    v_proj: Linear
+    o_proj: Linear
+    q_norm: RMSNorm | None
+    k_norm: RMSNorm | None
+    rotary: Rotary | None
+    num_heads: int = eqx.field(static=True)
+    num_kv_heads: int = eqx.field(static=True)
+    head_dim: int = eqx.field(static=True)
+    scale: float | None = eqx.field(static=True)
+    window: int | None = eqx.field(static=True)
+    soft_cap: float | None = eqx.field(static=True)
+    implementation: str | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        num_kv_heads: int | None = None,
+        head_dim: int | None = None,
+        qkv_bias: bool = False,
+        out_bias: bool = False,
+        qk_norm: bool = False,
+        qk_norm_eps: float = 1e-6,
+        rope_theta: float | None = 10000.0,
+        rope_scaling: RopeScaling | None = None,
+        scale: float | None = None,
+        window: int | None = None,
+        soft_cap: float | None = None,
+        implementation: str | None = None,
+        init_std: float | None = None,
+        out_init_std: float | None = None,
+        dtype: str = "float32",
+        key: PRNGKeyArray,
+    ) -> None:
+        """``rope_theta=None`` disables rotary embeddings."""
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
+            raise ValueError(
+                f"`num_heads` ({num_heads}) must be a positive multiple of `num_kv_heads` ({num_kv_heads})."
+            )
+        if head_dim is None:
+            if dim % num_heads:
+                raise ValueError(
+                    f"`dim` ({dim}) is not divisible by `num_heads` ({num_heads}); pass `head_dim`."
+                )
+            head_dim = dim // num_heads
+        if window is not None and window < 1:
+            raise ValueError(f"`window` must be >= 1 or None, got {window!r}.")
+        if soft_cap is not None and not soft_cap > 0:
+            raise ValueError(f"`soft_cap` must be > 0 or None, got {soft_cap!r}.")
+        kq, kk, kv, ko = jax.random.split(key, 4)
+        kw = dict(init_std=init_std, dtype=dtype)
+        self.q_proj = Linear(dim, num_heads * head_dim, use_bias=qkv_bias, key=kq, **kw)
+        self.k_proj = Linear(dim, num_kv_heads * head_dim, use_bias=qkv_bias, key=kk, **kw)
+        self.v_proj = Linear(dim, num_kv_heads * head_dim, use_bias=qkv_bias, key=kv, **kw)
+        self.o_proj = Linear(
+            num_heads * head_dim,
+            dim,
+            use_bias=out_bias,
+            init_std=init_std if out_init_std is None else out_init_std,
+            dtype=dtype,
+            key=ko,
+        )
+        self.q_norm = RMSNorm(head_dim, eps=qk_norm_eps, dtype=dtype) if qk_norm else None
+        self.k_norm = RMSNorm(head_dim, eps=qk_norm_eps, dtype=dtype) if qk_norm else None
+        self.rotary = (
+            None if rope_theta is None else Rotary(head_dim, theta=rope_theta, scaling=rope_scaling)
+        )
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = None if scale is None else float(scale)
+        self.window = window
+        self.soft_cap = None if soft_cap is None else float(soft_cap)
+        self.implementation = implementation
+
+    def _qkv(
+        self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
+    ) -> tuple[Array, Array, Array]:
+        b, t, _ = x.shape
+        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
+        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.rotary is not None:
+            q, k = self.rotary(q, positions), self.rotary(k, positions)
+        return q, k, v
+
+    def _attend(self, q: Array, k: Array, v: Array, **mask: object) -> Array:
+        return zoo_attention.dot_product_attention(
+            q,
+            k,
+            v,
+            scale=self.scale,
+            logits_soft_cap=self.soft_cap,
+            implementation=self.implementation,
+            **mask,
+        )
+
+    def _out(self, o: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
+        b, t = o.shape[:2]
+        return self.o_proj(o.reshape(b, t, self.num_heads * self.head_dim))
+
+    def __call__(
+        self,
+        x: Float[Array, "B T D"],
+        positions: Int[Array, "B T"],
+        segment_ids: Int[Array, "B T"] | None = None,
+    ) -> Float[Array, "B T D"]:
+        """Causal attention over the sequence; ``segment_ids`` keep packed documents apart.
+
+        ``positions`` feed the rotary embedding only; the causal mask and the window act on
+        the sequence index, so packed documents need ``segment_ids`` (and positions that
+        restart per document, for rotary models).
+        """
+        q, k, v = self._qkv(x, positions)
+        window = None if self.window is None else (self.window - 1, 0)
+        o = self._attend(q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=window)
+        return self._out(o)
+
+    def decode(
+        self,
+        x: Float[Array, "B t D"],
+        positions: Int[Array, "B t"],
+        cache_key: Float[Array, "B S K H"],
+        cache_value: Float[Array, "B S K H"],
+        slot_positions: Int[Array, "B S"],
+        slot_valid: Bool[Array, "B S"],
+        start: Int[Array, ""],
+    ) -> tuple[Float[Array, "B t D"], Float[Array, "B t K H"], Float[Array, "B t K H"]]:
+        """Attention of ``t`` new tokens, written at slots ``[start, start + t)``, over the cache.
+
+        ``slot_positions``/``slot_valid`` already describe the cache after the write. Returns
+        the output and the new keys and values (the caller stores them).
+        """
+        q, k_new, v_new = self._qkv(x, positions)
+        zero = jnp.zeros((), jnp.int32)
+        k_all = jax.lax.dynamic_update_slice(
+            cache_key, k_new.astype(cache_key.dtype), (zero, start, zero, zero)
+        )
+        v_all = jax.lax.dynamic_update_slice(
+            cache_value, v_new.astype(cache_value.dtype), (zero, start, zero, zero)
+        )
+        k_all, v_all = k_all.astype(q.dtype), v_all.astype(q.dtype)
+        b, t = x.shape[:2]
+        s = cache_key.shape[1]
+        q_ids = jnp.ones((b, t), jnp.int32)
+        if t == 1:
+            # One query: causality and the window are just a per-slot mask, expressed as
+            # segment ids (the query has id 1, a visible slot id 1, any other slot id 0).
+            q_pos = positions[:, :1]
+            seen = slot_valid & (slot_positions <= q_pos)
+            if self.window is not None:
+                seen = seen & (slot_positions > q_pos - self.window)
+            o = self._attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
+            return self._out(o), k_new, v_new
+        # Several queries: the contract's masks are top-left aligned on indices, so present
+        # the keys as a view of L = d + t slots starting d slots before the first query (query
+        # i sits at view index i + d, d static) and express "causal, within the window" as the
+        # band [i + d - left, i + d]. Slots before slot 0 are padding; empty slots are masked
+        # by segment ids. A windowed layer only needs the last W - 1 slots before each query.
+        if self.window is None:
+            d = s - t
+            band = (s, d)
+        else:
+            d = min(self.window - 1, s - t)
+            band = (self.window - 1 - d, d)
+        view = d + t
+
+        def window_of(a: Array) -> Array:
+            padded = jnp.pad(a, ((0, 0), (d, 0)) + ((0, 0),) * (a.ndim - 2))
+            return jax.lax.dynamic_slice_in_dim(padded, start, view, axis=1)
+
+        o = self._attend(
+            q,
+            window_of(k_all),
+            window_of(v_all),
+            segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
+            local_window_size=band,
+        )
+        return self._out(o), k_new, v_new

@@ -1,0 +1,61 @@
+"""``KVCache``: the decoding state of a layer stack, a plain pytree of arrays."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+
+class KVCache(eqx.Module):
+    """Keys and values of every layer for ``max_len`` slots, filled left to right.
+
+    Attributes:
+        key: ``[L, B, S, K, H]`` keys (after rotary embedding) of every layer.
+        value: ``[L, B, S, K, H]``.
+        positions: ``[B, S]`` int32 position of the token held in each slot.
+        valid: ``[B, S]`` whether a slot holds a real token (not padding, not yet written).
+        index: int32 scalar, the number of slots written so far (the same for every row).
+    """
+
+    key: Float[Array, "L B S K H"]
+    value: Float[Array, "L B S K H"]
+    positions: Int[Array, "B S"]
+    valid: Bool[Array, "B S"]
+    index: Int[Array, ""]
+
+    @classmethod
+    def empty(
+        cls,
+        n_layers: int,
+        batch: int,
+        max_len: int,
+        n_kv_heads: int,
+        head_dim: int,
+        dtype: jnp.dtype | str = "float32",
+    ) -> KVCache:
+        """A cache with every slot empty."""
+        if batch <= 0 or max_len <= 0:
+            raise ValueError(f"`batch` and `max_len` must be positive, got {batch}, {max_len}.")
+        shape = (n_layers, batch, max_len, n_kv_heads, head_dim)
+        return cls(
+            key=jnp.zeros(shape, dtype),
+            value=jnp.zeros(shape, dtype),
+            positions=jnp.zeros((batch, max_len), jnp.int32),
+            valid=jnp.zeros((batch, max_len), bool),
+            index=jnp.zeros((), jnp.int32),
+        )
+
+    @property
+    def max_len(self) -> int:
+        """Number of slots."""
+        return self.key.shape[2]
+
+    @property
+    def batch(self) -> int:
+        """Rows in the batch."""
+        return self.key.shape[1]
+
+    def next_positions(self) -> Int[Array, " B"]:
+        """One past the largest position held by each row (0 for an empty row)."""
+        return jnp.max(jnp.where(self.valid, self.positions, -1), axis=1) + 1

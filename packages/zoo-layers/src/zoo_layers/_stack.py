@@ -1,0 +1,174 @@
+"""``LayerStack``: ``n_layers`` blocks applied by ``jax.lax.scan`` over stacked parameters.
+
+The block body is traced once however deep the stack, so compile time stays flat in depth.
+Layers that differ in static configuration (Gemma 2 alternates a sliding-window layer and a
+global one, and the window is static in the attention contract) are handled by scanning over
+*groups*: the stack has a ``period`` P, keeps P stacked blocks ``blocks[p]`` (layer
+``l = g * P + p`` is group ``g`` of ``blocks[p]``), and the scan body applies the P blocks of a
+group in order. ``n_layers`` must be a multiple of ``period``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from ._block import TransformerBlock
+
+
+def _split(key: PRNGKeyArray, n_layers: int, period: int) -> Array:
+    """One key per layer, shaped ``[n_layers // period, period, ...]``."""
+    keys = jax.random.split(key, n_layers)
+    return keys.reshape(n_layers // period, period, *keys.shape[1:])
+
+
+def _index(tree: eqx.Module, i: int) -> eqx.Module:
+    return jax.tree_util.tree_map(lambda a: a[i] if eqx.is_array(a) else a, tree)
+
+
+class LayerStack(eqx.Module):
+    """Scanned stack of blocks.
+
+    Attributes:
+        blocks: ``period`` blocks whose array leaves carry a leading axis of ``n_layers // period``.
+        n_layers: number of layers.
+        period: layers per scan step (1 unless layers alternate static configuration).
+        remat: rematerialise each scan step in the backward pass (``jax.checkpoint``).
+    """
+
+    blocks: tuple[TransformerBlock, ...]
+    n_layers: int = eqx.field(static=True)
+    period: int = eqx.field(static=True)
+    remat: bool = eqx.field(static=True)
+
+    def __check_init__(self) -> None:
+        if self.n_layers <= 0 or self.period <= 0 or self.n_layers % self.period:
+            raise ValueError(
+                f"`n_layers` ({self.n_layers}) must be a positive multiple of `period` ({self.period})."
+            )
+        if len(self.blocks) != self.period:
+            raise ValueError(f"expected {self.period} stacked blocks, got {len(self.blocks)}.")
+
+    @classmethod
+    def init(
+        cls,
+        make_block: Callable[[int, PRNGKeyArray], TransformerBlock],
+        n_layers: int,
+        *,
+        period: int = 1,
+        remat: bool = False,
+        key: PRNGKeyArray,
+    ) -> LayerStack:
+        """Build with ``make_block(phase, key)`` for ``phase in range(period)``.
+
+        ``make_block`` sets the static configuration of every layer ``l`` with
+        ``l % period == phase``; it is vmapped over one key per layer, so each layer gets its
+        own initialisation.
+        """
+        if n_layers <= 0 or period <= 0 or n_layers % period:
+            raise ValueError(
+                f"`n_layers` ({n_layers}) must be a positive multiple of `period` ({period})."
+            )
+        keys = _split(key, n_layers, period)
+        # One compiled init program per phase instead of op-by-op dispatch under vmap.
+        blocks = tuple(
+            eqx.filter_jit(eqx.filter_vmap(lambda k, p=p: make_block(p, k)))(keys[:, p])
+            for p in range(period)
+        )
+        return cls(blocks, n_layers, period, remat)
+
+    @classmethod
+    def from_layers(
+        cls, layers: Sequence[TransformerBlock], *, period: int = 1, remat: bool = False
+    ) -> LayerStack:
+        """Stack per-layer blocks (layer ``l`` has the static configuration of phase ``l % period``)."""
+        n = len(layers)
+        if n == 0 or n % period:
+            raise ValueError(
+                f"got {n} layers, which is not a positive multiple of `period` {period}."
+            )
+        blocks = tuple(
+            jax.tree_util.tree_map(
+                lambda *xs: jnp.stack(xs) if eqx.is_array(xs[0]) else xs[0], *layers[p::period]
+            )
+            for p in range(period)
+        )
+        return cls(blocks, n, period, remat)
+
+    def layer(self, i: int) -> TransformerBlock:
+        """Layer ``i`` as a plain (unstacked) block."""
+        if not 0 <= i < self.n_layers:
+            raise ValueError(f"layer index {i} is out of range for {self.n_layers} layers.")
+        return _index(self.blocks[i % self.period], i // self.period)
+
+    def layers(self) -> list[TransformerBlock]:
+        """Every layer as a plain block, in order."""
+        return [self.layer(i) for i in range(self.n_layers)]
+
+    def _scan(self, body: Callable, carry: object, xs: object) -> tuple[object, object]:
+        dynamic, static = eqx.partition(self.blocks, eqx.is_array)
+
+        def step(c: object, inputs: tuple[object, object]) -> tuple[object, object]:
+            params, x_in = inputs
+            return body(eqx.combine(params, static), c, x_in)
+
+        if self.remat:
+            step = jax.checkpoint(step)
+        return jax.lax.scan(step, carry, (dynamic, xs), length=self.n_layers // self.period)
+
+    def __call__(
+        self,
+        x: Float[Array, "B T D"],
+        positions: Int[Array, "B T"],
+        segment_ids: Int[Array, "B T"] | None = None,
+        *,
+        key: PRNGKeyArray | None = None,
+    ) -> Float[Array, "B T D"]:
+        """Apply every layer in order; ``key`` (optional) turns dropout on."""
+        keys = None if key is None else _split(key, self.n_layers, self.period)
+
+        def body(
+            blocks: tuple[TransformerBlock, ...], h: Array, k: Array | None
+        ) -> tuple[Array, None]:
+            for p, block in enumerate(blocks):
+                h = block(h, positions, segment_ids, key=None if k is None else k[p])
+            return h, None
+
+        out, _ = self._scan(body, x, keys)
+        return out
+
+    def decode(
+        self,
+        x: Float[Array, "B t D"],
+        positions: Int[Array, "B t"],
+        cache_key: Float[Array, "L B S K H"],
+        cache_value: Float[Array, "L B S K H"],
+        slot_positions: Int[Array, "B S"],
+        slot_valid: Bool[Array, "B S"],
+        start: Int[Array, ""],
+    ) -> tuple[Float[Array, "B t D"], Float[Array, "L B t K H"], Float[Array, "L B t K H"]]:
+        """Every layer for ``t`` new tokens against a cache; returns the new keys and values."""
+        groups = self.n_layers // self.period
+
+        def grouped(a: Array) -> Array:
+            return a.reshape(groups, self.period, *a.shape[1:])
+
+        def body(
+            blocks: tuple[TransformerBlock, ...], h: Array, kv: tuple[Array, Array]
+        ) -> tuple[Array, tuple[Array, Array]]:
+            new_k, new_v = [], []
+            for p, block in enumerate(blocks):
+                h, k, v = block.decode(
+                    h, positions, kv[0][p], kv[1][p], slot_positions, slot_valid, start
+                )
+                new_k.append(k)
+                new_v.append(v)
+            return h, (jnp.stack(new_k), jnp.stack(new_v))
+
+        out, (k, v) = self._scan(body, x, (grouped(cache_key), grouped(cache_value)))
+        flat = lambda a: a.reshape(self.n_layers, *a.shape[2:])
+        return out, flat(k), flat(v)
