@@ -11,7 +11,7 @@ TPU_STAMP := $(TPU_VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
 .PHONY: install test lint format train bench bench-quick wheels clean \
-	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration
+	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-bench
 
 install: $(STAMP) $(TPU_STAMP)
 
@@ -48,6 +48,7 @@ test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models
 test-train: install ; $(BIN)/python scripts/run_tests.py zoo-train
 test-integration: install ; $(BIN)/python scripts/run_tests.py integration
+test-bench: install ; $(BIN)/python scripts/run_tests.py bench
 
 lint: install
 	$(BIN)/ruff check .

@@ -27,6 +27,7 @@ SUITES: dict[str, tuple[str, list[str]]] = {
     "zoo-models": ("models/zoo-models/tests", []),
     "zoo-train": ("training/zoo-train/tests", []),
     "integration": ("tests", []),
+    "bench": ("bench/tests", []),
 }
 
 

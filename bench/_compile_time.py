@@ -1,0 +1,101 @@
+"""Compile time of zoo's train step against depth: layers under one scan vs unrolled.
+
+The unrolled variant uses the model's own scan period: ``window_pattern`` of length ``L``
+(every entry global, no sliding window) puts all ``L`` layers in one scan step, so XLA sees
+``L`` copies of the block, which is what a Python loop over layers would give.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._results import new_result, table
+
+NAME = "compile"
+TITLE = "Compile time of the train step against depth"
+ARCH = {"n_embd": 256, "n_head": 4, "n_positions": 256, "vocab_size": 256}
+BATCH, SEQ_LEN = 8, 256
+MAX_UNROLLED = {True: 4, False: 8}  # unrolled compiles grow with depth; keep the sweep short
+
+
+def depths(quick: bool) -> list[int]:
+    """Depths swept."""
+    return [1, 4] if quick else [1, 2, 4, 8, 16, 32]
+
+
+def compile_step(n_layers: int, unrolled: bool) -> dict[str, float]:
+    """Seconds to trace+lower and to compile one AdamW train step at ``n_layers``."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    import zoo_models
+    import zoo_train
+
+    from ._train_zoo import zoo_config
+
+    config = zoo_config({**ARCH, "n_layer": n_layers})
+    if unrolled:
+        config = config.replace(window_pattern=(False,) * n_layers, sliding_window=None)
+    model = zoo_models.build(config, key=jax.random.key(0))
+    optimizer = optax.adamw(3e-4, b1=0.9, b2=0.95, weight_decay=0.1)
+    state = zoo_train.init_train_state(model, optimizer)
+
+    def loss_fn(model: Any, batch: dict, key: jax.Array) -> tuple[jax.Array, dict]:
+        del key
+        ce, _ = zoo_train.token_losses(model(batch["input_ids"]), batch["targets"])
+        return jnp.sum(ce), {"weight": jnp.asarray(ce.size, jnp.float32)}
+
+    step = zoo_train.make_train_step(optimizer, loss_fn, optax.constant_schedule(3e-4))
+    ids = jnp.zeros((BATCH, SEQ_LEN), jnp.int32)
+    batch = {"input_ids": ids, "targets": ids}
+    start = time.perf_counter()
+    lowered = step.lower(batch, state)
+    lower_s = time.perf_counter() - start
+    start = time.perf_counter()
+    lowered.compile()
+    compile_s = time.perf_counter() - start
+    hlo_chars = len(lowered.as_text())
+    return {"lower_s": lower_s, "compile_s": compile_s, "hlo_chars": hlo_chars}
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """The sweep; a result dict (see :mod:`bench._results`)."""
+    result = new_result(NAME, TITLE, quick)
+    rows, data = [], []
+    for n in depths(quick):
+        entry: dict[str, Any] = {"n_layers": n, "scan": compile_step(n, unrolled=False)}
+        if 1 < n <= MAX_UNROLLED[quick]:  # at one layer both are the same program
+            entry["unrolled"] = compile_step(n, unrolled=True)
+        data.append(entry)
+        s, u = entry["scan"], entry.get("unrolled")
+        rows.append(
+            [
+                str(n),
+                f"{s['lower_s']:.2f}",
+                f"{s['compile_s']:.2f}",
+                f"{s['hlo_chars'] / 1000:.0f}k",
+                "—" if u is None else f"{u['lower_s']:.2f}",
+                "—" if u is None else f"{u['compile_s']:.2f}",
+                "—" if u is None else f"{u['hlo_chars'] / 1000:.0f}k",
+            ]
+        )
+    result["data"] = {"depths": data, "arch": ARCH, "batch": BATCH, "seq_len": SEQ_LEN}
+    result["tables"].append(
+        table(
+            f"Train step compile time (GPT-2 architecture, d={ARCH['n_embd']}, batch {BATCH}×{SEQ_LEN}, AdamW)",
+            [
+                "layers",
+                "scan: trace+lower s",
+                "scan: compile s",
+                "scan: HLO size",
+                "unrolled: trace+lower s",
+                "unrolled: compile s",
+                "unrolled: HLO size",
+            ],
+            rows,
+            ["HLO size: characters of the lowered StableHLO text."],
+        )
+    )
+    return result
