@@ -14,7 +14,8 @@ from jax.experimental import pallas as pl
 
 from . import _ops
 from ._config import FlashConfig
-from ._mask import block_fully_visible, segments_overlap, segments_uniform, visible
+from ._mask import visible
+from ._query_block import query_block_step
 
 
 def forward_kernel(
@@ -31,24 +32,10 @@ def forward_kernel(
     q_ref, k_ref, v_ref = ins[:3]
     m_ref, l_ref, acc_ref = scratch[:3]
 
-    b, _, i, j = (pl.program_id(a) for a in range(4))
-    nq = pl.num_programs(2)
-    nk = cfg.kv_len_padded // block_kv
-    row = b * nq + i
-    lo, hi = pre[0][row], pre[1][row]
-    jb = lo + j
-    active = jb <= hi
-    q_first = i * block_q
-    kv_first = jb * block_kv
-    full = block_fully_visible(
-        q_first, q_first + block_q - 1, kv_first, kv_first + block_kv - 1, cfg
-    )
+    step_at = query_block_step(pre, cfg, block_q, block_kv)
+    j, q_first, kv_first = step_at.j, step_at.q_first, step_at.kv_first
+    active, full = step_at.active, step_at.full
     if seg:
-        q_min, q_max = pre[2][row], pre[3][row]
-        col = b * nk + jnp.minimum(jb, nk - 1)
-        kv_min, kv_max = pre[4][col], pre[5][col]
-        active = active & segments_overlap(q_min, q_max, kv_min, kv_max)
-        full = full & segments_uniform(q_min, q_max, kv_min, kv_max)
         q_ids_col = scratch[3]
 
     @pl.when(j == 0)

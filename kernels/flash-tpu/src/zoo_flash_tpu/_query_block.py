@@ -1,0 +1,60 @@
+"""Where a query-major grid step is: its key block and whether it computes, with or without a mask.
+
+The forward and dQ kernels share the grid ``(B, N, q_blocks, kv_steps)``: step ``j`` of query
+block ``i`` visits key block ``lo + j`` of that block's prefetched range ``[lo, hi]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from ._config import FlashConfig
+from ._mask import block_fully_visible, segments_overlap, segments_uniform
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryBlockStep:
+    """One grid step of a query-major kernel (all values traced int32 / bool scalars).
+
+    Attributes:
+        j: the step along the key axis.
+        q_first: first query position of the block.
+        kv_first: first key position of the visited key block.
+        active: the block holds at least one visible pair (else the step does nothing).
+        full: every pair in the block is visible (no element mask needed).
+    """
+
+    j: Any
+    q_first: Any
+    kv_first: Any
+    active: Any
+    full: Any
+
+
+def query_block_step(
+    prefetch: tuple[jax.Array, ...], cfg: FlashConfig, block_q: int, block_kv: int
+) -> QueryBlockStep:
+    """Read the step from the program ids and the prefetched ranges (lo, hi[, segment min/max])."""
+    b, _, i, j = (pl.program_id(a) for a in range(4))
+    nq = pl.num_programs(2)
+    nk = cfg.kv_len_padded // block_kv
+    row = b * nq + i
+    jb = prefetch[0][row] + j
+    active = jb <= prefetch[1][row]
+    q_first = i * block_q
+    kv_first = jb * block_kv
+    full = block_fully_visible(
+        q_first, q_first + block_q - 1, kv_first, kv_first + block_kv - 1, cfg
+    )
+    if cfg.has_segments:
+        q_min, q_max = prefetch[2][row], prefetch[3][row]
+        col = b * nk + jnp.minimum(jb, nk - 1)
+        kv_min, kv_max = prefetch[4][col], prefetch[5][col]
+        active = active & segments_overlap(q_min, q_max, kv_min, kv_max)
+        full = full & segments_uniform(q_min, q_max, kv_min, kv_max)
+    return QueryBlockStep(j, q_first, kv_first, active, full)
