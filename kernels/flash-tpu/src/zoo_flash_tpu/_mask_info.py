@@ -89,6 +89,33 @@ def _steps(lo: np.ndarray, hi: np.ndarray) -> int:
     return max(1, int(np.max(hi - lo + 1, initial=0)))
 
 
+def _ranges(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cfg: FlashConfig,
+    seg: SegmentBounds | None,
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
+) -> BlockRanges:
+    """Static per-block ranges, narrowed per batch row by segment overlap when ids are given.
+
+    ``shapes`` are the broadcast shapes of the query and key segment bounds, which put the
+    iterated axis (rows of ``lo``/``hi``) second and the visited axis last.
+    """
+    steps = _steps(lo, hi)
+    if seg is None:
+        return BlockRanges(
+            jnp.asarray(np.tile(lo, cfg.batch)), jnp.asarray(np.tile(hi, cfg.batch)), steps
+        )
+    q_shape, kv_shape = shapes
+    overlap = segments_overlap(
+        seg.q_min.reshape(q_shape),
+        seg.q_max.reshape(q_shape),
+        seg.kv_min.reshape(kv_shape),
+        seg.kv_max.reshape(kv_shape),
+    )
+    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+
+
 def kv_ranges(
     cfg: FlashConfig, block_q: int, block_kv: int, seg: SegmentBounds | None
 ) -> BlockRanges:
@@ -98,19 +125,8 @@ def kv_ranges(
     q_first = np.arange(nq) * block_q
     q_last = np.minimum(q_first + block_q - 1, cfg.q_len - 1)
     lo, hi = _static_rows(*kv_span(q_first, q_last, cfg), block_kv, nk)
-    steps = _steps(lo, hi)
-    if seg is None:
-        return BlockRanges(
-            jnp.asarray(np.tile(lo, cfg.batch)), jnp.asarray(np.tile(hi, cfg.batch)), steps
-        )
     b = cfg.batch
-    overlap = segments_overlap(
-        seg.q_min.reshape(b, nq, 1),
-        seg.q_max.reshape(b, nq, 1),
-        seg.kv_min.reshape(b, 1, nk),
-        seg.kv_max.reshape(b, 1, nk),
-    )
-    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+    return _ranges(lo, hi, cfg, seg, ((b, nq, 1), (b, 1, nk)))
 
 
 def q_ranges(
@@ -122,19 +138,8 @@ def q_ranges(
     kv_first = np.arange(nk) * block_kv
     kv_last = np.minimum(kv_first + block_kv - 1, cfg.kv_len - 1)
     lo, hi = _static_rows(*q_span(kv_first, kv_last, cfg), block_q, nq)
-    steps = _steps(lo, hi)
-    if seg is None:
-        return BlockRanges(
-            jnp.asarray(np.tile(lo, cfg.batch)), jnp.asarray(np.tile(hi, cfg.batch)), steps
-        )
     b = cfg.batch
-    overlap = segments_overlap(
-        seg.q_min.reshape(b, 1, nq),
-        seg.q_max.reshape(b, 1, nq),
-        seg.kv_min.reshape(b, nk, 1),
-        seg.kv_max.reshape(b, nk, 1),
-    )
-    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+    return _ranges(lo, hi, cfg, seg, ((b, 1, nq), (b, nk, 1)))
 
 
 def visited_blocks(cfg: FlashConfig, block_q: int, block_kv: int) -> int:
