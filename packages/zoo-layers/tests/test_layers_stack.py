@@ -1,4 +1,5 @@
-"""The scanned layer stack: equal to a Python loop, remat-transparent, traced once, flat compile time."""
+"""The layer stack, scanned and unrolled: equal to a Python loop over its layers, remat-transparent,
+traced once when scanned, one gradient concatenate per parameter when unrolled."""
 
 import dataclasses
 import time
@@ -34,12 +35,16 @@ def make_block(window_for_phase=(None,)):
 
 @pytest.fixture(scope="module")
 def stacks():
-    """A 4-layer stack per scan period, built once for the module."""
+    """A 4-layer stack per scan period, built once for the module (scanned)."""
     key = jax.random.key(7)
     return {
-        1: zl.LayerStack.init(make_block(), 4, key=key),
-        2: zl.LayerStack.init(make_block((3, None)), 4, period=2, key=key),
+        1: zl.LayerStack.init(make_block(), 4, scan=True, key=key),
+        2: zl.LayerStack.init(make_block((3, None)), 4, period=2, scan=True, key=key),
     }
+
+
+def _with_scan(stack, scan):
+    return dataclasses.replace(stack, scan=scan)
 
 
 @eqx.filter_jit
@@ -59,10 +64,11 @@ def _loop(layers, x, positions, key=None):
     return x
 
 
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "unrolled"])
 @pytest.mark.parametrize("windows", [(None,), (3, None)], ids=["period1", "period2-local-global"])
-def test_scan_equals_python_loop(key, windows, stacks):
+def test_stack_equals_python_loop(key, windows, scan, stacks):
     k2 = key
-    stack = stacks[len(windows)]
+    stack = _with_scan(stacks[len(windows)], scan)
     layers = stack.layers()
     # Each layer has its own parameters, and phases keep their static configuration.
     assert not np.allclose(layers[0].attn.q_proj.weight, layers[len(windows)].attn.q_proj.weight)
@@ -71,7 +77,7 @@ def test_scan_equals_python_loop(key, windows, stacks):
     got = run(stack, x, positions)
     want = eqx.filter_jit(_loop)(layers, x, positions)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    restacked = zl.LayerStack.from_layers(layers, period=len(windows))
+    restacked = zl.LayerStack.from_layers(layers, period=len(windows), scan=scan)
     assert jax.tree_util.tree_structure(restacked) == jax.tree_util.tree_structure(stack)
     for a, b in zip(
         jax.tree_util.tree_leaves(restacked), jax.tree_util.tree_leaves(stack), strict=True
@@ -79,9 +85,10 @@ def test_scan_equals_python_loop(key, windows, stacks):
         np.testing.assert_array_equal(a, b)
 
 
-def test_dropout_in_the_scan_uses_a_key_per_layer(key, stacks):
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "unrolled"])
+def test_dropout_uses_a_key_per_layer(key, scan, stacks):
     k2, k3 = jax.random.split(key)
-    stack = stacks[1]
+    stack = _with_scan(stacks[1], scan)
     x, positions = _inputs(k2)
     a, b = run(stack, x, positions, k3), run(stack, x, positions, jax.random.split(k3)[0])
     plain = run(stack, x, positions)
@@ -89,9 +96,10 @@ def test_dropout_in_the_scan_uses_a_key_per_layer(key, stacks):
     np.testing.assert_array_equal(a, run(stack, x, positions, k3))
 
 
-def test_remat_gives_same_values_and_grads(key, stacks):
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "unrolled"])
+def test_remat_gives_same_values_and_grads(key, scan, stacks):
     k2 = key
-    stack = stacks[2]
+    stack = _with_scan(stacks[2], scan)
     remat = dataclasses.replace(stack, remat=True)
     x, positions = _inputs(k2)
 
@@ -110,9 +118,10 @@ def test_remat_gives_same_values_and_grads(key, stacks):
     assert "checkpoint" in jaxpr or "remat" in jaxpr
 
 
-def test_scan_grads_equal_loop_grads(key, stacks):
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "unrolled"])
+def test_stack_grads_equal_loop_grads(key, scan, stacks):
     k2 = key
-    stack = stacks[1]
+    stack = _with_scan(stacks[1], scan)
     x, positions = _inputs(k2)
     f_scan = lambda s: jnp.sum(jnp.sin(s(x, positions)))
     f_loop = lambda layers: jnp.sum(jnp.sin(_loop(layers, x, positions)))
@@ -143,7 +152,8 @@ def test_block_body_is_traced_once_whatever_the_depth(key, monkeypatch):
     for n in (2, 8, 32):
         # Abstract parameters are enough to trace and compile; nothing is initialised.
         shape = eqx.filter_eval_shape(
-            lambda k, n=n: zl.LayerStack.init(make_block((3, None)), n, period=2, key=k), key
+            lambda k, n=n: zl.LayerStack.init(make_block((3, None)), n, period=2, scan=True, key=k),
+            key,
         )
         params, static = eqx.partition(shape, _is_abstract_array)
         traces.clear()
@@ -152,6 +162,33 @@ def test_block_body_is_traced_once_whatever_the_depth(key, monkeypatch):
         times[n] = time.perf_counter() - start
         assert len(traces) == 2, f"{n} layers traced the block {len(traces)} times"  # one per phase
     print("trace+compile seconds by depth:", {n: round(t, 3) for n, t in times.items()})
+
+
+def test_scan_default_is_unrolled_on_cpu_and_scanned_elsewhere(key, monkeypatch):
+    stack = zl.LayerStack.init(make_block(), 2, key=key)
+    assert stack.scan is None
+    assert stack.scans is (jax.default_backend() != "cpu")
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert stack.scans is True and zl.scan_by_default() is True
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert stack.scans is False and zl.scan_by_default() is False
+
+
+def test_unrolled_gradient_of_each_stacked_parameter_is_one_concatenate(key, stacks):
+    # Indexing layer i out of the stack would give each layer a zero-padded full-size gradient
+    # (L pads and L-1 additions per parameter); the unrolled stack must build it in one piece.
+    stack = _with_scan(stacks[1], False)
+    x, positions = _inputs(key)
+    jaxpr = jax.make_jaxpr(eqx.filter_grad(lambda s: jnp.sum(s(x, positions))))(stack).jaxpr
+    prims = [e.primitive.name for e in jaxpr.eqns]
+    params = [leaf for leaf in jax.tree_util.tree_leaves(stack) if eqx.is_array(leaf)]
+    stacked = [
+        e.outvars[0].aval.shape
+        for e in jaxpr.eqns
+        if e.primitive.name == "concatenate" and e.params["dimension"] == 0
+    ]
+    assert "pad" not in prims
+    assert sorted(stacked) == sorted(p.shape for p in params)
 
 
 def test_bad_stack_shapes_are_clear_errors(key, stacks):

@@ -8,6 +8,7 @@ from ._dtype import DTypePolicy as DTypePolicy
 from ._dtype import default_compute_dtype as default_compute_dtype
 from ._embedding import Embedding as Embedding
 from ._linear import Linear as Linear
+from ._linear import dense as dense
 from ._mlp import MLP as MLP
 from ._mlp import activation_fn as activation_fn
 from ._norm import LayerNorm as LayerNorm
@@ -17,5 +18,6 @@ from ._rope import Rotary as Rotary
 from ._rope import rope_frequencies as rope_frequencies
 from ._rope import rotate_half as rotate_half
 from ._stack import LayerStack as LayerStack
+from ._stack import scan_by_default as scan_by_default
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from ._linear import dense
+
 
 class Embedding(eqx.Module):
     """A ``[num_embeddings, dim]`` table."""
@@ -41,6 +43,4 @@ class Embedding(eqx.Module):
 
     def attend(self, x: Float[Array, "*B D"]) -> Float[Array, "*B V"]:
         """``x @ weight.T`` in float32: the tied output projection (logits over the table)."""
-        return jnp.einsum(
-            "...d,vd->...v", x, self.weight.astype(x.dtype), preferred_element_type=jnp.float32
-        )
+        return dense(x, self.weight.astype(x.dtype), out_dtype=jnp.float32)

@@ -8,6 +8,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 
+def _rows(x: Float[Array, "*B D"]) -> Float[Array, "N D"]:
+    """``x`` as float32 rows ``[N, D]``: the weight gradients are then 2-D column sums, which
+    XLA:CPU runs several times faster than a reduction over several leading axes."""
+    return x.astype(jnp.float32).reshape(-1, x.shape[-1])
+
+
 class LayerNorm(eqx.Module):
     """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis."""
 
@@ -23,14 +29,14 @@ class LayerNorm(eqx.Module):
         self.eps = float(eps)
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
-        h = x.astype(jnp.float32)
+        h = _rows(x)
         mean = jnp.mean(h, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(h - mean), axis=-1, keepdims=True)
         h = (h - mean) * jax.lax.rsqrt(var + self.eps)
         h = h * self.weight.astype(jnp.float32)
         if self.bias is not None:
             h = h + self.bias.astype(jnp.float32)
-        return h.astype(x.dtype)
+        return h.astype(x.dtype).reshape(x.shape)
 
 
 class RMSNorm(eqx.Module):
@@ -53,7 +59,7 @@ class RMSNorm(eqx.Module):
         self.unit_offset = unit_offset
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
-        h = x.astype(jnp.float32)
+        h = _rows(x)
         h = h * jax.lax.rsqrt(jnp.mean(jnp.square(h), axis=-1, keepdims=True) + self.eps)
         w = self.weight.astype(jnp.float32)
-        return (h * (1.0 + w if self.unit_offset else w)).astype(x.dtype)
+        return (h * (1.0 + w if self.unit_offset else w)).astype(x.dtype).reshape(x.shape)

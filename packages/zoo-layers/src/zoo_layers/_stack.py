@@ -1,6 +1,13 @@
-"""``LayerStack``: ``n_layers`` blocks applied by ``jax.lax.scan`` over stacked parameters.
+"""``LayerStack``: ``n_layers`` blocks kept as stacked parameters, applied by ``jax.lax.scan``
+or by an unrolled loop.
 
-The block body is traced once however deep the stack, so compile time stays flat in depth.
+Scanned, the block body is traced once however deep the stack, so compile time stays flat in
+depth. Unrolled, every layer is its own code: compile time grows with depth, but XLA:CPU runs
+the step faster, because a scan's backward pass writes every layer's residuals into stacked,
+zero-initialised buffers and reads the weights back through dynamic slices (memory traffic a
+CPU pays for in full). The parameters are stacked either way, so checkpoints do not depend on
+the choice. The default (``scan=None``) scans on accelerators and unrolls on CPU.
+
 Layers that differ in static configuration (Gemma 2 alternates a sliding-window layer and a
 global one, and the window is static in the attention contract) are handled by scanning over
 *groups*: the stack has a ``period`` P, keeps P stacked blocks ``blocks[p]`` (layer
@@ -30,20 +37,40 @@ def _index(tree: eqx.Module, i: int) -> eqx.Module:
     return jax.tree_util.tree_map(lambda a: a[i] if eqx.is_array(a) else a, tree)
 
 
+def scan_by_default() -> bool:
+    """Whether a stack with ``scan=None`` scans: on accelerators yes, on CPU no."""
+    return jax.default_backend() != "cpu"
+
+
+def _unstack(tree: object, n: int) -> list[object]:
+    """``n`` trees holding the slices ``[i]`` of every leaf of ``tree``.
+
+    One ``lax.split`` per leaf: its transpose is a single concatenate, where indexing each
+    slice would give every layer a zero-padded full-size gradient to sum.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    parts = [[p.reshape(p.shape[1:]) for p in jax.lax.split(a, [1] * n)] for a in leaves]
+    return [jax.tree_util.tree_unflatten(treedef, [p[i] for p in parts]) for i in range(n)]
+
+
 class LayerStack(eqx.Module):
-    """Scanned stack of blocks.
+    """Blocks with stacked parameters, applied in order (scanned or unrolled).
 
     Attributes:
         blocks: ``period`` blocks whose array leaves carry a leading axis of ``n_layers // period``.
         n_layers: number of layers.
         period: layers per scan step (1 unless layers alternate static configuration).
-        remat: rematerialise each scan step in the backward pass (``jax.checkpoint``).
+        remat: rematerialise each group of ``period`` layers in the backward pass
+            (``jax.checkpoint``).
+        scan: ``True`` applies the groups with ``jax.lax.scan``, ``False`` with an unrolled
+            loop, ``None`` picks by backend (:func:`scan_by_default`).
     """
 
     blocks: tuple[TransformerBlock, ...]
     n_layers: int = eqx.field(static=True)
     period: int = eqx.field(static=True)
     remat: bool = eqx.field(static=True)
+    scan: bool | None = eqx.field(static=True, default=None)
 
     def __check_init__(self) -> None:
         if self.n_layers <= 0 or self.period <= 0 or self.n_layers % self.period:
@@ -61,6 +88,7 @@ class LayerStack(eqx.Module):
         *,
         period: int = 1,
         remat: bool = False,
+        scan: bool | None = None,
         key: PRNGKeyArray,
     ) -> LayerStack:
         """Build with ``make_block(phase, key)`` for ``phase in range(period)``.
@@ -79,11 +107,16 @@ class LayerStack(eqx.Module):
             eqx.filter_jit(eqx.filter_vmap(lambda k, p=p: make_block(p, k)))(keys[:, p])
             for p in range(period)
         )
-        return cls(blocks, n_layers, period, remat)
+        return cls(blocks, n_layers, period, remat, scan)
 
     @classmethod
     def from_layers(
-        cls, layers: Sequence[TransformerBlock], *, period: int = 1, remat: bool = False
+        cls,
+        layers: Sequence[TransformerBlock],
+        *,
+        period: int = 1,
+        remat: bool = False,
+        scan: bool | None = None,
     ) -> LayerStack:
         """Stack per-layer blocks (layer ``l`` has the static configuration of phase ``l % period``)."""
         n = len(layers)
@@ -97,7 +130,7 @@ class LayerStack(eqx.Module):
             )
             for p in range(period)
         )
-        return cls(blocks, n, period, remat)
+        return cls(blocks, n, period, remat, scan)
 
     def layer(self, i: int) -> TransformerBlock:
         """Layer ``i`` as a plain (unstacked) block."""
@@ -109,8 +142,15 @@ class LayerStack(eqx.Module):
         """Every layer as a plain block, in order."""
         return [self.layer(i) for i in range(self.n_layers)]
 
-    def _scan(self, body: Callable, carry: object, xs: object) -> tuple[object, object]:
+    @property
+    def scans(self) -> bool:
+        """Whether the groups run under ``jax.lax.scan`` (else an unrolled loop)."""
+        return scan_by_default() if self.scan is None else self.scan
+
+    def _apply(self, body: Callable, carry: object, xs: object) -> tuple[object, object]:
+        """``lax.scan(body)`` over the groups, scanned or unrolled; ``xs`` leaves are per group."""
         dynamic, static = eqx.partition(self.blocks, eqx.is_array)
+        groups = self.n_layers // self.period
 
         def step(c: object, inputs: tuple[object, object]) -> tuple[object, object]:
             params, x_in = inputs
@@ -118,7 +158,14 @@ class LayerStack(eqx.Module):
 
         if self.remat:
             step = jax.checkpoint(step)
-        return jax.lax.scan(step, carry, (dynamic, xs), length=self.n_layers // self.period)
+        if self.scans:
+            return jax.lax.scan(step, carry, (dynamic, xs), length=groups)
+        ys = []
+        for g, params in enumerate(_unstack(dynamic, groups)):
+            x_in = jax.tree_util.tree_map(lambda a, g=g: a[g], xs)
+            carry, y = step(carry, (params, x_in))
+            ys.append(y)
+        return carry, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *ys)
 
     def __call__(
         self,
@@ -138,7 +185,7 @@ class LayerStack(eqx.Module):
                 h = block(h, positions, segment_ids, key=None if k is None else k[p])
             return h, None
 
-        out, _ = self._scan(body, x, keys)
+        out, _ = self._apply(body, x, keys)
         return out
 
     def decode(
@@ -169,6 +216,6 @@ class LayerStack(eqx.Module):
                 new_v.append(v)
             return h, (jnp.stack(new_k), jnp.stack(new_v))
 
-        out, (k, v) = self._scan(body, x, (grouped(cache_key), grouped(cache_value)))
+        out, (k, v) = self._apply(body, x, (grouped(cache_key), grouped(cache_value)))
         flat = lambda a: a.reshape(self.n_layers, *a.shape[2:])
         return out, flat(k), flat(v)
