@@ -129,7 +129,7 @@ def test_bfloat16_compute_policy():
 
 
 def test_block_traced_once_and_compile_time_flat(monkeypatch):
-    """Trace+compile of an N-layer model: the block body is traced once per scan phase."""
+    """Trace+compile of an N-layer scanned model: the block body is traced once per scan phase."""
     traces = []
     original = zoo_layers.TransformerBlock.__call__
 
@@ -140,7 +140,7 @@ def test_block_traced_once_and_compile_time_flat(monkeypatch):
     monkeypatch.setattr(zoo_layers.TransformerBlock, "__call__", counting)
     seconds = {}
     for n in (2, 8, 32):
-        config = make_config("gemma2-tiny", n_layers=n)
+        config = make_config("gemma2-tiny", n_layers=n, scan_layers=True)
         # Abstract parameters are enough to trace and compile; nothing is initialised.
         shape = eqx.filter_eval_shape(zoo_models.build, config, key=jax.random.key(0))
         params, static = eqx.partition(

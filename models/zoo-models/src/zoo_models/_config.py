@@ -54,6 +54,9 @@ class ModelConfig:
         param_dtype: parameter dtype; compute_dtype: activation dtype (``None``: bfloat16 on
             accelerators, float32 on CPU).
         remat: rematerialise each layer in the backward pass.
+        scan_layers: apply the layers with ``jax.lax.scan`` (``True``; compile time flat in
+            depth) or an unrolled loop (``False``; faster steps on CPU); ``None`` scans on
+            accelerators and unrolls on CPU. The parameters are stacked either way.
         attention_implementation: kernel name for ``zoo_attention``, ``None`` for its default order.
         bos_token_id, eos_token_id, pad_token_id: special tokens, when known.
     """
@@ -97,6 +100,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     compute_dtype: str | None = None
     remat: bool = False
+    scan_layers: bool | None = None
     attention_implementation: str | None = None
     bos_token_id: int | None = None
     eos_token_id: int | None = None
@@ -128,6 +132,10 @@ class ModelConfig:
             raise ValueError(f"`norm` must be 'layernorm' or 'rmsnorm', got {self.norm!r}.")
         if self.positional not in ("rope", "learned"):
             raise ValueError(f"`positional` must be 'rope' or 'learned', got {self.positional!r}.")
+        if self.scan_layers not in (None, True, False):
+            raise ValueError(
+                f"`scan_layers` must be True, False or None, got {self.scan_layers!r}."
+            )
         if not self.window_pattern:
             raise ValueError("`window_pattern` must name at least one layer kind, e.g. (True,).")
         if self.n_layers % self.period:

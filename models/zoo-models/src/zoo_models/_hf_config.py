@@ -45,6 +45,7 @@ RUNTIME_FIELDS = (
     "param_dtype",
     "compute_dtype",
     "remat",
+    "scan_layers",
     "attention_implementation",
 )
 

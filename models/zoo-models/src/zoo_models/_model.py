@@ -21,6 +21,7 @@ from zoo_layers import (
     RMSNorm,
     TransformerBlock,
     default_compute_dtype,
+    dense,
 )
 
 from ._config import ModelConfig
@@ -106,7 +107,7 @@ class Transformer(eqx.Module):
         config: the :class:`ModelConfig` it was built from (static).
         embed: token embedding ``[V, D]``.
         pos_embed: learned position table ``[max_position, D]`` (GPT-2), else ``None``.
-        stack: the scanned layers (:class:`zoo_layers.LayerStack`).
+        stack: the layers, with stacked parameters (:class:`zoo_layers.LayerStack`).
         final_norm: norm before the output head.
         lm_head: output projection ``[V, D]``, or ``None`` when tied to ``embed``.
     """
@@ -147,14 +148,9 @@ class Transformer(eqx.Module):
         if self.lm_head is None:
             logits = self.embed.attend(h)
         else:
-            logits = jnp.einsum(
-                "btd,vd->btv",
-                h,
-                self.lm_head.weight.astype(h.dtype),
-                preferred_element_type=jnp.float32,
-            )
-            if self.lm_head.bias is not None:
-                logits = logits + self.lm_head.bias.astype(jnp.float32)
+            head = self.lm_head
+            bias = None if head.bias is None else head.bias.astype(jnp.float32)
+            logits = dense(h, head.weight.astype(h.dtype), bias, out_dtype=jnp.float32)
         cap = self.config.final_logit_soft_cap
         return logits if cap is None else cap * jnp.tanh(logits / cap)
 
@@ -317,6 +313,7 @@ def _build(c: ModelConfig, key: PRNGKeyArray) -> Transformer:
             c.n_layers,
             period=c.period,
             remat=c.remat,
+            scan=c.scan_layers,
             key=k_stack,
         ),
         final_norm=_norm(c),
