@@ -12,8 +12,10 @@ import pytest
 import zoo_attention
 
 
-@pytest.fixture(autouse=True)
-def _reference_attention(monkeypatch: pytest.MonkeyPatch):
-    # The loop core's tests run on the reference kernel whatever else is installed.
-    monkeypatch.setenv(zoo_attention.ENV_VAR, "xla")
-    return
+@pytest.fixture(autouse=True, scope="session")
+def _reference_attention():
+    # The loop core's tests run on the reference kernel whatever else is installed. Session
+    # scope, so module-scoped fixtures (runs shared by several tests) see it too.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(zoo_attention.ENV_VAR, "xla")
+        yield

@@ -45,6 +45,27 @@ def test_lm_loss_matches_numpy_with_z_loss():
     assert float(aux["weight"]) == m.sum() > 0
 
 
+def test_token_losses_gradient_matches_numpy_softmax_minus_onehot():
+    # token_losses has its own backward pass (softmax · (g_ce + g_logz) − onehot · g_ce); check
+    # it against the closed form in float64 numpy for random cotangents of both outputs.
+    rng = np.random.default_rng()
+    logits = rng.standard_normal((3, 5, 11)).astype(np.float32) * 3
+    targets = rng.integers(0, 11, (3, 5))
+    g_ce, g_log_z = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    (ce, log_z), vjp = jax.vjp(lambda x: zoo_train.token_losses(x, jnp.asarray(targets)), logits)
+    (grad,) = vjp((jnp.asarray(g_ce), jnp.asarray(g_log_z)))
+    x = logits.astype(np.float64)
+    want_log_z = np.log(np.exp(x).sum(-1))
+    probs = np.exp(x - want_log_z[..., None])
+    onehot = np.eye(11)[targets]
+    np.testing.assert_allclose(log_z, want_log_z, rtol=1e-6)
+    np.testing.assert_allclose(
+        ce, want_log_z - np.take_along_axis(x, targets[..., None], -1)[..., 0], rtol=1e-5, atol=1e-6
+    )
+    want = probs * (g_ce + g_log_z)[..., None] - onehot * g_ce[..., None]
+    np.testing.assert_allclose(grad, want, rtol=1e-5, atol=1e-6)
+
+
 def _reference_grad(model, batch):
     """Plain autodiff of the token-mean cross entropy over the whole batch."""
 

@@ -9,6 +9,7 @@ from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import Restored as Restored
 from ._checkpoint import fingerprints as fingerprints
 from ._checkpoint import state_leaves as state_leaves
+from ._compiler import step_compiler_options as step_compiler_options
 from ._config import OptimizerConfig as OptimizerConfig
 from ._config import TrainConfig as TrainConfig
 from ._errors import CheckpointMismatchError as CheckpointMismatchError
@@ -59,4 +60,4 @@ from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
 from ._usage import UsageError as UsageError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

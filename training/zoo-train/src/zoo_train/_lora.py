@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from zoo_layers import Linear
+from zoo_layers import Linear, dense
 
 ADAPTER_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -104,7 +104,8 @@ class LoRALinear(eqx.Module):
     def __call__(self, x: Float[Array, "*B I"]) -> Float[Array, "*B O"]:
         a = self.lora_a.astype(x.dtype)
         b = self.lora_b.astype(x.dtype)
-        return self.base(x) + ((x @ a.T) @ b.T) * jnp.asarray(self.scale, x.dtype)
+        low = dense(dense(x, a), b)
+        return self.base(x) + low * jnp.asarray(self.scale, x.dtype)
 
     def merged(self) -> Linear:
         """The plain ``Linear`` with ``W + scale · B A`` (in ``W``'s dtype)."""

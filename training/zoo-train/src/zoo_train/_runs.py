@@ -27,7 +27,7 @@ from ._usage import UsageError
 TOKENIZER_DIR = "tokenizer"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # How a model runs here, not what it computes: free to change between runs of one directory.
-RUNTIME_FIELDS = ("attention_implementation", "remat")
+RUNTIME_FIELDS = ("attention_implementation", "remat", "scan_layers")
 
 
 @dataclasses.dataclass

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import PyTree
 
+from ._compiler import step_compiler_options
 from ._loss import LossFn
 from ._state import TrainState
 
@@ -69,6 +70,7 @@ def make_train_step(
     schedule: optax.Schedule,
     *,
     grad_accum: int = 1,
+    compiler_options: dict[str, str] | None = None,
 ) -> StepFn:
     """``step(batch, state) -> (state, metrics)``, jitted, donating the state's buffers.
 
@@ -79,6 +81,9 @@ def make_train_step(
 
     ``metrics``: ``loss``, ``weight``, ``grad_norm`` (before clipping), ``lr`` (of this update),
     ``finite`` and each other ``aux`` entry divided by ``weight``.
+
+    ``compiler_options`` are XLA options for the step; ``None`` uses
+    :func:`step_compiler_options` for the default backend, ``{}`` none at all.
     """
 
     def step(batch: dict[str, jax.Array], state: TrainState) -> tuple[TrainState, dict]:
@@ -114,14 +119,19 @@ def make_train_step(
         return new_state, metrics
 
     # Batch first so "all-except-first" donates the state only (batch buffers cannot alias outputs).
-    return eqx.filter_jit(step, donate="all-except-first")
+    options = step_compiler_options() if compiler_options is None else compiler_options
+    return eqx.filter_jit(step, donate="all-except-first", compiler_options=options)
 
 
-def make_eval_step(loss_fn: LossFn) -> EvalFn:
-    """``eval_step(batch, state) -> {"loss_sum", **aux sums}`` (jitted, no donation)."""
+def make_eval_step(loss_fn: LossFn, *, compiler_options: dict[str, str] | None = None) -> EvalFn:
+    """``eval_step(batch, state) -> {"loss_sum", **aux sums}`` (jitted, no donation).
+
+    ``compiler_options`` as for :func:`make_train_step`.
+    """
 
     def eval_step(batch: dict[str, jax.Array], state: TrainState) -> dict:
         loss_sum, aux = _sums(loss_fn, state.params, state.frozen, batch, jax.random.key(0))
         return {"loss_sum": loss_sum, **aux}
 
-    return eqx.filter_jit(eval_step)
+    options = step_compiler_options() if compiler_options is None else compiler_options
+    return eqx.filter_jit(eval_step, compiler_options=options)
