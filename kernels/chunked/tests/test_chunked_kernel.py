@@ -29,11 +29,20 @@ def test_registered_through_the_entry_point_with_its_version() -> None:
     kernel = zoo_attention.get_kernel("chunked")
     assert kernel is zoo_chunked.KERNEL
     assert kernel.version == importlib.metadata.version("zoo-chunked") == zoo_chunked.__version__
-    assert set(kernel.platforms) == {"cpu", "gpu", "tpu"}
+    assert kernel.platforms == ("cpu",)
 
 
-@pytest.mark.parametrize("platform", ["cpu", "gpu", "tpu"])
-def test_opt_in_only(platform: str) -> None:
+def test_default_on_cpu_ahead_of_xla() -> None:
+    names = [k.name for k in zoo_attention.default_order("cpu")]
+    assert names.index("chunked") < names.index("xla")
+    q, k, v, _ = random_inputs(np.random.default_rng(), 1, 20, 20, 2, 1, 8)
+    zoo_attention.dot_product_attention(q, k, v, is_causal=True)
+    assert zoo_attention.last_resolution().kernel == "chunked"
+    assert zoo_attention.last_resolution().source == "default"
+
+
+@pytest.mark.parametrize("platform", ["gpu", "tpu"])
+def test_opt_in_on_accelerators(platform: str) -> None:
     assert "chunked" not in [k.name for k in zoo_attention.default_order(platform)]
 
 

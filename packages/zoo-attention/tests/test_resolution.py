@@ -32,9 +32,16 @@ class Picky(AttentionKernel):
 
 @pytest.fixture
 def picky():
+    """``picky_test`` registered, and no installed kernel but ``xla`` (so the default order is
+    ``picky_test, xla`` whichever kernel packages this environment has)."""
+    others = [k for name, k in zoo_attention.kernels().items() if name != "xla"]
+    for other in others:
+        zoo_attention.unregister_kernel(other.name)
     kernel = zoo_attention.register_kernel(Picky(), replace=True)
     yield kernel
     zoo_attention.unregister_kernel("picky_test")
+    for other in others:
+        zoo_attention.register_kernel(other, replace=True)
 
 
 def _qkv(t=9):
