@@ -3,32 +3,61 @@
 Usage: python scripts/run_tests.py [SUITE ...] [-- PYTEST_ARGS ...]
 
 Each suite runs in its own pytest process (packages stay independent: no shared conftest, no
-import-order coupling) and writes a JUnit report under .test-reports/.
+import-order coupling) and writes a JUnit report and its full output under .test-reports/.
+Suites run side by side, as many at a time as the machine has cores (``ZOO_TEST_JOBS``
+overrides): most of a suite's time is XLA compiling small programs on one thread, so two
+suites on two cores take little more than the longer of them. Each suite's output is printed
+whole when it ends.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / ".test-reports"
 
-# name -> (tests directory, extra pytest arguments)
+# name -> (tests directory, extra pytest arguments). Listed longest first, so the longest start
+# first and the short ones fill in at the end.
 SUITES: dict[str, tuple[str, list[str]]] = {
-    "zoo-attention": ("packages/zoo-attention/tests", []),
-    "zoo-chunked": ("kernels/chunked/tests", []),
-    "zoo-flash-tpu": ("kernels/flash-tpu/tests", []),
-    "zoo-layers": ("packages/zoo-layers/tests", []),
-    "zoo-models": ("models/zoo-models/tests", []),
     "zoo-train": ("training/zoo-train/tests", []),
+    "zoo-models": ("models/zoo-models/tests", []),
+    "zoo-flash-tpu": ("kernels/flash-tpu/tests", []),
     "integration": ("tests", []),
+    "zoo-layers": ("packages/zoo-layers/tests", []),
+    "zoo-chunked": ("kernels/chunked/tests", []),
+    "zoo-attention": ("packages/zoo-attention/tests", []),
     "bench": ("bench/tests", []),
 }
+
+
+# Defaults the environment can override. Most of a suite's time is XLA:CPU compiling small
+# programs. LLVM's optimisation passes are most of that: without them the XLA programs (HLO
+# passes, buffer assignment, memory figures) are the same and only the machine code is less
+# optimised (JAX_DISABLE_MOST_OPTIMIZATIONS=0 tests the optimised build). And many tests compile
+# the same program again (a run and its resume, a CLI subprocess): a persistent compilation
+# cache per suite, emptied before every run, compiles each once.
+TEST_ENV = {
+    "JAX_DISABLE_MOST_OPTIMIZATIONS": "1",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+}
+CACHE = REPORTS / "jax-cache"
+
+
+def _jobs() -> int:
+    value = os.environ.get("ZOO_TEST_JOBS")
+    if value:
+        return max(1, int(value))
+    return max(1, len(os.sched_getaffinity(0)))
 
 
 def _counts(report: Path) -> dict[str, float]:
@@ -42,6 +71,49 @@ def _counts(report: Path) -> dict[str, float]:
     return counts
 
 
+def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
+    path, args = SUITES[name]
+    report = REPORTS / f"{name}.xml"
+    log = REPORTS / f"{name}.log"
+    report.unlink(missing_ok=True)
+    cache = CACHE / name
+    shutil.rmtree(cache, ignore_errors=True)
+    env = {"JAX_COMPILATION_CACHE_DIR": str(cache), **TEST_ENV, **os.environ}
+    with lock:
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: started", flush=True)
+    start = time.perf_counter()
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        path,
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={report}",
+        "-q",
+        *args,
+        *extra,
+    ]
+    with log.open("w") as out:
+        code = subprocess.call(
+            cmd,
+            cwd=ROOT,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    seconds = time.perf_counter() - start
+    with lock:
+        print(f"\n=== {name} ({path}) {seconds:.0f} s ===", flush=True)
+        print(log.read_text().rstrip(), flush=True)
+    c = _counts(report)
+    failed = int(c["failures"] + c["errors"])
+    passed = int(c["tests"] - c["failures"] - c["errors"] - c["skipped"])
+    # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
+    ok = code == 0 and passed > 0
+    return (name, passed, failed, int(c["skipped"]), seconds, ok, code)
+
+
 def main(argv: list[str]) -> int:
     extra: list[str] = []
     if "--" in argv:
@@ -53,33 +125,14 @@ def main(argv: list[str]) -> int:
         print(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}", file=sys.stderr)
         return 2
     REPORTS.mkdir(exist_ok=True)
-    rows = []
-    for name in names:
-        path, args = SUITES[name]
-        report = REPORTS / f"{name}.xml"
-        report.unlink(missing_ok=True)
-        print(f"\n=== {name} ({path}) ===", flush=True)
-        start = time.perf_counter()
-        cmd = [
-            sys.executable,
-            "-m",
-            "pytest",
-            path,
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={report}",
-            "-q",
-            *args,
-            *extra,
-        ]
-        code = subprocess.call(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        seconds = time.perf_counter() - start
-        c = _counts(report)
-        failed = int(c["failures"] + c["errors"])
-        passed = int(c["tests"] - c["failures"] - c["errors"] - c["skipped"])
-        # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
-        ok = code == 0 and passed > 0
-        rows.append((name, passed, failed, int(c["skipped"]), seconds, ok, code))
+    jobs = min(_jobs(), len(names))
+    print(f"running {len(names)} suite(s), {jobs} at a time", flush=True)
+    lock = threading.Lock()
+    wall = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_run_suite, name, extra, lock) for name in names]
+        done = {f.result()[0]: f.result() for f in as_completed(futures)}
+    rows = [done[name] for name in names]
 
     print("\n" + "=" * 64)
     print(f"{'suite':<16}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}  status")
@@ -90,7 +143,10 @@ def main(argv: list[str]) -> int:
     total_failed = sum(r[2] for r in rows) + sum(1 for r in rows if not r[5] and r[2] == 0)
     total_skipped = sum(r[3] for r in rows)
     print("=" * 64)
-    print(f"{total_passed} passed, {total_failed} failed, {total_skipped} skipped")
+    print(
+        f"{total_passed} passed, {total_failed} failed, {total_skipped} skipped "
+        f"in {time.perf_counter() - wall:.0f} s wall"
+    )
     return 0 if all(r[5] for r in rows) else 1
 
 

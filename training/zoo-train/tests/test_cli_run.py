@@ -69,7 +69,7 @@ def test_config_and_flags_reach_the_run(trained):
     assert cfg["steps"] == 6 and cfg["batch_size"] == 2 and cfg["checkpoint_every"] == 2  # file
     assert cfg["optimizer"]["lr"] == 0.01  # flag
     assert cfg["optimizer"]["warmup_steps"] == 1  # file table
-    assert start["kernel"] == "chunked 0.1.0"
+    assert start["kernel"] == f"chunked {zoo_attention.get_kernel('chunked').version}"
     assert zoo_train.Checkpointer(root / "run" / "checkpoints").steps() == [2]
 
 
@@ -79,9 +79,9 @@ def test_resume_reports_the_kernel_change_then_completes(trained, capsys):
     assert main([*base, "--lr", "0.01"]) == 0
     err = capsys.readouterr().err
     assert "resuming" in err
-    kernel = zoo_attention.get_kernel("xla")
+    chunked, xla = zoo_attention.get_kernel("chunked"), zoo_attention.get_kernel("xla")
     assert (
-        f"changed since checkpoint 2: attention kernel: chunked 0.1.0 -> xla {kernel.version}"
+        f"changed since checkpoint 2: attention kernel: chunked {chunked.version} -> xla {xla.version}"
         in err
     )
     records = _records(root / "run")
