@@ -45,7 +45,11 @@ def _measure(
     import jax
 
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    import zoo_train
+
+    # Compiled as zoo's train step is, so these are the times training sees.
+    options = zoo_train.step_compiler_options()
+    compiled = jax.jit(fn, compiler_options=options).lower(*args).compile()
     compile_s = time.perf_counter() - start
     memory = _memory(compiled)
     need = sum(v for v in memory.values() if v is not None)

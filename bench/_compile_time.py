@@ -1,8 +1,7 @@
 """Compile time of zoo's train step against depth: layers under one scan vs unrolled.
 
-The unrolled variant uses the model's own scan period: ``window_pattern`` of length ``L``
-(every entry global, no sliding window) puts all ``L`` layers in one scan step, so XLA sees
-``L`` copies of the block, which is what a Python loop over layers would give.
+``ModelConfig.scan_layers=True`` runs the layers under one ``lax.scan`` (the default on
+accelerators); ``False`` unrolls them (the default on CPU), so XLA sees ``L`` copies of the block.
 """
 
 from __future__ import annotations
@@ -35,9 +34,7 @@ def compile_step(n_layers: int, unrolled: bool) -> dict[str, float]:
 
     from ._train_zoo import zoo_config
 
-    config = zoo_config({**ARCH, "n_layer": n_layers})
-    if unrolled:
-        config = config.replace(window_pattern=(False,) * n_layers, sliding_window=None)
+    config = zoo_config({**ARCH, "n_layer": n_layers}).replace(scan_layers=not unrolled)
     model = zoo_models.build(config, key=jax.random.key(0))
     optimizer = optax.adamw(3e-4, b1=0.9, b2=0.95, weight_decay=0.1)
     state = zoo_train.init_train_state(model, optimizer)

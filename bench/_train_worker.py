@@ -3,7 +3,8 @@
 Config (JSON argv[1]): ``framework`` ("zoo" or "hf"), ``arch``, ``hparams``, ``batch``,
 ``seq_len``, ``threads``, and for zoo ``attention`` (the kernel name). Requests: ``{"op": "run", "steps": k}`` -> ``{"times": [...]}``;
 ``{"op": "peak"}`` -> this framework's matmul GFLOP/s; ``{"op": "gemms", "shapes": {...}}`` ->
-GFLOP/s at the model's GEMM shapes.
+GFLOP/s at the model's GEMM shapes; ``{"op": "attention", "shape": [B, T, N, H]}`` -> seconds of
+one causal attention forward+backward.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(threads)
+        from ._attention_time import torch_attention_s as attention
         from ._peak import torch_gemm_gflops as gemms
         from ._peak import torch_matmul_gflops as peak
         from ._train_hf import HfTrainer as Trainer
     else:
+        from ._attention_time import jax_attention_s as attention  # type: ignore[assignment]
         from ._peak import jax_gemm_gflops as gemms  # type: ignore[assignment]
         from ._peak import jax_matmul_gflops as peak  # type: ignore[assignment]
         from ._train_zoo import ZooTrainer as Trainer  # type: ignore[assignment]
@@ -55,6 +58,7 @@ def main() -> None:
             "run": lambda r: {"times": trainer.run(int(r["steps"])), "loss": trainer.loss},
             "peak": lambda r: peak(),
             "gemms": lambda r: gemms({k: tuple(v) for k, v in r["shapes"].items()}),
+            "attention": lambda r: attention(*r["shape"]),
         },
         hello,
     )
