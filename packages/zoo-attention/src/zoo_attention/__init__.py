@@ -13,6 +13,9 @@ from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION
 from ._kernel import AttentionKernel as AttentionKernel
 from ._mask import soft_cap as soft_cap
 from ._mask import visible as visible
+from ._partition import PartitionAxes as PartitionAxes
+from ._partition import current_partition_axes as current_partition_axes
+from ._partition import partition_axes as partition_axes
 from ._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._registry import KernelRegistrationError as KernelRegistrationError
 from ._registry import RefusedKernel as RefusedKernel
@@ -32,5 +35,7 @@ from ._resolve import resolutions as resolutions
 from ._resolve import resolve as resolve
 from ._spec import AttentionSpec as AttentionSpec
 from ._spec import make_spec as make_spec
+from ._target import Target as Target
+from ._target import find_target as find_target
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"

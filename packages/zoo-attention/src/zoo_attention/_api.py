@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 
+from ._partition import call_kernel
 from ._registry import get_kernel
 from ._resolve import resolve
 from ._spec import make_spec
@@ -46,6 +47,11 @@ def dot_product_attention(
         implementation: a kernel name (``"xla"``, ``"flash_tpu"``, ``"chunked"``, …); ``None``
             uses ``ZOO_ATTENTION`` if set, else the platform's default order.
 
+    The kernel is chosen for the call's target: the active mesh's platform and device kind
+    (``jax.set_mesh``, ``shard_map``), else those of the inputs' shardings, else the default
+    backend's. Under a mesh, a kernel XLA cannot partition runs under ``shard_map`` over the
+    batch and head axes (see :func:`partition_axes`).
+
     Returns:
         ``[B, T, N, H]`` in the dtype of ``query``. A query that sees no key gives zeros.
 
@@ -66,4 +72,4 @@ def dot_product_attention(
     resolution = resolve(spec, implementation)
     kernel = get_kernel(resolution.kernel)
     with jax.named_scope(scope_name(kernel.name, kernel.version)):
-        return kernel(query, key, value, ids, spec)
+        return call_kernel(kernel, query, key, value, ids, spec)

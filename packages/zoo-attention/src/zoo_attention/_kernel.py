@@ -10,7 +10,7 @@ import jax
 from ._spec import AttentionSpec
 
 #: The contract this package defines. Its major number is this package's major version.
-CONTRACT_VERSION = "1.0"
+CONTRACT_VERSION = "1.1"
 
 
 class AttentionKernel(abc.ABC):
@@ -26,11 +26,17 @@ class AttentionKernel(abc.ABC):
         contract_version: the contract version (``"MAJOR.MINOR"``) the kernel implements.
         platforms: JAX backends the kernel is meant for (``"cpu"``, ``"gpu"``, ``"tpu"``).
         priority: place in the default order on those platforms; higher is tried first.
+        partitionable: whether XLA can partition the kernel's computation over a mesh (pure
+            JAX kernels). ``False`` for a kernel XLA cannot partition, such as a Pallas/Mosaic
+            call: the contract then runs it under ``shard_map`` over the batch and head axes of
+            the mesh, so each call sees its shard's shapes (contract 1.1; 1.0 kernels are
+            taken as partitionable).
     """
 
     name: ClassVar[str]
     contract_version: ClassVar[str] = CONTRACT_VERSION
     priority: ClassVar[int] = 0
+    partitionable: ClassVar[bool] = True
     version: str = "0+unknown"
 
     @property
@@ -43,6 +49,8 @@ class AttentionKernel(abc.ABC):
         """Return ``None`` if the kernel can serve ``spec``, else one sentence saying why not.
 
         Runs before tracing, so it may only look at the spec and the environment.
+        ``spec.platform`` and ``spec.device_kind`` are the target's (the active mesh's when
+        there is one), not necessarily the host's.
         """
 
     @abc.abstractmethod
@@ -62,6 +70,8 @@ class AttentionKernel(abc.ABC):
             value: ``[B, S, K, H]``.
             segment_ids: ``None`` or ``(q_ids [B, T], kv_ids [B, S])`` as int32.
             spec: the static description of the call; ``spec.scale`` is already resolved.
+                Under ``shard_map`` (``partitionable = False`` on a mesh) the arrays and the
+                spec are one shard's.
 
         Returns:
             ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.

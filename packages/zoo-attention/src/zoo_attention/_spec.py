@@ -14,6 +14,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from ._target import find_target
+
 Window = tuple[int, int]
 
 
@@ -22,7 +24,9 @@ class AttentionSpec:
     """Static description of a ``dot_product_attention`` call.
 
     Shapes follow the contract layout: query ``[batch, q_len, num_heads, head_dim]``, key and
-    value ``[batch, kv_len, num_kv_heads, head_dim]``.
+    value ``[batch, kv_len, num_kv_heads, head_dim]``. ``platform`` and ``device_kind`` describe
+    the target (see :func:`zoo_attention.find_target`): the active mesh's devices when there is
+    one, which is not the host's when compiling for a TPU from a CPU.
     """
 
     batch: int
@@ -38,6 +42,7 @@ class AttentionSpec:
     has_segment_ids: bool = False
     local_window: Window | None = None
     logits_soft_cap: float | None = None
+    device_kind: str | None = None
 
     @property
     def group_size(self) -> int:
@@ -133,8 +138,11 @@ def make_spec(
     local_window_size: int | tuple[int, int] | None = None,
     logits_soft_cap: float | None = None,
     platform: str | None = None,
+    device_kind: str | None = None,
 ) -> tuple[AttentionSpec, tuple[jax.Array, jax.Array] | None]:
     """Validate the arguments of ``dot_product_attention`` and describe the call.
+
+    ``platform`` and ``device_kind`` default to the call's target (:func:`find_target`).
 
     Returns the spec and the segment ids normalised to a pair of int32 arrays (or ``None``).
     Raises ``ValueError`` naming the argument and the shapes for anything the contract rejects.
@@ -184,6 +192,9 @@ def make_spec(
         raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
     window = _normalise_window(local_window_size)
     ids = _normalise_segment_ids(segment_ids, b, t, s)
+    if platform is None:
+        target = find_target(query, key, value)
+        platform, device_kind = target.platform, device_kind or target.device_kind
     spec = AttentionSpec(
         batch=b,
         q_len=t,
@@ -192,11 +203,12 @@ def make_spec(
         num_kv_heads=k,
         head_dim=h,
         dtype=jnp.dtype(query.dtype).name,
-        platform=platform or jax.default_backend(),
+        platform=platform,
         scale=float(scale),
         is_causal=is_causal,
         has_segment_ids=ids is not None,
         local_window=window,
         logits_soft_cap=logits_soft_cap,
+        device_kind=device_kind,
     )
     return spec, ids

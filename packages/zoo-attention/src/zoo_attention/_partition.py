@@ -1,0 +1,163 @@
+"""Running a kernel that XLA cannot partition (a Pallas/Mosaic call) on a device mesh.
+
+Attention is independent per (batch row, head), so such a kernel runs under ``shard_map`` over
+the batch and head axes of the mesh, each device on its own shard, with no communication. Which
+mesh axes shard the batch and which the heads comes from :func:`partition_axes` (zoo-train sets
+it from its sharding rules); without it, each free mesh axis goes to the batch if it divides
+the batch, else to the heads if it divides them, else the kernel is replicated along it. Any
+choice is correct; matching the activations' layout only avoids moving data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import AxisType
+from jax.sharding import PartitionSpec as P
+
+from ._kernel import AttentionKernel
+from ._spec import AttentionSpec
+from ._target import active_mesh, input_mesh
+
+Axes = tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionAxes:
+    """Mesh axes that shard the batch and the heads of attention inputs (``None``: not set)."""
+
+    batch: Axes | None = None
+    heads: Axes | None = None
+
+
+_AXES: contextvars.ContextVar[PartitionAxes | None] = contextvars.ContextVar(
+    "zoo_attention_partition_axes", default=None
+)
+
+
+def _as_axes(value: str | Sequence[str] | None) -> Axes | None:
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@contextlib.contextmanager
+def partition_axes(
+    *, batch: str | Sequence[str] | None = None, heads: str | Sequence[str] | None = None
+) -> Iterator[PartitionAxes]:
+    """Within the block, name the mesh axes that shard the attention inputs' batch and heads.
+
+    A kernel that XLA cannot partition then runs under ``shard_map`` with query and output
+    ``P(batch, None, heads, None)``. Axes that are not in the mesh, or do not divide the
+    dimension, are left out for that call.
+    """
+    axes = PartitionAxes(_as_axes(batch), _as_axes(heads))
+    token = _AXES.set(axes)
+    try:
+        yield axes
+    finally:
+        _AXES.reset(token)
+
+
+def current_partition_axes() -> PartitionAxes:
+    """The axes set by the innermost :func:`partition_axes` (fields ``None`` when unset)."""
+    return _AXES.get() or PartitionAxes()
+
+
+def _heads_fit(spec: AttentionSpec, shards: int) -> bool:
+    # Contiguous head ranges keep query head n with its key/value head n // G when the shards
+    # divide K; a single key/value head (MQA) is replicated instead.
+    return spec.num_heads % shards == 0 and (
+        spec.num_kv_heads % shards == 0 or spec.num_kv_heads == 1
+    )
+
+
+def plan_axes(
+    spec: AttentionSpec, sizes: dict[str, int], wanted: PartitionAxes
+) -> tuple[Axes, Axes]:
+    """``(batch_axes, head_axes)`` among the free mesh axes ``sizes`` (name → size)."""
+    batch: list[str] = []
+    heads: list[str] = []
+
+    def size(axes: list[str]) -> int:
+        return math.prod(sizes[a] for a in axes)
+
+    if wanted.batch is None and wanted.heads is None:
+        for axis, n in sizes.items():
+            if n == 1:
+                continue
+            if spec.batch % (size(batch) * n) == 0:
+                batch.append(axis)
+            elif _heads_fit(spec, size(heads) * n):
+                heads.append(axis)
+        return tuple(batch), tuple(heads)
+    for axis in wanted.batch or ():
+        if axis in sizes and spec.batch % (size(batch) * sizes[axis]) == 0:
+            batch.append(axis)
+    for axis in wanted.heads or ():
+        if axis in sizes and axis not in batch and _heads_fit(spec, size(heads) * sizes[axis]):
+            heads.append(axis)
+    return tuple(batch), tuple(heads)
+
+
+def _spec_entry(axes: Axes) -> str | Axes | None:
+    if not axes:
+        return None
+    return axes[0] if len(axes) == 1 else axes
+
+
+def call_kernel(
+    kernel: AttentionKernel,
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    segment_ids: tuple[jax.Array, jax.Array] | None,
+    spec: AttentionSpec,
+) -> jax.Array:
+    """Call ``kernel``, under ``shard_map`` when it cannot be partitioned and a mesh is active."""
+    if kernel.partitionable:
+        return kernel(query, key, value, segment_ids, spec)
+    mesh = active_mesh() or input_mesh(query, key, value)
+    if mesh is None:
+        return kernel(query, key, value, segment_ids, spec)
+    free = {
+        name: size
+        for name, size, kind in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types, strict=True)
+        if kind != AxisType.Manual
+    }
+    if math.prod(free.values()) == 1:
+        return kernel(query, key, value, segment_ids, spec)
+    batch, heads = plan_axes(spec, free, current_partition_axes())
+    b_shards = math.prod(free[a] for a in batch)
+    h_shards = math.prod(free[a] for a in heads)
+    kv_split = spec.num_kv_heads % h_shards == 0
+    local = dataclasses.replace(
+        spec,
+        batch=spec.batch // b_shards,
+        num_heads=spec.num_heads // h_shards,
+        num_kv_heads=spec.num_kv_heads // h_shards if kv_split else spec.num_kv_heads,
+    )
+    q_spec = P(_spec_entry(batch), None, _spec_entry(heads), None)
+    kv_spec = P(_spec_entry(batch), None, _spec_entry(heads) if kv_split else None, None)
+    id_spec = P(_spec_entry(batch), None)
+
+    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any) -> jax.Array:
+        return kernel(q, k, v, ids, local)
+
+    # Every free axis is manual inside: an axis that shards neither batch nor heads runs the
+    # kernel replicated, instead of leaving XLA a Mosaic call it cannot partition.
+    sharded = jax.shard_map(
+        per_shard,
+        mesh=mesh,
+        in_specs=(q_spec, kv_spec, kv_spec, None if segment_ids is None else (id_spec, id_spec)),
+        out_specs=q_spec,
+        axis_names=set(free),
+        check_vma=False,
+    )
+    return sharded(query, key, value, segment_ids)
