@@ -1,7 +1,12 @@
 """Ahead-of-time compiles for v4, v5e, v5p and v6e through libtpu's compile-only devices.
 
+Each compile goes through the public contract, ``zoo_attention.dot_product_attention(...,
+implementation="flash_tpu")``, as a model calls it: on a 2x2 mesh (the contract runs the kernel
+under ``shard_map``), and on one device with no mesh context at all (only the inputs' shardings
+name the TPU target; the kernel's index maps must not ask the host for a TPU generation).
+
 libtpu lives in its own environment (``make install`` creates ``.venv-tpu``; override with
-``$ZOO_TPU_PYTHON``) so this one stays CPU-only; the compiles run there in two subprocesses,
+``$ZOO_TPU_PYTHON``) so this one stays CPU-only; the compiles run there in subprocesses,
 through the benchmark's compile-only mode, and the figures come back as JSON.
 """
 
@@ -12,6 +17,7 @@ import os
 import pathlib
 import subprocess
 
+import numpy as np
 import pytest
 
 from zoo_flash_tpu._aot import KERNEL_NAMES
@@ -46,9 +52,10 @@ def _bench_command(out: pathlib.Path, *args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
-    """Every generation x head dim (forward + backward), plus segment ids on v5e.
+    """Every generation x head dim (forward + backward) on a 2x2 mesh, plus every generation on
+    one device with segment ids, a local window and a soft cap.
 
-    Two subprocesses in parallel (libtpu start-up and compiles are single-threaded).
+    Subprocesses in parallel (libtpu start-up and compiles are single-threaded).
     """
     tmp = tmp_path_factory.mktemp("aot")
     env = {
@@ -82,8 +89,14 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
             "--head-dims",
             "128",
             "--generations",
-            "v5e",
+            ",".join(GENERATIONS),
+            "--devices",
+            "1",
             "--segments",
+            "--window",
+            "1024,0",
+            "--soft-cap",
+            "30",
         ),
         capture_output=True,
         text=True,
@@ -106,13 +119,15 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
 
 
 def test_every_generation_and_head_dim_compiles_with_mosaic(compiled: list[dict]) -> None:
-    assert {(r["generation"], r["head_dim"], r["segments"]) for r in compiled} == {
-        (g, h, False) for g in GENERATIONS for h in HEAD_DIMS
-    } | {("v5e", 128, True)}
+    assert {(r["generation"], r["head_dim"], r["segments"], r["devices"]) for r in compiled} == {
+        (g, h, False, 4) for g in GENERATIONS for h in HEAD_DIMS
+    } | {(g, 128, True, 1) for g in GENERATIONS}
     for r in compiled:
         # Forward, delta, dq and dk/dv: four Mosaic kernels, each under its own name.
         assert r["mosaic_calls"] == 4, r
         assert r["kernels"] == list(KERNEL_NAMES), r
+        # Under the mesh through shard_map; on one device called directly.
+        assert r["shard_map"] == (r["devices"] > 1), r
 
 
 def test_temporaries_are_linear_in_length_and_far_below_the_score_matrix(
@@ -132,9 +147,17 @@ def test_temporaries_are_linear_in_length_and_far_below_the_score_matrix(
         )
 
 
+def _visible_pairs(window: list[int] | None) -> int:
+    """(query, key) pairs a causal mask (with a ``(left, 0)`` window) lets through."""
+    left = T if window is None else window[0]
+    rows = np.arange(T)
+    return int(np.sum(np.minimum(rows, left) + 1))
+
+
 def test_cost_estimates_reach_xla(compiled: list[dict]) -> None:
-    """XLA's cost model counts the kernels' FLOPs: at least the causal half of the model FLOPs."""
+    """XLA's cost model counts the kernels' FLOPs: at least the model FLOPs of the pairs the mask
+    lets through (the causal half; with a window, far fewer), forward and backward."""
     for r in compiled:
         per_device = B * N * T * T * r["head_dim"] * 4 / r["devices"]  # forward, no mask
-        model = 0.5 * per_device * 3  # causal forward + backward
+        model = B * N * _visible_pairs(r["window"]) * r["head_dim"] * 4 * 3 / r["devices"]
         assert model <= r["flops"] <= 3 * per_device * 2, r

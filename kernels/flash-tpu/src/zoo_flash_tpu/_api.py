@@ -28,6 +28,20 @@ def default_interpret_params() -> pltpu.InterpretParams:
     return pltpu.InterpretParams(uninitialized_memory="nan")
 
 
+def interpret_params_here() -> Any:
+    """The interpret mode for a call traced here.
+
+    Pallas TPU interpret mode (:func:`default_interpret_params`) on one device. Inside a
+    ``shard_map`` over several devices it deadlocks in jax 0.10 (its callbacks copy to CPU
+    device 0 from inside the running multi-device computation), so there the generic
+    interpret mode (``True``) runs the same kernel bodies instead.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if not mesh.empty and mesh.size > 1:
+        return True
+    return default_interpret_params()
+
+
 def _device_kind() -> str | None:
     if jax.default_backend() != "tpu":
         return None
@@ -50,7 +64,8 @@ def make_config(
     """The static configuration of one call, with block sizes from the policy table.
 
     ``device_kind`` picks the table row (``None``: the current TPU, or the interpret-mode
-    row off TPU); ``interpret`` is ``None`` (Mosaic) or ``pltpu.InterpretParams``.
+    row off TPU); ``interpret`` is ``None`` (Mosaic), ``pltpu.InterpretParams`` (Pallas TPU
+    interpret mode) or ``True`` (generic interpret mode).
     """
     b, t, n, h = query.shape
     _, s, k, _ = key.shape
@@ -117,7 +132,8 @@ def flash_attention(
         block_sizes: override the policy's block sizes.
         device_kind: the TPU generation to plan for (``"TPU v5 lite"``…); default the
             current device. Set it when compiling ahead of time for another generation.
-        interpret: ``pltpu.InterpretParams`` to run in interpret mode (any backend).
+        interpret: ``pltpu.InterpretParams`` to run in Pallas TPU interpret mode, or ``True``
+            for generic interpret mode (any backend).
 
     Returns:
         ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.

@@ -3,7 +3,9 @@
 Every index map receives the grid indices followed by the scalar-prefetched block ranges
 (SMEM). Key/value BlockSpecs map query head ``n`` to key/value head ``n // G``; the block
 index along a visited axis is ``min(lo + step, max(hi, lo))``, so steps past a row's last block
-fetch nothing new.
+fetch nothing new. Index maps divide with ``lax.div``: Python's ``//`` on a traced integer lowers
+through a query of the default device's TPU generation, which fails when compiling for a TPU
+from a CPU host.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from ._mask_info import BlockRanges, SegmentBounds, kv_ranges, q_ranges, segment
 from ._policy import LANES
 
 SegmentIds = tuple[jax.Array, jax.Array] | None
+
+
+def _kv_head(n: jax.Array, group: int) -> jax.Array:
+    """Key/value head of query head ``n`` (``n // group``; both non-negative)."""
+    return jax.lax.div(n, jnp.int32(group))
 
 
 def _visited(lo: jax.Array, hi: jax.Array, row: jax.Array, step: jax.Array) -> jax.Array:
@@ -84,7 +91,7 @@ def forward(
         return b, i, n
 
     def kv_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, _visited(lo, hi, b * nq + i, j), n // g
+        return b, _visited(lo, hi, b * nq + i, j), _kv_head(n, g)
 
     def kv_ids_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
         return b, 0, _visited(lo, hi, b * nq + i, j)
@@ -190,7 +197,7 @@ def backward_dq(
         return b, i, n
 
     def kv_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, _visited(lo, hi, b * nq + i, j), n // g
+        return b, _visited(lo, hi, b * nq + i, j), _kv_head(n, g)
 
     def row_map(b, n, i, j, *pre):  # type: ignore[no-untyped-def]
         return b, n, 0, i

@@ -11,8 +11,8 @@ from ._api import (
     INTERPRET_VAR,
     MAX_HEAD_DIM,
     SUPPORTED_DTYPES,
-    default_interpret_params,
     flash_attention,
+    interpret_params_here,
     interpret_requested,
 )
 from ._policy import BlockSizes
@@ -28,6 +28,9 @@ class FlashTpuKernel(AttentionKernel):
 
     name = "flash_tpu"
     priority = 100
+    # A Mosaic call cannot be partitioned by XLA: on a mesh the contract runs it under
+    # shard_map over the batch and head axes.
+    partitionable = False
 
     def __init__(self, block_sizes: BlockSizes | None = None) -> None:
         self.block_sizes = block_sizes
@@ -60,7 +63,7 @@ class FlashTpuKernel(AttentionKernel):
     ) -> jax.Array:
         interpret = None
         if spec.platform != "tpu" or interpret_requested():
-            interpret = default_interpret_params()
+            interpret = interpret_params_here()
         out = flash_attention(
             query,
             key,
@@ -71,6 +74,9 @@ class FlashTpuKernel(AttentionKernel):
             local_window=spec.local_window,
             logits_soft_cap=spec.logits_soft_cap,
             block_sizes=self.block_sizes,
+            # The target's generation picks the block sizes, so a TPU step compiled from a
+            # CPU host plans for the TPU it targets.
+            device_kind=spec.device_kind if spec.platform == "tpu" else None,
             interpret=interpret,
         )
         return out.astype(jnp.dtype(spec.dtype))

@@ -10,6 +10,7 @@ module's memory and cost-model figures.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -96,7 +97,9 @@ def run_compile_only(args: argparse.Namespace) -> list[dict[str, Any]]:
     for generation in args.generations:
         for h in args.head_dims:
             for t in args.seq_lens:
-                for backward in [p == "fwd+bwd" for p in args.passes]:
+                for backward, devices in itertools.product(
+                    [p == "fwd+bwd" for p in args.passes], args.devices
+                ):
                     case = CompileCase(
                         generation,
                         batch=args.batch,
@@ -105,7 +108,10 @@ def run_compile_only(args: argparse.Namespace) -> list[dict[str, Any]]:
                         num_kv_heads=args.kv_heads,
                         head_dim=h,
                         segments=args.segments,
+                        window=args.window,
+                        soft_cap=args.soft_cap,
                         backward=backward,
+                        devices=devices,
                     )
                     try:
                         rows.append(compile_case(case))
@@ -156,6 +162,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--head-dim", type=int, default=128, help="head dim of the timing runs")
     parser.add_argument("--segments", action="store_true", help="compile with segment ids too")
     parser.add_argument(
+        "--window",
+        type=lambda s: tuple(_parse_ints(s)),
+        default=None,
+        metavar="LEFT,RIGHT",
+        help="compile with a local window",
+    )
+    parser.add_argument("--soft-cap", type=float, default=None, help="compile with a soft cap")
+    parser.add_argument(
+        "--devices",
+        type=_parse_ints,
+        default=[4],
+        help="compile-only meshes: 4 (2x2 batch x heads, under shard_map) and/or 1 (one device)",
+    )
+    parser.add_argument(
         "--passes",
         type=lambda s: s.split(","),
         default=["fwd", "fwd+bwd"],
@@ -166,7 +186,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     on_tpu = jax.default_backend() == "tpu"
     if args.compile_only or not on_tpu:
         args.seq_lens = args.seq_lens or [8192]
-        print("compile-only: figures from libtpu's compiled modules (B, N, K as given, 2x2 mesh)")
+        print(
+            "compile-only: figures from libtpu's compiled modules (B, N, K as given, through "
+            "zoo_attention.dot_product_attention on a 2x2 or 1-device mesh)"
+        )
         rows = run_compile_only(args)
     else:
         args.seq_lens = args.seq_lens or [1024, 2048, 4096, 8192, 16384]
