@@ -9,6 +9,24 @@ from ._dtype import default_compute_dtype as default_compute_dtype
 from ._embedding import Embedding as Embedding
 from ._linear import Linear as Linear
 from ._linear import dense as dense
+from ._logical import BATCH as BATCH
+from ._logical import EMBED as EMBED
+from ._logical import HEAD_DIM as HEAD_DIM
+from ._logical import HEADS as HEADS
+from ._logical import KV_HEADS as KV_HEADS
+from ._logical import LAYERS as LAYERS
+from ._logical import MLP_AXIS as MLP_AXIS
+from ._logical import NORM as NORM
+from ._logical import POSITION as POSITION
+from ._logical import VOCAB as VOCAB
+from ._logical import LogicalAxes as LogicalAxes
+from ._logical import Rules as Rules
+from ._logical import axis_rules as axis_rules
+from ._logical import current_rules as current_rules
+from ._logical import logical_axes as logical_axes
+from ._logical import logical_constraint as logical_constraint
+from ._logical import logical_to_spec as logical_to_spec
+from ._logical import with_names as with_names
 from ._mlp import MLP as MLP
 from ._mlp import activation_fn as activation_fn
 from ._norm import LayerNorm as LayerNorm
@@ -20,4 +38,4 @@ from ._rope import rotate_half as rotate_half
 from ._stack import LayerStack as LayerStack
 from ._stack import scan_by_default as scan_by_default
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -15,6 +15,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 import zoo_attention
 
 from ._linear import Linear
+from ._logical import EMBED, HEAD_DIM, HEADS, KV_HEADS
 from ._norm import RMSNorm
 from ._rope import RopeScaling, Rotary
 
@@ -90,19 +91,30 @@ class Attention(eqx.Module):
             raise ValueError(f"`soft_cap` must be > 0 or None, got {soft_cap!r}.")
         kq, kk, kv, ko = jax.random.split(key, 4)
         kw = dict(init_std=init_std, dtype=dtype)
-        self.q_proj = Linear(dim, num_heads * head_dim, use_bias=qkv_bias, key=kq, **kw)
-        self.k_proj = Linear(dim, num_kv_heads * head_dim, use_bias=qkv_bias, key=kk, **kw)
-        self.v_proj = Linear(dim, num_kv_heads * head_dim, use_bias=qkv_bias, key=kv, **kw)
+        # Projections to heads are [heads * head_dim, embed]: sharding the fused out dimension
+        # over a mesh axis that divides the head count keeps whole heads on each device.
+        q_axes, kv_axes = (HEADS, EMBED), (KV_HEADS, EMBED)
+        self.q_proj = Linear(
+            dim, num_heads * head_dim, use_bias=qkv_bias, axes=q_axes, key=kq, **kw
+        )
+        self.k_proj = Linear(
+            dim, num_kv_heads * head_dim, use_bias=qkv_bias, axes=kv_axes, key=kk, **kw
+        )
+        self.v_proj = Linear(
+            dim, num_kv_heads * head_dim, use_bias=qkv_bias, axes=kv_axes, key=kv, **kw
+        )
         self.o_proj = Linear(
             num_heads * head_dim,
             dim,
             use_bias=out_bias,
             init_std=init_std if out_init_std is None else out_init_std,
             dtype=dtype,
+            axes=(EMBED, HEADS),
             key=ko,
         )
-        self.q_norm = RMSNorm(head_dim, eps=qk_norm_eps, dtype=dtype) if qk_norm else None
-        self.k_norm = RMSNorm(head_dim, eps=qk_norm_eps, dtype=dtype) if qk_norm else None
+        norm = dict(eps=qk_norm_eps, dtype=dtype, axis=HEAD_DIM)
+        self.q_norm = RMSNorm(head_dim, **norm) if qk_norm else None
+        self.k_norm = RMSNorm(head_dim, **norm) if qk_norm else None
         self.rotary = (
             None if rope_theta is None else Rotary(head_dim, theta=rope_theta, scaling=rope_scaling)
         )

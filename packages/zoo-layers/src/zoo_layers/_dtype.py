@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
+
+import zoo_attention
 
 _FLOATS = ("float32", "bfloat16", "float16", "float64")
 
 
 def default_compute_dtype() -> str:
-    """``"bfloat16"`` on accelerators (TPU, GPU), ``"float32"`` on CPU."""
-    return "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    """``"bfloat16"`` on accelerators (TPU, GPU), ``"float32"`` on CPU.
+
+    The platform is the target's: the active mesh's when there is one (a TPU step compiled from
+    a CPU host computes in bfloat16), else JAX's default backend.
+    """
+    return "float32" if zoo_attention.find_target().platform == "cpu" else "bfloat16"
 
 
 def check_float_dtype(name: str, dtype: str) -> str:

@@ -7,18 +7,22 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._logical import Name, with_names
+
 
 class Linear(eqx.Module):
     """``y = x @ weight.T + bias``, computed in the dtype of ``x``.
 
     ``weight`` is ``[out_features, in_features]`` (the PyTorch ``nn.Linear`` layout); the
-    parameters are cast to the input dtype at use, so they can stay float32.
+    parameters are cast to the input dtype at use, so they can stay float32. ``axes`` are the
+    logical names of ``(out, in)`` (see :func:`zoo_layers.logical_axes`).
     """
 
     weight: Float[Array, "O I"]
     bias: Float[Array, " O"] | None
     in_features: int = eqx.field(static=True)
     out_features: int = eqx.field(static=True)
+    axes: tuple[Name, Name] = eqx.field(static=True, default=(None, None))
 
     def __init__(
         self,
@@ -28,6 +32,7 @@ class Linear(eqx.Module):
         use_bias: bool = False,
         init_std: float | None = None,
         dtype: jnp.dtype | str = "float32",
+        axes: tuple[Name, Name] = (None, None),
         key: PRNGKeyArray,
     ) -> None:
         """Normal init with ``init_std`` (default ``1/sqrt(in_features)``); zero bias."""
@@ -40,6 +45,11 @@ class Linear(eqx.Module):
         self.bias = jnp.zeros((out_features,), dtype) if use_bias else None
         self.in_features = in_features
         self.out_features = out_features
+        self.axes = (axes[0], axes[1])
+
+    def logical_axes(self) -> Linear:
+        """This layer with ``weight`` and ``bias`` replaced by their logical axis names."""
+        return with_names(self, weight=self.axes, bias=self.axes[:1])
 
     def __call__(self, x: Float[Array, "*B I"]) -> Float[Array, "*B O"]:
         bias = None if self.bias is None else self.bias.astype(x.dtype)

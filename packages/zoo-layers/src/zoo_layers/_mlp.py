@@ -10,6 +10,7 @@ import jax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._linear import Linear
+from ._logical import EMBED, MLP_AXIS
 
 Activation = Literal["gelu", "gelu_tanh", "silu", "relu"]
 
@@ -59,15 +60,21 @@ class MLP(eqx.Module):
         activation_fn(activation)
         k_up, k_down, k_gate = jax.random.split(key, 3)
         kw = dict(use_bias=use_bias, dtype=dtype)
-        self.up = Linear(dim, hidden, init_std=init_std, key=k_up, **kw)
+        up_axes = (MLP_AXIS, EMBED)
+        self.up = Linear(dim, hidden, init_std=init_std, axes=up_axes, key=k_up, **kw)
         self.down = Linear(
             hidden,
             dim,
             init_std=init_std if out_init_std is None else out_init_std,
+            axes=(EMBED, MLP_AXIS),
             key=k_down,
             **kw,
         )
-        self.gate = Linear(dim, hidden, init_std=init_std, key=k_gate, **kw) if gated else None
+        self.gate = (
+            Linear(dim, hidden, init_std=init_std, axes=up_axes, key=k_gate, **kw)
+            if gated
+            else None
+        )
         self.activation = activation
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:

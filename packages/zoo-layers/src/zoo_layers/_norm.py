@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ._logical import NORM, Name, with_names
+
 
 def _rows(x: Float[Array, "*B D"]) -> Float[Array, "N D"]:
     """``x`` as float32 rows ``[N, D]``: the weight gradients are then 2-D column sums, which
@@ -20,13 +22,25 @@ class LayerNorm(eqx.Module):
     weight: Float[Array, " D"]
     bias: Float[Array, " D"] | None
     eps: float = eqx.field(static=True)
+    axis: Name = eqx.field(static=True, default=NORM)
 
     def __init__(
-        self, dim: int, *, eps: float = 1e-5, use_bias: bool = True, dtype: str = "float32"
+        self,
+        dim: int,
+        *,
+        eps: float = 1e-5,
+        use_bias: bool = True,
+        dtype: str = "float32",
+        axis: Name = NORM,
     ) -> None:
         self.weight = jnp.ones((dim,), dtype)
         self.bias = jnp.zeros((dim,), dtype) if use_bias else None
         self.eps = float(eps)
+        self.axis = axis
+
+    def logical_axes(self) -> LayerNorm:
+        """This norm with its parameters replaced by their logical axis name."""
+        return with_names(self, weight=(self.axis,), bias=(self.axis,))
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
         h = _rows(x)
@@ -50,13 +64,25 @@ class RMSNorm(eqx.Module):
     weight: Float[Array, " D"]
     eps: float = eqx.field(static=True)
     unit_offset: bool = eqx.field(static=True)
+    axis: Name = eqx.field(static=True, default=NORM)
 
     def __init__(
-        self, dim: int, *, eps: float = 1e-6, unit_offset: bool = False, dtype: str = "float32"
+        self,
+        dim: int,
+        *,
+        eps: float = 1e-6,
+        unit_offset: bool = False,
+        dtype: str = "float32",
+        axis: Name = NORM,
     ) -> None:
         self.weight = (jnp.zeros if unit_offset else jnp.ones)((dim,), dtype)
         self.eps = float(eps)
         self.unit_offset = unit_offset
+        self.axis = axis
+
+    def logical_axes(self) -> RMSNorm:
+        """This norm with ``weight`` replaced by its logical axis name."""
+        return with_names(self, weight=(self.axis,))
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
         h = _rows(x)

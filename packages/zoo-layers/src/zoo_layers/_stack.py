@@ -24,7 +24,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+import zoo_attention
+
 from ._block import TransformerBlock
+from ._logical import BATCH, logical_axes, logical_constraint, stacked_axes
 
 
 def _split(key: PRNGKeyArray, n_layers: int, period: int) -> Array:
@@ -38,8 +41,12 @@ def _index(tree: eqx.Module, i: int) -> eqx.Module:
 
 
 def scan_by_default() -> bool:
-    """Whether a stack with ``scan=None`` scans: on accelerators yes, on CPU no."""
-    return jax.default_backend() != "cpu"
+    """Whether a stack with ``scan=None`` scans: on accelerators yes, on CPU no.
+
+    The platform is the target's (the active mesh's, see ``zoo_attention.find_target``), so a
+    TPU step compiled from a CPU host scans.
+    """
+    return zoo_attention.find_target().platform != "cpu"
 
 
 def _unstack(tree: object, n: int) -> list[object]:
@@ -132,6 +139,11 @@ class LayerStack(eqx.Module):
         )
         return cls(blocks, n, period, remat, scan)
 
+    def logical_axes(self) -> LayerStack:
+        """This stack with every array replaced by its logical names, ``"layers"`` first."""
+        names = stacked_axes(logical_axes(self.blocks), self.blocks)
+        return eqx.tree_at(lambda s: s.blocks, self, names)
+
     def layer(self, i: int) -> TransformerBlock:
         """Layer ``i`` as a plain (unstacked) block."""
         if not 0 <= i < self.n_layers:
@@ -182,6 +194,9 @@ class LayerStack(eqx.Module):
             blocks: tuple[TransformerBlock, ...], h: Array, k: Array | None
         ) -> tuple[Array, None]:
             for p, block in enumerate(blocks):
+                # The residual stream is laid out by the batch rule at every block (a no-op
+                # without active axis rules); without it XLA may pick layouts that move data.
+                h = logical_constraint(h, (BATCH, None, None))
                 h = block(h, positions, segment_ids, key=None if k is None else k[p])
             return h, None
 
