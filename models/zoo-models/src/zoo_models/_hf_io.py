@@ -91,12 +91,20 @@ def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
 
 
 def from_hf_state_dict(
-    config: ModelConfig, tensors: Mapping[str, Any], *, source: str = "the checkpoint"
+    config: ModelConfig,
+    tensors: Mapping[str, Any],
+    *,
+    source: str = "the checkpoint",
+    shardings: Any = None,
 ) -> Transformer:
     """A :class:`Transformer` for ``config`` from Hugging Face-named tensors.
 
     ``tensors`` maps names to arrays (numpy, jax, or anything ``np.asarray`` takes). Every
     tensor is checked first; the error names each missing, mis-shaped or unexpected one.
+    Weights are assembled on the host and each leaf is placed once: on its sharding from
+    ``shardings`` (a tree of ``jax.sharding.Sharding`` structured like the model's arrays, e.g.
+    from ``zoo_train.parallel.tree_shardings``), else on the default device. With shardings no
+    device ever holds the whole model.
     """
     abstract = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
     shapes, treedef = _leaves(abstract)
@@ -135,19 +143,28 @@ def from_hf_state_dict(
     values: dict[str, Any] = {}
     stacked: dict[str, list[Any]] = {}
     for rule, layer in instances:
-        arrays = [jnp.asarray(np.asarray(tensors[alias.get(n, n)])) for n in rule.names(layer)]
+        arrays = [np.asarray(tensors[alias.get(n, n)]) for n in rule.names(layer)]
         for rel, array in zip(rule.ours, rule.to_ours(arrays), strict=True):
             key, group = _leaf_key(config, rel, layer)
-            array = array.astype(shapes[key].dtype)
+            array = np.asarray(array).astype(shapes[key].dtype)
             if group is None:
                 values[key] = array
             else:
                 stacked.setdefault(key, [None] * shapes[key].shape[0])[group] = array
-    values.update({key: jnp.stack(parts) for key, parts in stacked.items()})
+    values.update({key: np.stack(parts) for key, parts in stacked.items()})
     unfilled = sorted(set(shapes) - set(values))
     if unfilled:
         raise RuntimeError(f"no checkpoint tensor maps to model leaves {', '.join(unfilled)}.")
-    return jax.tree_util.tree_unflatten(treedef, [values[k] for k in shapes])
+    if shardings is None:
+        placed = [jnp.asarray(values[k]) for k in shapes]
+    else:
+        targets = jax.tree_util.tree_leaves(shardings)
+        if len(targets) != len(shapes):
+            raise ValueError(
+                f"`shardings` has {len(targets)} leaves but the model has {len(shapes)} arrays."
+            )
+        placed = [jax.device_put(values[k], t) for k, t in zip(shapes, targets, strict=True)]
+    return jax.tree_util.tree_unflatten(treedef, placed)
 
 
 def hf_state_dict(model: Transformer) -> dict[str, np.ndarray]:
@@ -183,7 +200,9 @@ def _dtype_name(dtype: Any) -> str:
         ) from None
 
 
-def load_hf(path: str | pathlib.Path, *, dtype: Any = None, **config_changes: Any) -> Transformer:
+def load_hf(
+    path: str | pathlib.Path, *, dtype: Any = None, shardings: Any = None, **config_changes: Any
+) -> Transformer:
     """Load a local Hugging Face checkpoint directory (``config.json`` plus safetensors).
 
     Args:
@@ -191,6 +210,8 @@ def load_hf(path: str | pathlib.Path, *, dtype: Any = None, **config_changes: An
             ``model-*.safetensors`` with ``model.safetensors.index.json``.
         dtype: parameter dtype (e.g. ``"float32"``, ``"bfloat16"``); ``None`` keeps the dtype
             the checkpoint's ``config.json`` declares (float32 if it declares none).
+        shardings: where to place each parameter (see :func:`from_hf_state_dict`); a function
+            of the abstract model returning such a tree is accepted too.
         config_changes: runtime :class:`ModelConfig` fields to set, e.g.
             ``compute_dtype="bfloat16"``, ``remat=True``, ``attention_implementation="xla"``.
 
@@ -213,7 +234,9 @@ def load_hf(path: str | pathlib.Path, *, dtype: Any = None, **config_changes: An
     if dtype is not None:
         config_changes["param_dtype"] = _dtype_name(dtype)
     config = from_hf_config(hf, **config_changes)
-    return from_hf_state_dict(config, TensorFiles(path), source=str(path))
+    if callable(shardings):
+        shardings = shardings(eqx.filter_eval_shape(build, config, key=jax.random.key(0)))
+    return from_hf_state_dict(config, TensorFiles(path), source=str(path), shardings=shardings)
 
 
 def save_hf(

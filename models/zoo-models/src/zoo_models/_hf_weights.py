@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
 from ._config import ModelConfig
@@ -57,22 +60,28 @@ def _one(hf: str, ours: str, transform: Transform = _same) -> Rule:
     return Rule((hf,), (ours,), transform, transform)
 
 
+def _xp(xs: Sequence[Array]) -> Any:
+    # numpy for host arrays (checkpoints are assembled on the host, then placed once), jax.numpy
+    # for device arrays and tracers.
+    return jnp if any(isinstance(x, jax.Array) for x in xs) else np
+
+
 def _fused_qkv_in(xs: Sequence[Array]) -> list[Array]:
     # GPT-2's c_attn is Conv1D [D, 3D] ([in, out]); columns are q | k | v.
     (w,) = xs
-    return [part.T for part in jnp.split(w, 3, axis=-1)]
+    return [part.T for part in _xp(xs).split(w, 3, axis=-1)]
 
 
 def _fused_qkv_out(xs: Sequence[Array]) -> list[Array]:
-    return [jnp.concatenate([x.T for x in xs], axis=-1)]
+    return [_xp(xs).concatenate([x.T for x in xs], axis=-1)]
 
 
 def _fused_bias_in(xs: Sequence[Array]) -> list[Array]:
-    return list(jnp.split(xs[0], 3, axis=-1))
+    return list(_xp(xs).split(xs[0], 3, axis=-1))
 
 
 def _fused_bias_out(xs: Sequence[Array]) -> list[Array]:
-    return [jnp.concatenate(list(xs), axis=-1)]
+    return [_xp(xs).concatenate(list(xs), axis=-1)]
 
 
 def _gpt2(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:

@@ -10,7 +10,10 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from zoo_layers import (
+    EMBED,
     MLP,
+    POSITION,
+    VOCAB,
     Attention,
     Dropout,
     Embedding,
@@ -303,7 +306,12 @@ def _build(c: ModelConfig, key: PRNGKeyArray) -> Transformer:
         ),
         pos_embed=(
             Embedding(
-                c.max_position, c.d_model, init_std=c.init_std, dtype=c.param_dtype, key=k_pos
+                c.max_position,
+                c.d_model,
+                init_std=c.init_std,
+                dtype=c.param_dtype,
+                axes=(POSITION, EMBED),
+                key=k_pos,
             )
             if c.positional == "learned"
             else None
@@ -321,7 +329,12 @@ def _build(c: ModelConfig, key: PRNGKeyArray) -> Transformer:
             None
             if c.tie_embeddings
             else Linear(
-                c.d_model, c.vocab_size, init_std=c.init_std, dtype=c.param_dtype, key=k_head
+                c.d_model,
+                c.vocab_size,
+                init_std=c.init_std,
+                dtype=c.param_dtype,
+                axes=(VOCAB, EMBED),
+                key=k_head,
             )
         ),
         embed_dropout=Dropout(c.dropout),
