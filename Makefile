@@ -9,9 +9,10 @@ PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
 STAMP := $(VENV)/.installed
 TPU_STAMP := $(TPU_VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+TPU_PIP := $(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
 
 .PHONY: install test lint format train bench bench-quick wheels clean \
-	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-bench
+	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-multidevice test-bench
 
 install: $(STAMP) $(TPU_STAMP)
 
@@ -23,13 +24,14 @@ $(STAMP): constraints.txt requirements-dev.txt $(PYPROJECTS)
 	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
 	@touch $@
 
-# A separate environment with libtpu, used only to compile the TPU kernel for real TPU
-# generations (compile-only topologies); the main .venv stays CPU-only.
-$(TPU_STAMP): constraints.txt kernels/flash-tpu/pyproject.toml packages/zoo-attention/pyproject.toml
+# A separate environment with libtpu, used only to compile for real TPU generations
+# (compile-only topologies): the kernel's compile tests and `.venv-tpu/bin/zoo compile`. Every zoo
+# package is installed (zoo-train with its `tpu` extra); the main .venv stays CPU-only.
+$(TPU_STAMP): constraints.txt $(PYPROJECTS)
 	@test -x $(TPU_VENV)/bin/python || $(PYTHON) -m venv $(TPU_VENV)
-	$(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q install -c constraints.txt "jax[tpu]" numpy hatchling editables
-	$(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q install --no-deps --no-build-isolation \
-		-e packages/zoo-attention -e kernels/flash-tpu
+	$(TPU_PIP) install -c constraints.txt pip hatchling editables
+	$(TPU_PIP) install -c constraints.txt --no-build-isolation \
+		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
 	@touch $@
 
 # The main job: a small Llama-style byte-level model on the Python standard library's sources
@@ -48,6 +50,7 @@ test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models
 test-train: install ; $(BIN)/python scripts/run_tests.py zoo-train
 test-integration: install ; $(BIN)/python scripts/run_tests.py integration
+test-multidevice: install ; $(BIN)/python scripts/run_tests.py multidevice
 test-bench: install ; $(BIN)/python scripts/run_tests.py bench
 
 lint: install

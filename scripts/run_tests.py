@@ -25,17 +25,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / ".test-reports"
 
-# name -> (tests directory, extra pytest arguments). Listed longest first, so the longest start
-# first and the short ones fill in at the end.
-SUITES: dict[str, tuple[str, list[str]]] = {
-    "zoo-train": ("training/zoo-train/tests", []),
-    "zoo-models": ("models/zoo-models/tests", []),
-    "zoo-flash-tpu": ("kernels/flash-tpu/tests", []),
-    "integration": ("tests", []),
-    "zoo-layers": ("packages/zoo-layers/tests", []),
-    "zoo-chunked": ("kernels/chunked/tests", []),
-    "zoo-attention": ("packages/zoo-attention/tests", []),
-    "bench": ("bench/tests", []),
+MULTIDEVICE = "tests/multidevice"
+# Eight fake CPU devices: the flag must be set before jax is imported, so the suite that needs
+# them runs in a process of its own with it.
+EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+
+# name -> (tests directory, extra pytest arguments, extra environment). Listed longest first, so
+# the longest start first and the short ones fill in at the end.
+SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
+    "zoo-train": ("training/zoo-train/tests", [], {}),
+    "zoo-flash-tpu": ("kernels/flash-tpu/tests", [], {}),
+    "zoo-models": ("models/zoo-models/tests", [], {}),
+    "multidevice": (MULTIDEVICE, [], EIGHT_DEVICES),
+    "integration": ("tests", [f"--ignore={MULTIDEVICE}"], {}),
+    "zoo-layers": ("packages/zoo-layers/tests", [], {}),
+    "zoo-chunked": ("kernels/chunked/tests", [], {}),
+    "zoo-attention": ("packages/zoo-attention/tests", [], {}),
+    "bench": ("bench/tests", [], {}),
 }
 
 
@@ -72,13 +78,13 @@ def _counts(report: Path) -> dict[str, float]:
 
 
 def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
-    path, args = SUITES[name]
+    path, args, suite_env = SUITES[name]
     report = REPORTS / f"{name}.xml"
     log = REPORTS / f"{name}.log"
     report.unlink(missing_ok=True)
     cache = CACHE / name
     shutil.rmtree(cache, ignore_errors=True)
-    env = {"JAX_COMPILATION_CACHE_DIR": str(cache), **TEST_ENV, **os.environ}
+    env = {"JAX_COMPILATION_CACHE_DIR": str(cache), **TEST_ENV, **os.environ, **suite_env}
     with lock:
         print(f"[{time.strftime('%H:%M:%S')}] {name}: started", flush=True)
     start = time.perf_counter()

@@ -4,6 +4,7 @@ The loop works on any Equinox model with a loss function; see the package README
 """
 
 from . import data as data
+from . import parallel as parallel
 from ._changes import provenance_changes as provenance_changes
 from ._checkpoint import Checkpointer as Checkpointer
 from ._checkpoint import Restored as Restored
@@ -58,6 +59,7 @@ from ._state import init_train_state as init_train_state
 from ._step import accumulate_gradients as accumulate_gradients
 from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
+from ._step import split_micro_batches as split_micro_batches
 from ._usage import UsageError as UsageError
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -33,6 +33,7 @@ from orbax.checkpoint import checkpoint_managers as ocm
 
 from ._errors import CheckpointMismatchError, NoUsableCheckpointError
 from ._state import TrainState
+from .parallel import is_array_like
 
 logger = logging.getLogger("zoo_train")
 
@@ -88,8 +89,9 @@ def fingerprints(leaves: list[jax.Array]) -> list[int]:
 
 
 def state_leaves(state: TrainState) -> tuple[list[jax.Array], list[str]]:
-    """The state's arrays and their paths, in a fixed order."""
-    with_path = jax.tree_util.tree_flatten_with_path(eqx.filter(state, eqx.is_array))[0]
+    """The state's arrays (or ``ShapeDtypeStruct``s of an abstract state) and their paths, in a
+    fixed order."""
+    with_path = jax.tree_util.tree_flatten_with_path(eqx.filter(state, is_array_like))[0]
     return [leaf for _, leaf in with_path], [jax.tree_util.keystr(p) for p, _ in with_path]
 
 
@@ -219,8 +221,8 @@ class Checkpointer:
         arrays = [restored[_leaf_name(i)] for i in range(len(leaves))]
         if fingerprints(arrays) != meta.get("fingerprints"):
             raise ValueError("its arrays fail their checksums")
-        structure = jax.tree.structure(eqx.filter(template, eqx.is_array))
-        static = eqx.filter(template, eqx.is_array, inverse=True)
+        structure = jax.tree.structure(eqx.filter(template, is_array_like))
+        static = eqx.filter(template, is_array_like, inverse=True)
         state = eqx.combine(jax.tree.unflatten(structure, arrays), static)
         return Restored(step=step, state=state, meta=meta, skipped=[])
 
@@ -230,7 +232,9 @@ class Checkpointer:
         """Restore the newest readable checkpoint into the structure of ``template``.
 
         Args:
-            template: a state of the same structure (its values are not used).
+            template: a state of the same structure, concrete or abstract (``ShapeDtypeStruct``
+                leaves); its values are not used, its leaves' shardings place the restored
+                arrays (so a checkpoint saved on one mesh restores onto another).
             check: called with each candidate's metadata before its arrays are read; raise
                 :class:`CheckpointMismatchError` to refuse the directory.
 

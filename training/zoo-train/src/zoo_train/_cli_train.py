@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
+from ._cli_mesh import check_mesh_fits, cli_mesh
 from ._requirements import check_requirement
 from ._settings import Settings
 from ._usage import UsageError
@@ -23,6 +24,7 @@ def _say(message: str) -> None:
 
 def _train_config(s: Settings) -> Any:
     from ._config import OptimizerConfig, TrainConfig
+    from .parallel import MeshConfig
 
     optimizer = OptimizerConfig(
         name=s["optimizer.name"],
@@ -51,6 +53,8 @@ def _train_config(s: Settings) -> Any:
         checkpoint_every=s["save_every"],
         keep=s["keep"],
         progress=s["progress"],
+        mesh=MeshConfig.parse(s.mesh_text),
+        sharding=dict(s.sharding),
     )
 
 
@@ -81,10 +85,12 @@ def _check_kernel(name: str | None) -> None:
         )
 
 
-def _scratch_model(s: Settings, tokenizer: Any) -> tuple[Any, dict[str, Any]]:
-    """A fresh model of the preset (vocabulary sized to the tokenizer unless set)."""
-    import jax
+def preset_config(s: Settings, tokenizer: Any | None = None) -> Any:
+    """The ``ModelConfig`` of the preset with the settings' changes and attention kernel.
 
+    With a ``tokenizer`` (a run from scratch) the vocabulary is sized to it unless set; without
+    one (``zoo compile``) the preset keeps its own.
+    """
     import zoo_models
 
     try:
@@ -93,29 +99,64 @@ def _scratch_model(s: Settings, tokenizer: Any) -> tuple[Any, dict[str, Any]]:
         raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
     changes = dict(s.model_config)
     _check_model_changes(changes)
-    changes.setdefault("vocab_size", tokenizer.vocab_size)
-    if changes["vocab_size"] < tokenizer.vocab_size:
-        raise UsageError(
-            f"model_config.vocab_size {changes['vocab_size']} is smaller than the tokenizer's "
-            f"{tokenizer.vocab_size} ids; raise it."
-        )
-    if tokenizer.eos_id is not None and config.eos_token_id is None:
-        changes.setdefault("eos_token_id", tokenizer.eos_id)
+    if tokenizer is not None:
+        changes.setdefault("vocab_size", tokenizer.vocab_size)
+        if changes["vocab_size"] < tokenizer.vocab_size:
+            raise UsageError(
+                f"model_config.vocab_size {changes['vocab_size']} is smaller than the tokenizer's "
+                f"{tokenizer.vocab_size} ids; raise it."
+            )
+        if tokenizer.eos_id is not None and config.eos_token_id is None:
+            changes.setdefault("eos_token_id", tokenizer.eos_id)
     changes["attention_implementation"] = s["attention.implementation"]
-    config = config.replace(**changes)
-    model = zoo_models.build(config, key=jax.random.key(s["seed"]))
-    return model, {"kind": "random", "preset": s["model"], "seed": s["seed"]}
+    try:
+        config = config.replace(**changes)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"model_config: {e}") from None
+    if config.positional == "learned" and s["seq_len"] > config.max_position:
+        raise UsageError(
+            f"seq_len {s['seq_len']} exceeds the model's {config.max_position} positions; lower "
+            "--seq-len or raise model_config.max_position."
+        )
+    return config
+
+
+def _scratch_model(
+    s: Settings, tokenizer: Any, mesh: Any, rules: dict[str, Any], *, resuming: bool
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A fresh model of the preset, built directly sharded on ``mesh``; when resuming, only its
+    builder (the checkpoint provides the weights). Returns ``(model or builder, config, init)``."""
+    import equinox as eqx
+    import jax
+
+    import zoo_models
+
+    from .parallel import init_sharded, tree_shardings
+
+    config = preset_config(s, tokenizer)
+    seed = s["seed"]
+
+    def build() -> Any:
+        return zoo_models.build(config, key=jax.random.key(seed))
+
+    init = {"kind": "random", "preset": s["model"], "seed": seed}
+    if resuming:
+        return build, config, init
+    shardings = tree_shardings(eqx.filter_eval_shape(build), mesh, rules)
+    return init_sharded(build, mesh=mesh, shardings=shardings), config, init
 
 
 def _source_model(
-    s: Settings, out: pathlib.Path
+    s: Settings, out: pathlib.Path, mesh: Any, rules: dict[str, Any]
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any] | None]:
-    """The model to fine-tune, its tokenizer, how it was obtained, and its checkpoint provenance."""
+    """The model to fine-tune (placed on ``mesh``), its tokenizer, how it was obtained, and its
+    checkpoint provenance."""
     import zoo_models
 
     from ._finetune import fit_tokenizer
     from ._lora import merge_lora
     from ._runs import copy_tokenizer_files, load_run
+    from .parallel import tree_shardings
 
     from_hf, from_run = s["from_hf"], s["from_run"]
     if (from_hf is None) == (from_run is None):
@@ -129,13 +170,18 @@ def _source_model(
             )
         changes = dict(s.model_config)
         _check_model_changes(changes)
-        model = zoo_models.load_hf(source, attention_implementation=impl, **changes)
+        model = zoo_models.load_hf(
+            source,
+            attention_implementation=impl,
+            shardings=lambda abstract: tree_shardings(abstract, mesh, rules),
+            **changes,
+        )
         tokenizer = fit_tokenizer(zoo_models.load_tokenizer(source), model.config.vocab_size)
         copy_tokenizer_files(source, out)
         return model, tokenizer, {"kind": "hf", "path": str(source.resolve())}, None
     if s.model_config:
         raise UsageError("model_config cannot change a model loaded with --from-run; drop it.")
-    loaded = load_run(from_run, attention_implementation=impl)
+    loaded = load_run(from_run, attention_implementation=impl, mesh=mesh, rules=rules)
     model = merge_lora(loaded.model) if loaded.lora is not None else loaded.model
     src = pathlib.Path(from_run)
     copy_tokenizer_files(src / "tokenizer", out)
@@ -173,21 +219,31 @@ def run_training(s: Settings, *, command: str) -> int:
         check_requirement(s["attention.require"])
     _check_kernel(s["attention.implementation"])
     out = pathlib.Path(s["out"])
+    mesh, rules = cli_mesh(s.mesh_text, s.sharding)
 
     from ._changes import provenance_changes
     from ._inference import evaluate_model, sample_text
     from ._lora import LoRAConfig, count_params
     from ._runs import model_identity, read_metas, tokenizer_spec
     from .data import byte_tokenizer
+    from .parallel import describe_mesh
 
+    saved = {step: meta.get("provenance") for step, meta in read_metas(out).items()}
     source_prov = None
     if command == "finetune":
         out.mkdir(parents=True, exist_ok=True)
-        model, tokenizer, init, source_prov = _source_model(s, out)
+        model, tokenizer, init, source_prov = _source_model(s, out, mesh, rules)
+        mc = model.config
     else:
         tokenizer = byte_tokenizer()
-        model, init = _scratch_model(s, tokenizer)
-    mc = model.config
+        mc = preset_config(s, tokenizer)
+    check_mesh_fits(
+        mesh,
+        rules,
+        batch_size=s["batch_size"],
+        num_heads=mc.n_heads,
+        num_kv_heads=mc.kv_heads,
+    )
     if mc.positional == "learned" and s["seq_len"] > mc.max_position:
         raise UsageError(
             f"seq_len {s['seq_len']} exceeds the model's {mc.max_position} positions; lower "
@@ -201,6 +257,8 @@ def run_training(s: Settings, *, command: str) -> int:
         except ValueError as e:
             raise UsageError(str(e)) from None
 
+    if command == "train":
+        model, mc, init = _scratch_model(s, tokenizer, mesh, rules, resuming=bool(saved))
     docs, described = load_corpus(s["data"], max_bytes=s["max_bytes"])
     train_data, val_data = make_loaders(
         docs, tokenizer, seq_len=s["seq_len"], seed=s["seed"], val_fraction=s["val_fraction"]
@@ -213,16 +271,21 @@ def run_training(s: Settings, *, command: str) -> int:
         "init": init,
     }
 
-    saved = {step: meta.get("provenance") for step, meta in read_metas(out).items()}
     if not saved:
         _say(
             f"zoo: {command} {mc.family} model ({count_params(model):,} parameters) on "
             f"{described}: {train_data.num_tokens:,} training tokens, {config.steps} steps of "
-            f"{config.batch_size * config.grad_accum} x {s['seq_len']} tokens -> {out}"
+            f"{config.batch_size * config.grad_accum} x {s['seq_len']} tokens on mesh "
+            f"{describe_mesh(mesh)} -> {out}"
         )
         if val_data is not None:
             first = evaluate_model(
-                model, val_data, batch_size=config.batch_size, max_batches=config.eval_batches
+                model,
+                val_data,
+                batch_size=config.batch_size,
+                max_batches=config.eval_batches,
+                mesh=mesh,
+                rules=rules,
             )
             _say(f"zoo: eval loss before training {first['loss']:.4f} (ppl {first['ppl']:.2f})")
 
@@ -256,6 +319,7 @@ def run_training(s: Settings, *, command: str) -> int:
             run_info=run_info,
             stop_at=s["stop_at"],
             on_record=on_record,
+            mesh=mesh,
         )
     else:
         from ._loop import train
@@ -269,6 +333,7 @@ def run_training(s: Settings, *, command: str) -> int:
             run_info=run_info,
             stop_at=s["stop_at"],
             on_record=on_record,
+            mesh=mesh,
         )
     if result.resumed_from is not None and result.start_step == result.step:
         _say(f"zoo: the run in {out} was already complete at step {result.step}; nothing to train.")
@@ -283,14 +348,17 @@ def run_training(s: Settings, *, command: str) -> int:
         copy_tokenizer_files(out / "tokenizer", path)
         print(f"zoo: exported the model (adapters merged) to {path}", file=sys.stderr)
     if s["sample_tokens"] > 0:
-        text = sample_text(
-            result.model,
-            tokenizer,
-            s["prompt"],
-            max_new_tokens=s["sample_tokens"],
-            temperature=s["temperature"],
-            seed=s["seed"],
-        )
+        from .parallel import mesh_context
+
+        with mesh_context(mesh, rules):
+            text = sample_text(
+                result.model,
+                tokenizer,
+                s["prompt"],
+                max_new_tokens=s["sample_tokens"],
+                temperature=s["temperature"],
+                seed=s["seed"],
+            )
         print(f"--- sample ({s['sample_tokens']} tokens, temperature {s['temperature']}) ---")
         print(s["prompt"] + text)
     return 0

@@ -9,28 +9,46 @@ import sys
 from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
+from ._cli_mesh import check_mesh_fits, cli_mesh
 from ._usage import UsageError
 
 
-def load_model(path: str, *, attention_implementation: str | None = None) -> tuple[Any, Any, str]:
-    """A model and tokenizer from a zoo run directory or a Hugging Face directory.
+def load_model(
+    path: str,
+    *,
+    attention_implementation: str | None = None,
+    mesh: Any = None,
+    rules: dict[str, Any] | None = None,
+) -> tuple[Any, Any, str]:
+    """A model and tokenizer from a zoo run directory or a Hugging Face directory, its
+    parameters placed on ``mesh`` by the sharding ``rules`` (default: every device).
 
     Returns:
         ``(model, tokenizer, description)``.
     """
+    from .parallel import make_mesh, make_rules, tree_shardings
+
+    mesh = make_mesh() if mesh is None else mesh
+    rules = make_rules(rules)
     p = pathlib.Path(path)
     if (p / "config.json").is_file():
         import zoo_models
 
         from ._finetune import fit_tokenizer
 
-        model = zoo_models.load_hf(p, attention_implementation=attention_implementation)
+        model = zoo_models.load_hf(
+            p,
+            attention_implementation=attention_implementation,
+            shardings=lambda abstract: tree_shardings(abstract, mesh, rules),
+        )
         tokenizer = fit_tokenizer(zoo_models.load_tokenizer(p), model.config.vocab_size)
         return model, tokenizer, f"Hugging Face model {p}"
     from ._runs import checkpoint_steps, load_run
 
     if checkpoint_steps(p):
-        loaded = load_run(p, attention_implementation=attention_implementation)
+        loaded = load_run(
+            p, attention_implementation=attention_implementation, mesh=mesh, rules=rules
+        )
         return loaded.model, loaded.tokenizer, f"run {p} at step {loaded.step}"
     raise UsageError(
         f"{path!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face model "
@@ -41,23 +59,28 @@ def load_model(path: str, *, attention_implementation: str | None = None) -> tup
 def cmd_generate(args: argparse.Namespace) -> int:
     """Print a continuation of the prompt."""
     from ._inference import sample_text
+    from .parallel import mesh_context
 
+    mesh, rules = cli_mesh(args.mesh)
     model, tokenizer, what = load_model(
-        args.source, attention_implementation=args.attention_implementation
+        args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
     )
+    c = model.config
+    check_mesh_fits(mesh, rules, batch_size=None, num_heads=c.n_heads, num_kv_heads=c.kv_heads)
     print(f"zoo: sampling from {what}", file=sys.stderr)
     for i in range(args.num_samples):
-        text = sample_text(
-            model,
-            tokenizer,
-            args.prompt,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            greedy=args.greedy,
-            seed=args.seed + i,
-        )
+        with mesh_context(mesh, rules):
+            text = sample_text(
+                model,
+                tokenizer,
+                args.prompt,
+                max_new_tokens=args.max_new_tokens,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                greedy=args.greedy,
+                seed=args.seed + i,
+            )
         if args.num_samples > 1:
             print(f"--- sample {i + 1} ---")
         print(args.prompt + text)
@@ -66,12 +89,18 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity."""
+    from ._cli_mesh import check_mesh_fits
     from ._inference import evaluate_model
 
     data = args.data or []
     check_data_paths(data)
+    mesh, rules = cli_mesh(args.mesh)
     model, tokenizer, what = load_model(
-        args.source, attention_implementation=args.attention_implementation
+        args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
+    )
+    c = model.config
+    check_mesh_fits(
+        mesh, rules, batch_size=args.batch_size, num_heads=c.n_heads, num_kv_heads=c.kv_heads
     )
     docs, described = load_corpus(data, max_bytes=args.max_bytes)
     if data and args.val_fraction is None:
@@ -93,7 +122,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise UsageError(
                 "The held-out split is too small to evaluate; pass --data or raise --val-fraction."
             )
-    result = evaluate_model(model, loader, batch_size=args.batch_size, max_batches=args.max_batches)
+    result = evaluate_model(
+        model,
+        loader,
+        batch_size=args.batch_size,
+        max_batches=args.max_batches,
+        mesh=mesh,
+        rules=rules,
+    )
     print(f"zoo: evaluated {what} on {described}", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
@@ -109,8 +145,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
     if dst.exists() and any(dst.iterdir()):
         raise UsageError(f"{str(dst)!r} exists and is not empty; choose a new destination.")
+    mesh, rules = cli_mesh(args.mesh)
     if (src / "config.json").is_file():
-        return _hf_to_zoo(src, dst)
+        return _hf_to_zoo(src, dst, mesh, rules)
     from ._finetune import export_hf
     from ._runs import checkpoint_steps, copy_tokenizer_files, load_run
 
@@ -119,7 +156,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             f"{str(src)!r} is neither a Hugging Face model directory (config.json) nor a zoo run "
             "directory (checkpoints/); pass one."
         )
-    loaded = load_run(src)
+    loaded = load_run(src, mesh=mesh, rules=rules)
     export_hf(loaded.model, dst)
     copy_tokenizer_files(src / "tokenizer", dst)
     merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
@@ -127,7 +164,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path) -> int:
+def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path, mesh: Any, rules: dict[str, Any]) -> int:
     import zoo_models
 
     from ._checkpoint import Checkpointer
@@ -138,8 +175,11 @@ def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path) -> int:
     from ._provenance import provenance
     from ._runs import copy_tokenizer_files, model_identity, tokenizer_spec
     from ._state import init_train_state, trainable_params
+    from .parallel import mesh_record, tree_shardings
 
-    model = zoo_models.load_hf(src)
+    model = zoo_models.load_hf(
+        src, shardings=lambda abstract: tree_shardings(abstract, mesh, rules)
+    )
     tokenizer = fit_tokenizer(zoo_models.load_tokenizer(src), model.config.vocab_size)
     # Step 0 of a run with a stateless optimizer: the checkpoint holds the weights only.
     config = TrainConfig(
@@ -165,6 +205,7 @@ def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path) -> int:
                 "config": config.to_dict(),
                 "run_info": run_info,
                 "provenance": provenance(),
+                "mesh": mesh_record(mesh),
                 "data_state": None,
             },
         )

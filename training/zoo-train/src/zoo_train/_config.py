@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from .parallel import MeshConfig
+
 OptimizerName = Literal["adamw", "sgd", "adafactor"]
 ScheduleName = Literal["cosine", "linear", "constant"]
 DecayMask = Literal["default", "all", "none"]
@@ -92,6 +94,10 @@ class TrainConfig:
         async_checkpointing: write checkpoints in the background.
         progress: show a progress bar on stderr.
         plot: write ``loss_curve.png`` at the end.
+        mesh: the device mesh (:class:`zoo_train.parallel.MeshConfig`; default every device on
+            the fully sharded data-parallel axis). ``batch_size`` is the global row count.
+        sharding: changes to the sharding rules (logical axis name → mesh axes; see
+            :data:`zoo_train.parallel.DEFAULT_RULES`).
     """
 
     steps: int = 1000
@@ -110,6 +116,8 @@ class TrainConfig:
     async_checkpointing: bool = True
     progress: bool = True
     plot: bool = True
+    mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+    sharding: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "grad_accum", "log_every", "checkpoint_every", "keep"):
@@ -137,6 +145,7 @@ class TrainConfig:
         """Inverse of :meth:`to_dict`."""
         data = dict(data)
         data["optimizer"] = OptimizerConfig(**data.get("optimizer", {}))
+        data["mesh"] = MeshConfig.from_dict(data.get("mesh") or {})
         return cls(**data)
 
 
@@ -151,5 +160,8 @@ RESUME_SAFE_FIELDS = frozenset(
         "async_checkpointing",
         "progress",
         "plot",
+        # How the run is laid out on devices, not what it computes.
+        "mesh",
+        "sharding",
     }
 )

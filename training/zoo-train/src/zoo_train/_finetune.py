@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
 from ._config import TrainConfig
@@ -50,6 +51,7 @@ def finetune(
     run_info: dict[str, Any] | None = None,
     stop_at: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    mesh: Mesh | None = None,
 ) -> TrainResult:
     """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
 
@@ -57,7 +59,8 @@ def finetune(
     train: the base is frozen by an ``eqx.partition`` spec (:func:`lora_filter`), so the
     optimizer state holds adapter parameters only. At the end the adapters alone are written to
     ``out/adapter/`` (``adapter_model.safetensors``, ``adapter_config.json``). Resuming works as
-    for :func:`train` (same ``out``); ``stop_at`` ends this call early, as there.
+    for :func:`train` (same ``out``); ``stop_at`` ends this call early and ``mesh`` lays the run
+    out on devices, as there.
 
     Returns:
         The :class:`TrainResult`; ``result.model`` carries the adapters (see :func:`merge_lora`).
@@ -78,6 +81,7 @@ def finetune(
         run_info=info,
         stop_at=stop_at,
         on_record=on_record,
+        mesh=mesh,
     )
     if lora is not None:
         save_adapters(

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh
 
 from ._loop import EvalSource
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
+from .parallel import MeshFunction, batch_shardings, platform_of, replicated
 
 
 def evaluate_model(
@@ -21,17 +23,31 @@ def evaluate_model(
     batch_size: int,
     max_batches: int | None = None,
     compute_dtype: str = "auto",
+    mesh: Mesh | None = None,
+    rules: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """Token-mean cross entropy of ``model`` over ``source.eval_batches(batch_size)``.
+
+    With a ``mesh`` (and sharding ``rules``) the batches are split over its data-parallel axes
+    and the model is used where its arrays are (shard it first, e.g. ``load_run(mesh=...)``).
 
     Returns:
         ``{"loss", "ppl", "tokens"}``: the mean next-token loss (nats), ``exp(loss)`` and the
         number of counted target tokens.
     """
-    loss_fn = eqx.filter_jit(make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype)))
+    platform = None if mesh is None else platform_of(mesh)
+    loss = make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype, platform))
+    rules = rules or {}
+    loss_fn = MeshFunction(
+        lambda m, b: loss(m, b, jax.random.key(0)),
+        mesh=mesh,
+        rules=rules if mesh is not None else None,
+        in_shardings=(None, lambda b: batch_shardings(b, mesh, rules)),
+        out_shardings=None if mesh is None else replicated(mesh),
+    )
     total, weight = 0.0, 0.0
     for batch in source.eval_batches(batch_size, max_batches=max_batches):
-        loss_sum, aux = loss_fn(model, batch, jax.random.key(0))
+        loss_sum, aux = loss_fn(model, batch)
         total += float(loss_sum)
         weight += float(aux["weight"])
     if weight <= 0:

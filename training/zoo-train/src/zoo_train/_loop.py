@@ -14,9 +14,11 @@ from typing import Any, Protocol
 import equinox as eqx
 import jax
 import numpy as np
+from jax.sharding import Mesh
 from jaxtyping import PyTree
 
 import zoo_attention
+import zoo_layers
 
 from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
@@ -30,6 +32,17 @@ from ._provenance import attention_resolutions, kernel_label, provenance
 from ._state import TrainState, init_train_state, trainable_params
 from ._step import EvalFn, make_eval_step, make_train_step
 from .data import Batch, DataSource
+from .parallel import (
+    check_batch,
+    describe_mesh,
+    init_sharded,
+    make_mesh,
+    make_rules,
+    mesh_record,
+    platform_of,
+    state_shardings,
+    with_shardings,
+)
 
 logger = logging.getLogger("zoo_train")
 
@@ -83,6 +96,23 @@ def _jsonable(value: Any) -> Any:
 def _identity(config: TrainConfig, data: DataSource, run_info: dict[str, Any] | None) -> dict:
     settings = {k: v for k, v in config.to_dict().items() if k not in RESUME_SAFE_FIELDS}
     return _jsonable({"config": settings, "data": data.describe(), "run_info": run_info or {}})
+
+
+def is_builder(model: Any) -> bool:
+    """Whether ``model`` is a zero-argument function that builds the model (not a model)."""
+    return callable(model) and not isinstance(model, eqx.Module)
+
+
+def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
+    if not saved or (saved.get("axes"), saved.get("devices")) == (now["axes"], now["devices"]):
+        return None
+
+    def show(m: dict[str, Any]) -> str:
+        axes = " ".join(f"{k}={v}" for k, v in m["axes"].items())
+        n = m["devices"]
+        return f"{axes} ({n} device{'s' if n != 1 else ''})"
+
+    return f"{show(saved)} → {show(now)}"
 
 
 def _differences(saved: Any, now: Any, prefix: str = "") -> list[str]:
@@ -163,12 +193,20 @@ def train(
     run_info: dict[str, Any] | None = None,
     stop_at: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    mesh: Mesh | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
     checkpoints.
 
+    The run is laid out on a device mesh (``mesh``, else ``config.mesh`` over every device):
+    parameters and optimizer state are sharded by the layers' logical axis names and
+    ``config.sharding``, batches split by rows. A checkpoint saved on one mesh resumes on
+    another; the change is reported.
+
     Args:
-        model: any Equinox model (pytree); with the default loss it is called as
+        model: any Equinox model (pytree), or a zero-argument function that builds one: the
+            model is then created directly sharded (no full copy on any device), and not at all
+            when resuming. With the default loss it is called as
             ``model(input_ids [B,T], *, positions, segment_ids) -> logits [B,T,V]``.
         data: a :class:`~zoo_train.data.DataSource` (e.g. :class:`~zoo_train.data.PackedLoader`);
             each step draws ``grad_accum * batch_size`` rows.
@@ -184,6 +222,7 @@ def train(
             checkpoints and required to match on resume.
         stop_at: end this call after this step (checkpointed), e.g. to split a run over jobs.
         on_record: called with every metrics record as it is written.
+        mesh: the device mesh; default ``make_mesh(config.mesh)``.
 
     Returns:
         A :class:`TrainResult`.
@@ -202,14 +241,27 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     rows_per_step = config.batch_size * config.grad_accum
 
+    mesh = make_mesh(config.mesh) if mesh is None else mesh
+    rules = make_rules(config.sharding)
+    check_batch(config.batch_size, mesh, rules)
     if loss_fn is None:
         loss_fn = make_lm_loss(
-            z_loss=config.z_loss, compute_dtype=resolve_compute_dtype(config.compute_dtype)
+            z_loss=config.z_loss,
+            compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
         )
+    build = model if is_builder(model) else None
+    abstract_model = eqx.filter_eval_shape(build) if build is not None else model
     optimizer, schedule = make_optimizer(
-        config.optimizer, config.steps, trainable_params(model, trainable)
+        config.optimizer, config.steps, trainable_params(abstract_model, trainable)
     )
-    state = init_train_state(model, optimizer, seed=config.seed, trainable=trainable)
+
+    def fresh_state(m: PyTree) -> TrainState:
+        return init_train_state(m, optimizer, seed=config.seed, trainable=trainable)
+
+    abstract_state = eqx.filter_eval_shape(
+        lambda: fresh_state(build() if build is not None else model)
+    )
+    shardings = state_shardings(abstract_state, optimizer, mesh, rules)
     identity = _identity(config, data, run_info)
 
     def check(meta: dict) -> None:
@@ -227,12 +279,17 @@ def train(
     writer: MetricsWriter | None = None
     progress: Progress | None = None
     try:
-        restored = checkpointer.restore(state, check=check)
+        # The template is abstract: resuming builds no model at all.
+        restored = checkpointer.restore(with_shardings(abstract_state, shardings), check=check)
         start = 0
         skipped_reports: list[str] = []
         if restored is not None:
             state, start, skipped_reports = restored.state, restored.step, restored.skipped
             data.load_state_dict(restored.meta["data_state"])
+        elif build is not None:
+            state = init_sharded(lambda: fresh_state(build()), mesh=mesh, shardings=shardings)
+        else:
+            state = init_sharded(fresh_state, model, mesh=mesh, shardings=shardings)
         writer = MetricsWriter(out / METRICS_FILE)
         writer.truncate_after(start)
 
@@ -241,22 +298,30 @@ def train(
             if on_record is not None:
                 on_record(rec)
 
-        train_step = make_train_step(optimizer, loss_fn, schedule, grad_accum=config.grad_accum)
-        eval_step = make_eval_step(loss_fn)
+        train_step = make_train_step(
+            optimizer, loss_fn, schedule, grad_accum=config.grad_accum, mesh=mesh, rules=rules
+        )
+        eval_step = make_eval_step(loss_fn, mesh=mesh, rules=rules, optimizer=optimizer)
 
-        # Trace the loss once (abstractly) so the attention kernel is resolved and logged first.
+        # Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
+        # for the target and logged first.
         zoo_attention.clear_resolutions()
         batch = data.next_batch(rows_per_step)
         micro = jax.tree.map(lambda x: x[: config.batch_size], batch)
-        eqx.filter_eval_shape(loss_fn, state.model, micro, jax.random.key(0))
+        with jax.set_mesh(mesh), zoo_layers.axis_rules(rules):
+            eqx.filter_eval_shape(loss_fn, state.model, micro, jax.random.key(0))
         kernels = attention_resolutions()
         label = kernel_label(kernels)
         prov = provenance()
+        layout = mesh_record(mesh)
         progress = Progress(config.steps, start, enabled=config.progress)
         progress.write(
             f"zoo-train: {'resuming from step ' + str(start) if restored else 'starting'}"
-            f" → step {end}; attention kernel: {label}; backend: {prov['backend']}"
+            f" → step {end}; attention kernel: {label}; mesh {describe_mesh(mesh)}"
         )
+        mesh_change = _mesh_change(restored.meta.get("mesh"), layout) if restored else None
+        if mesh_change is not None:
+            progress.write(f"zoo-train: the mesh changed since checkpoint {start}: {mesh_change}")
         for report in skipped_reports:
             progress.write(f"zoo-train: {report}")
         logger.info("attention kernel: %s", label)
@@ -269,15 +334,18 @@ def train(
                 "attention": kernels,
                 "skipped_checkpoints": skipped_reports,
                 "provenance": prov,
-                "config": config.to_dict(),
+                "mesh": layout,
+                "mesh_changed": mesh_change,
+                "config": _jsonable(config.to_dict()),
             }
         )
 
         meta_base = {
             "identity": identity,
-            "config": config.to_dict(),
+            "config": _jsonable(config.to_dict()),
             "run_info": _jsonable(run_info or {}),
             "provenance": prov,
+            "mesh": layout,
         }
         tokens_per_step = int(np.asarray(batch["input_ids"]).size) if "input_ids" in batch else 0
         last_eval: dict[str, Any] | None = None

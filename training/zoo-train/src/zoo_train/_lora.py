@@ -21,7 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
-from zoo_layers import Linear, dense
+from zoo_layers import Linear, dense, with_names
+
+from .parallel import is_array_like
 
 ADAPTER_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -106,6 +108,13 @@ class LoRALinear(eqx.Module):
         b = self.lora_b.astype(x.dtype)
         low = dense(dense(x, a), b)
         return self.base(x) + low * jnp.asarray(self.scale, x.dtype)
+
+    def logical_axes(self) -> LoRALinear:
+        """This layer with its arrays replaced by their logical axis names: the adapters share
+        the base weight's input and output names, the rank is unnamed."""
+        out_axis, in_axis = self.base.axes
+        named = with_names(self, lora_a=(None, in_axis), lora_b=(out_axis, None))
+        return eqx.tree_at(lambda m: m.base, named, self.base.logical_axes())
 
     def merged(self) -> Linear:
         """The plain ``Linear`` with ``W + scale · B A`` (in ``W``'s dtype)."""
@@ -275,4 +284,4 @@ def count_params(tree: PyTree, spec: PyTree[bool] | None = None) -> int:
     """Number of array elements in ``tree`` (selected by ``spec`` when given)."""
     if spec is not None:
         tree = eqx.filter(tree, spec)
-    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(eqx.filter(tree, eqx.is_array)))
+    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(eqx.filter(tree, is_array_like)))

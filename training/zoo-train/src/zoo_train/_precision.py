@@ -7,10 +7,14 @@ import jax.numpy as jnp
 from jaxtyping import PyTree
 
 
-def resolve_compute_dtype(name: str) -> jnp.dtype:
-    """``"auto"`` → bfloat16 on TPU/GPU (where it is faster), float32 on CPU."""
+def resolve_compute_dtype(name: str, platform: str | None = None) -> jnp.dtype:
+    """``"auto"`` → bfloat16 on TPU/GPU (where it is faster), float32 on CPU.
+
+    ``platform`` is the target's (a mesh's devices'); default JAX's default backend.
+    """
     if name == "auto":
-        return jnp.dtype(jnp.bfloat16 if jax.default_backend() in ("tpu", "gpu") else jnp.float32)
+        platform = jax.default_backend() if platform is None else platform
+        return jnp.dtype(jnp.bfloat16 if platform in ("tpu", "gpu") else jnp.float32)
     if name not in ("float32", "bfloat16"):
         raise ValueError(f"compute dtype must be 'auto', 'float32' or 'bfloat16', got {name!r}.")
     return jnp.dtype(name)

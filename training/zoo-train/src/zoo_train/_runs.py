@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
+import equinox as eqx
 import jax
+from jax.sharding import Mesh
 
 from ._checkpoint import Checkpointer
 from ._config import TrainConfig
@@ -23,6 +26,7 @@ from ._lora import LoRAConfig, apply_lora, lora_filter
 from ._optim import make_optimizer
 from ._state import init_train_state, trainable_params
 from ._usage import UsageError
+from .parallel import make_mesh, make_rules, state_shardings, with_shardings
 
 TOKENIZER_DIR = "tokenizer"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -111,9 +115,17 @@ def read_metas(run_dir: str | pathlib.Path) -> dict[int, dict[str, Any]]:
 
 
 def load_run(
-    run_dir: str | pathlib.Path, *, attention_implementation: str | None = None
+    run_dir: str | pathlib.Path,
+    *,
+    attention_implementation: str | None = None,
+    mesh: Mesh | None = None,
+    rules: Mapping[str, Any] | None = None,
 ) -> LoadedRun:
     """Restore the newest readable checkpoint of a ``zoo train`` / ``zoo finetune`` run.
+
+    The checkpoint is read straight into its place on ``mesh`` (default: every device, fully
+    sharded) through an abstract template: no model is built first, and the mesh it was saved
+    on does not matter.
 
     Raises:
         UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI.
@@ -138,17 +150,23 @@ def load_run(
         {**info["model_config"], "attention_implementation": attention_implementation}
     )
     config = TrainConfig.from_dict(meta["config"])
-    model = zoo_models.build(model_config, key=jax.random.key(0))
-    lora = None
-    trainable = None
-    if info.get("lora"):
-        lora = LoRAConfig(**info["lora"])
-        model = apply_lora(model, lora, key=jax.random.key(0))
-        trainable = lora_filter(model)
+    lora = LoRAConfig(**info["lora"]) if info.get("lora") else None
+
+    def build() -> Any:
+        model = zoo_models.build(model_config, key=jax.random.key(0))
+        return model if lora is None else apply_lora(model, lora, key=jax.random.key(0))
+
+    abstract = eqx.filter_eval_shape(build)
+    trainable = None if lora is None else lora_filter(abstract)
     optimizer, _ = make_optimizer(
-        config.optimizer, config.steps, trainable_params(model, trainable)
+        config.optimizer, config.steps, trainable_params(abstract, trainable)
     )
-    template = init_train_state(model, optimizer, seed=config.seed, trainable=trainable)
+    template = eqx.filter_eval_shape(
+        lambda: init_train_state(build(), optimizer, seed=config.seed, trainable=trainable)
+    )
+    mesh = make_mesh() if mesh is None else mesh
+    rules = make_rules(rules)
+    template = with_shardings(template, state_shardings(template, optimizer, mesh, rules))
     checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, async_save=False)
     try:
         restored = checkpointer.restore(template)

@@ -2,7 +2,9 @@
 
 A config file (TOML or JSON) holds top-level keys named like the command-line flags
 (``steps``, ``batch_size``, ``lr``, ...) and the tables ``[optimizer]``, ``[attention]``,
-``[lora]`` and ``[model_config]`` (fields of ``zoo_models.ModelConfig`` to change on the preset).
+``[lora]``, ``[mesh]`` (``data``, ``fsdp``, ``tensor``), ``[sharding]`` (logical axis name →
+mesh axes, changing zoo-train's sharding rules) and ``[model_config]`` (fields of
+``zoo_models.ModelConfig`` to change on the preset).
 Internally every setting is a dotted key (``optimizer.warmup_steps``); ``--set KEY=VALUE`` on the
 command line reaches any of them. Unknown keys and badly typed values are a :class:`UsageError`.
 """
@@ -67,6 +69,9 @@ SCHEMA: dict[str, Key] = {
     "optimizer.eps": Key("float", 1e-8, "Adam epsilon"),
     "optimizer.momentum": Key("float", 0.9, "SGD momentum"),
     "optimizer.clip_norm": Key("float?", 1.0, "global-norm clipping (none: off)"),
+    "mesh.data": Key("int", 1, "data-parallel mesh axis size (-1: every device left over)"),
+    "mesh.fsdp": Key("int", -1, "fully sharded data-parallel axis size (-1: every device left)"),
+    "mesh.tensor": Key("int", 1, "tensor-parallel axis size (-1: every device left over)"),
     "attention.implementation": Key("str?", None, "attention kernel name (none: default order)"),
     "attention.require": Key("str?", None, "kernel version range, e.g. zoo-flash-tpu>=0.1,<0.2"),
     "from_hf": Key("str?", None, "fine-tune from a Hugging Face directory", True),
@@ -88,16 +93,25 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "sample_tokens": 0,
 }
 
-_SECTIONS = ("optimizer", "attention", "lora")
+_SECTIONS = ("optimizer", "attention", "lora", "mesh")
 MODEL_CONFIG = "model_config"
+SHARDING = "sharding"
+_FREE_TABLES = (MODEL_CONFIG, SHARDING)
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Resolved settings: ``values`` (every schema key) and ``model_config`` (field changes)."""
+    """Resolved settings: ``values`` (every schema key), ``model_config`` (field changes) and
+    ``sharding`` (changes to the sharding rules)."""
 
     values: dict[str, Any]
     model_config: dict[str, Any]
+    sharding: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def mesh_text(self) -> str:
+        """The mesh as ``data=…,fsdp=…,tensor=…``."""
+        return ",".join(f"{a}={self.values[f'mesh.{a}']}" for a in ("data", "fsdp", "tensor"))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -170,7 +184,9 @@ def unknown_key(key: str) -> UsageError:
     """The error for a setting that does not exist (with the closest known name)."""
     import difflib
 
-    close = difflib.get_close_matches(key, [*SCHEMA, f"{MODEL_CONFIG}.<field>"], n=1)
+    close = difflib.get_close_matches(
+        key, [*SCHEMA, f"{MODEL_CONFIG}.<field>", f"{SHARDING}.<logical axis>"], n=1
+    )
     hint = f" (did you mean `{close[0]}`?)" if close else ""
     return UsageError(
         f"Unknown setting `{key}`{hint}; run `zoo train --help` or see the zoo-train README "
@@ -178,15 +194,19 @@ def unknown_key(key: str) -> UsageError:
     )
 
 
-def flatten(data: Mapping[str, Any], *, source: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A parsed config file as ``(dotted values, model_config changes)``, checked."""
+def flatten(
+    data: Mapping[str, Any], *, source: str
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A parsed config file as ``(dotted values, model_config changes, sharding rules)``."""
     values: dict[str, Any] = {}
     model_config: dict[str, Any] = {}
+    sharding: dict[str, Any] = {}
     for name, value in data.items():
-        if name == MODEL_CONFIG:
+        if name in _FREE_TABLES:
             if not isinstance(value, Mapping):
-                raise UsageError(f"`{MODEL_CONFIG}` in {source} must be a table of model fields.")
-            model_config.update(value)
+                what = "model fields" if name == MODEL_CONFIG else "logical axis = mesh axes"
+                raise UsageError(f"`{name}` in {source} must be a table of {what}.")
+            (model_config if name == MODEL_CONFIG else sharding).update(value)
         elif name in _SECTIONS and isinstance(value, Mapping):
             for sub, v in value.items():
                 values[f"{name}.{sub}"] = coerce(f"{name}.{sub}", v)
@@ -194,10 +214,12 @@ def flatten(data: Mapping[str, Any], *, source: str) -> tuple[dict[str, Any], di
             raise UsageError(f"`{name}` in {source} must be a table, e.g. [{name}].")
         else:
             values[name] = coerce(name, value)
-    return values, model_config
+    return values, model_config, sharding
 
 
-def read_config_file(path: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_config_file(
+    path: str | pathlib.Path,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Read a TOML (``.toml``) or JSON (``.json``) config file into checked dotted settings."""
     path = pathlib.Path(path)
     if not path.is_file():
@@ -238,7 +260,8 @@ def resolve_settings(
     """Merge defaults, the config file, ``--set`` assignments and explicit flags (in that order).
 
     Args:
-        command: ``"train"`` or ``"finetune"`` (fine-tuning settings are refused for ``train``).
+        command: ``"train"``, ``"finetune"`` or ``"compile"`` (fine-tuning settings are refused
+            for ``train`` and ``compile``).
         config_file: a TOML/JSON path, or ``None``.
         assignments: ``--set KEY=VALUE`` texts.
         flags: dotted key → value for the flags given on the command line (already typed).
@@ -247,23 +270,50 @@ def resolve_settings(
     if command == "finetune":
         values.update(FINETUNE_DEFAULTS)
     model_config: dict[str, Any] = {}
+    sharding: dict[str, Any] = {}
     if config_file is not None:
-        file_values, file_model = read_config_file(config_file)
+        file_values, file_model, file_sharding = read_config_file(config_file)
         values.update(file_values)
         model_config.update(file_model)
+        sharding.update(file_sharding)
     for text in assignments:
         key, raw = parse_assignment(text)
         if key.startswith(MODEL_CONFIG + "."):
             model_config[key[len(MODEL_CONFIG) + 1 :]] = _model_value(raw)
+        elif key.startswith(SHARDING + "."):
+            sharding[key[len(SHARDING) + 1 :]] = _sharding_value(raw)
         else:
             values[key] = coerce(key, raw, from_text=True)
     for key, value in flags.items():
+        if key == "mesh":
+            values.update(parse_mesh(value))
+            continue
         values[key] = coerce(key, value)
-    if command == "train":
+    if command in ("train", "compile"):
         given = [k for k, key in SCHEMA.items() if key.finetune_only and values[k] != key.default]
         if given:
             raise UsageError(f"`{given[0]}` is a fine-tuning setting; use `zoo finetune` for it.")
-    return Settings(values=values, model_config=model_config)
+    return Settings(values=values, model_config=model_config, sharding=sharding)
+
+
+def parse_mesh(text: str) -> dict[str, int]:
+    """``--mesh data=1,fsdp=-1,tensor=1`` as the ``mesh.*`` settings (axes left out: defaults)."""
+    from .parallel import MeshConfig
+
+    try:
+        config = MeshConfig.parse(text)
+    except ValueError as e:
+        raise UsageError(f"{str(e)[0].upper()}{str(e)[1:]}") from None
+    return {f"mesh.{k}": v for k, v in config.to_dict().items()}
+
+
+def _sharding_value(raw: str) -> Any:
+    # `--set sharding.embed=fsdp`, `=data,fsdp` or `=none`.
+    text = raw.strip()
+    if text.lower() in ("", "none", "null"):
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    return parts[0] if len(parts) == 1 else parts
 
 
 def _model_value(raw: str) -> Any:

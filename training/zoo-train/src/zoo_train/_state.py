@@ -70,8 +70,16 @@ def init_train_state(
     )
 
 
+def is_inexact_array_like(x: Any) -> bool:
+    """A floating-point array, concrete or abstract (``jax.ShapeDtypeStruct``)."""
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return bool(jnp.issubdtype(x.dtype, jnp.inexact))
+    return eqx.is_inexact_array(x)
+
+
 def trainable_params(
     model: PyTree, trainable: Callable[[Any], bool] | PyTree[bool] | None
 ) -> PyTree:
-    """The trainable part of ``model`` under ``trainable`` (see :func:`init_train_state`)."""
-    return eqx.filter(model, eqx.is_inexact_array if trainable is None else trainable)
+    """The trainable part of ``model`` (concrete or abstract) under ``trainable`` (see
+    :func:`init_train_state`)."""
+    return eqx.filter(model, is_inexact_array_like if trainable is None else trainable)

@@ -1,18 +1,30 @@
-"""The jitted train and evaluation steps."""
+"""The jitted train and evaluation steps, on one device or sharded over a mesh."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import Mesh
 from jaxtyping import PyTree
+
+import zoo_layers
 
 from ._compiler import step_compiler_options
 from ._loss import LossFn
 from ._state import TrainState
+from .parallel import (
+    MeshFunction,
+    batch_shardings,
+    batch_shards,
+    replicated,
+    state_shardings,
+    tree_shardings,
+)
+from .parallel._rules import MeshAxes
 
 StepFn = Callable[[dict[str, jax.Array], TrainState], tuple[TrainState, dict[str, jax.Array]]]
 EvalFn = Callable[[dict[str, jax.Array], TrainState], dict[str, jax.Array]]
@@ -27,24 +39,57 @@ def _sums(loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax
     }
 
 
+def split_micro_batches(batch: PyTree, grad_accum: int, shards: int = 1) -> PyTree:
+    """``[grad_accum * mb, ...]`` leaves as ``[grad_accum, mb, ...]`` micro-batches.
+
+    With ``shards`` data-parallel shards (the rows split in ``shards`` contiguous blocks, one per
+    device), micro-batch ``i`` takes the ``i``-th ``mb / shards`` rows of every block, so each
+    device keeps its own rows and no data moves; with one shard the micro-batches are
+    consecutive slices. The gradient is a sum over all rows either way.
+    """
+
+    def split(x: jax.Array) -> jax.Array:
+        rest = x.shape[1:]
+        x = x.reshape(shards, grad_accum, -1, *rest).swapaxes(0, 1)
+        return x.reshape(grad_accum, -1, *rest)
+
+    return jax.tree.map(split, batch)
+
+
+def _pin(tree: PyTree, shardings: PyTree | None) -> PyTree:
+    return tree if shardings is None else jax.lax.with_sharding_constraint(tree, shardings)
+
+
 def accumulate_gradients(
-    loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax.Array, grad_accum: int
+    loss_fn: LossFn,
+    params: PyTree,
+    frozen: PyTree,
+    batch: dict,
+    key: jax.Array,
+    grad_accum: int,
+    *,
+    shards: int = 1,
+    grad_shardings: PyTree | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array], PyTree]:
     """Summed loss, summed aux and summed gradient over ``grad_accum`` micro-batches.
 
     ``batch`` leaves have a leading dimension ``grad_accum * micro_batch``; the micro-batches are
-    consecutive slices, processed by ``lax.scan`` so only one micro-batch's activations live at
-    a time.
+    split by :func:`split_micro_batches` (``shards``: how many ways the rows are sharded) and
+    processed by ``lax.scan``, so only one micro-batch's activations live at a time.
+    ``grad_shardings`` (the parameters' shardings) pins the gradients' layout.
     """
     grad_fn = eqx.filter_value_and_grad(
         lambda p, b, k: _sums(loss_fn, p, frozen, b, k), has_aux=True
     )
     if grad_accum == 1:
         (loss_sum, aux), grads = grad_fn(params, batch, key)
-        return loss_sum, aux, grads
-    micro = jax.tree.map(lambda x: x.reshape(grad_accum, -1, *x.shape[1:]), batch)
+        return loss_sum, aux, _pin(grads, grad_shardings)
+    micro = split_micro_batches(batch, grad_accum, shards)
+    micro = jax.tree.map(
+        lambda x: zoo_layers.logical_constraint(x, (None, zoo_layers.BATCH)), micro
+    )
     keys = jax.random.split(key, grad_accum)
-    zero_grads = jax.tree.map(jnp.zeros_like, params)
+    zero_grads = _pin(jax.tree.map(jnp.zeros_like, params), grad_shardings)
     (_, aux_shape), _ = eqx.filter_eval_shape(
         grad_fn, params, jax.tree.map(lambda x: x[0], micro), keys[0]
     )
@@ -54,7 +99,7 @@ def accumulate_gradients(
         loss_acc, aux_acc, grad_acc = carry
         mb, k = xs
         (loss_sum, aux), grads = grad_fn(params, mb, k)
-        grad_acc = jax.tree.map(jnp.add, grad_acc, grads)
+        grad_acc = _pin(jax.tree.map(jnp.add, grad_acc, grads), grad_shardings)
         aux_acc = {n: aux_acc[n] + aux[n] for n in aux_acc}
         return (loss_acc + loss_sum, aux_acc, grad_acc), None
 
@@ -71,8 +116,17 @@ def make_train_step(
     *,
     grad_accum: int = 1,
     compiler_options: dict[str, str] | None = None,
-) -> StepFn:
+    mesh: Mesh | None = None,
+    rules: Mapping[str, MeshAxes] | None = None,
+) -> MeshFunction:
     """``step(batch, state) -> (state, metrics)``, jitted, donating the state's buffers.
+
+    With a ``mesh`` (and the sharding ``rules``), the step is traced under it: the batch rows are
+    split over the data-parallel axes, the state is laid out by the layers' logical axis names
+    (:func:`zoo_train.parallel.state_shardings`) on input and output alike (so the step
+    compiles once), the gradients are pinned to the parameters' layout, and micro-batches are
+    split without moving data. Without a mesh it is a plain jitted step on the default device.
+    ``step.lower(batch, state)`` accepts abstract arguments for ahead-of-time compilation.
 
     The gradient is the sum over micro-batches divided by the total ``weight`` (the token mean of
     the whole step). If the loss or the gradient norm is not finite, the parameters and optimizer
@@ -83,14 +137,25 @@ def make_train_step(
     ``finite`` and each other ``aux`` entry divided by ``weight``.
 
     ``compiler_options`` are XLA options for the step; ``None`` uses
-    :func:`step_compiler_options` for the default backend, ``{}`` none at all.
+    :func:`step_compiler_options` for the mesh's platform (or the default backend), ``{}``
+    none at all.
     """
+    rules = rules or {}
+    shards = 1 if mesh is None else batch_shards(mesh, rules)
 
     def step(batch: dict[str, jax.Array], state: TrainState) -> tuple[TrainState, dict]:
         key = jax.random.wrap_key_data(state.key)
         next_key, step_key = jax.random.split(key)
+        grad_shardings = None if mesh is None else tree_shardings(state.params, mesh, rules)
         loss_sum, aux, grads = accumulate_gradients(
-            loss_fn, state.params, state.frozen, batch, step_key, grad_accum
+            loss_fn,
+            state.params,
+            state.frozen,
+            batch,
+            step_key,
+            grad_accum,
+            shards=shards,
+            grad_shardings=grad_shardings,
         )
         weight = jnp.maximum(aux["weight"], 1.0)
         grads = jax.tree.map(lambda g: g / weight, grads)
@@ -118,20 +183,62 @@ def make_train_step(
         metrics.update({k: v / weight for k, v in aux.items() if k != "weight"})
         return new_state, metrics
 
-    # Batch first so "all-except-first" donates the state only (batch buffers cannot alias outputs).
-    options = step_compiler_options() if compiler_options is None else compiler_options
-    return eqx.filter_jit(step, donate="all-except-first", compiler_options=options)
+    return _mesh_function(step, optimizer, mesh, rules, compiler_options, donate_state=True)
 
 
-def make_eval_step(loss_fn: LossFn, *, compiler_options: dict[str, str] | None = None) -> EvalFn:
+def make_eval_step(
+    loss_fn: LossFn,
+    *,
+    compiler_options: dict[str, str] | None = None,
+    mesh: Mesh | None = None,
+    rules: Mapping[str, MeshAxes] | None = None,
+    optimizer: optax.GradientTransformation | None = None,
+) -> MeshFunction:
     """``eval_step(batch, state) -> {"loss_sum", **aux sums}`` (jitted, no donation).
 
-    ``compiler_options`` as for :func:`make_train_step`.
+    ``compiler_options``, ``mesh`` and ``rules`` as for :func:`make_train_step`; with a mesh,
+    ``optimizer`` (the state's) lays out the optimizer state it is handed.
     """
 
     def eval_step(batch: dict[str, jax.Array], state: TrainState) -> dict:
         loss_sum, aux = _sums(loss_fn, state.params, state.frozen, batch, jax.random.key(0))
         return {"loss_sum": loss_sum, **aux}
 
-    options = step_compiler_options() if compiler_options is None else compiler_options
-    return eqx.filter_jit(eval_step, compiler_options=options)
+    return _mesh_function(
+        eval_step, optimizer, mesh, rules or {}, compiler_options, donate_state=False
+    )
+
+
+def _mesh_function(
+    fn: Callable,
+    optimizer: optax.GradientTransformation | None,
+    mesh: Mesh | None,
+    rules: Mapping[str, MeshAxes],
+    compiler_options: dict[str, str] | None,
+    *,
+    donate_state: bool,
+) -> MeshFunction:
+    if compiler_options is None:
+        platform = None if mesh is None else mesh.devices.flat[0].platform
+        compiler_options = step_compiler_options(platform)
+    donate = (1,) if donate_state else ()  # the state; batch buffers cannot alias outputs
+    if mesh is None:
+        return MeshFunction(fn, donate=donate, compiler_options=compiler_options)
+    optimizer = optimizer or optax.identity()
+
+    def state_layout(state: TrainState) -> PyTree:
+        return state_shardings(state, optimizer, mesh, rules)
+
+    def out_layout(batch: PyTree, state: TrainState) -> PyTree:
+        rep = replicated(mesh)
+        return (state_layout(state), rep) if donate_state else rep
+
+    return MeshFunction(
+        fn,
+        mesh=mesh,
+        rules=rules,
+        in_shardings=(lambda batch: batch_shardings(batch, mesh, rules), state_layout),
+        out_shardings=out_layout,
+        donate=donate,
+        compiler_options=compiler_options,
+    )

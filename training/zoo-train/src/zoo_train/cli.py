@@ -7,6 +7,7 @@ Commands (zoo COMMAND --help for each):
   zoo generate RUN_OR_HF_DIR      sample text
   zoo eval RUN_OR_HF_DIR          held-out loss and perplexity
   zoo convert SRC DST             Hugging Face directory <-> zoo run directory
+  zoo compile --topology v5e:2x2  compile the train step for a TPU topology: does it fit?
   zoo models                      the model presets
   zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
 """
@@ -63,6 +64,16 @@ _FINETUNE_FLAGS: list[tuple[str, str, Any, str]] = [
 ]
 
 
+MESH_HELP = (
+    "device mesh: sizes of the data, fsdp and tensor axes, -1 = every device left over "
+    "(default: data=1,fsdp=-1,tensor=1, i.e. every device fully sharded)"
+)
+
+
+def _add_mesh_flag(p: argparse.ArgumentParser, *, default: Any = argparse.SUPPRESS) -> None:
+    p.add_argument("--mesh", metavar="AXIS=N,...", default=default, help=MESH_HELP)
+
+
 def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
@@ -93,6 +104,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
             default=argparse.SUPPRESS,
             help=f"{SCHEMA[key].help} (default: {default})",
         )
+    _add_mesh_flag(p)
     if finetune:
         p.add_argument(
             "--lora-targets",
@@ -154,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--num-samples", type=int, default=1, metavar="N")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    _add_mesh_flag(gen, default=None)
 
     ev = sub.add_parser(
         "eval",
@@ -176,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
     ev.add_argument("--attention-implementation", metavar="KERNEL", default=None)
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_mesh_flag(ev, default=None)
 
     conv = sub.add_parser(
         "convert",
@@ -186,6 +200,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conv.add_argument("source", metavar="SRC")
     conv.add_argument("dest", metavar="DST")
+    _add_mesh_flag(conv, default=None)
+
+    comp = sub.add_parser(
+        "compile",
+        help="compile the train step for a TPU topology you do not have: does it fit?",
+        description="Lower and compile the real train step (forward, backward, optimizer "
+        "update, with donation and shardings) for a TPU topology with libtpu's compile-only "
+        "devices: no TPU and no weights needed. Takes the settings of `zoo train` and prints, "
+        "per device, argument, output, temporary and peak bytes against the chip's HBM. Exit "
+        "0: it fits; 3: it does not; 2: a usage error.",
+    )
+    comp.add_argument(
+        "--topology",
+        required=True,
+        metavar="TOPOLOGY",
+        help="TPU topology, e.g. v5e:2x2, v5e:2x4, v5p:2x2x1, v6e:2x2, v4:2x2x1",
+    )
+    comp.add_argument(
+        "--json", dest="json_file", metavar="FILE", help="also write the figures as JSON"
+    )
+    comp.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="find the largest global batch that fits (bisection on compiles)",
+    )
+    _add_run_flags(comp, finetune=False)
 
     sub.add_parser("models", help="list the model presets", description="List the model presets.")
 
@@ -203,16 +243,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command in ("train", "finetune"):
-        from ._cli_train import run_training
-
-        given = {k: v for k, v in vars(args).items() if k in SCHEMA}
+    if args.command in ("train", "finetune", "compile"):
+        given = {k: v for k, v in vars(args).items() if k in SCHEMA or k == "mesh"}
         settings = resolve_settings(
             command=args.command,
             config_file=args.config,
             assignments=args.assignments,
             flags=given,
         )
+        if args.command == "compile":
+            from ._cli_compile import run_compile
+
+            return run_compile(settings, args)
+        from ._cli_train import run_training
+
         return run_training(settings, command=args.command)
     if args.command == "generate":
         from ._cli_use import cmd_generate
@@ -256,7 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit codes: 0 success, 1 a failed check (``zoo kernels verify``) or a run stopped by a
     non-finite loss, 2 a usage error (one sentence on stderr, no traceback; ``ZOO_DEBUG=1``
-    shows the traceback of a ``ValueError`` instead).
+    shows the traceback of a ``ValueError`` instead), 3 a train step that does not fit the
+    topology (``zoo compile``).
     """
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)

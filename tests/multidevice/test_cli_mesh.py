@@ -1,0 +1,144 @@
+"""``zoo train --mesh`` on 8 devices: the loss curve of the one-device run, checkpoints that
+restore on 1 and 4 devices (and resume on one, reporting the change), and one-sentence errors
+for meshes, batches and head counts that cannot work."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import zoo_train
+from zoo_train import parallel
+from zoo_train.cli import main
+
+WORDS = ("def", "return", "class", "import", "alpha", "beta", "gamma", "self", "value", "(x)")
+STEPS = 6
+ARGS = [
+    "--model", "llama-tiny", "--steps", str(STEPS), "--batch-size", "8", "--seq-len", "64",
+    "--lr", "1e-2", "--log-every", "1", "--save-every", "3", "--eval-every", "0",
+    "--sample-tokens", "0", "--seed", "3", "--no-progress",
+    "--set", "optimizer.warmup_steps=2",
+]  # fmt: skip
+
+
+def _corpus(directory: pathlib.Path) -> pathlib.Path:
+    rng = np.random.default_rng(0)
+    directory.mkdir(parents=True, exist_ok=True)
+    for i in range(10):
+        lines = "\n".join(" ".join(rng.choice(WORDS, 8)) for _ in range(30))
+        (directory / f"doc{i}.txt").write_text(lines + "\n")
+    return directory
+
+
+def _one_device_zoo(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def _losses(run: pathlib.Path) -> dict[int, float]:
+    records = zoo_train.read_metrics(run / zoo_train.METRICS_FILE)
+    return {r["step"]: r["loss"] for r in records if isinstance(r.get("loss"), float)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]:
+    tmp = tmp_path_factory.mktemp("mesh")
+    data = _corpus(tmp / "data")
+    eight, one = tmp / "eight", tmp / "one"
+    code = main(["train", *ARGS, "--data", str(data), "--out", str(eight),
+                 "--mesh", "data=2,fsdp=2,tensor=2"])  # fmt: skip
+    assert code == 0
+    proc = _one_device_zoo("train", *ARGS, "--data", str(data), "--out", str(one), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"eight": eight, "one": one, "data": data, "tmp": tmp}
+
+
+def test_loss_curve_matches_the_one_device_run(runs):
+    eight, one = _losses(runs["eight"]), _losses(runs["one"])
+    assert sorted(eight) == sorted(one) == list(range(1, STEPS + 1))
+    np.testing.assert_allclose([eight[s] for s in eight], [one[s] for s in eight], rtol=1e-4)
+    assert eight[STEPS] < eight[1]  # it trains
+    meta = zoo_train.Checkpointer(runs["eight"] / "checkpoints", async_save=False)
+    try:
+        recorded = meta.read_meta(STEPS)["mesh"]
+    finally:
+        meta.close()
+    assert recorded["axes"] == {"data": 2, "fsdp": 2, "tensor": 2}
+    assert recorded["devices"] == 8
+
+
+@pytest.mark.parametrize(("shape", "devices"), [((1, 1, 1), 1), ((1, 2, 2), 4)], ids=str)
+def test_checkpoint_restores_on_fewer_devices(runs, shape, devices):
+    def arrays(loaded):
+        return [np.asarray(x) for x in jax.tree.leaves(eqx.filter(loaded.model, eqx.is_array))]
+
+    full = zoo_train.load_run(runs["eight"])
+    mesh = parallel.make_mesh(parallel.MeshConfig(*shape), jax.devices()[:devices])
+    part = zoo_train.load_run(runs["eight"], mesh=mesh)
+    assert part.step == full.step == STEPS
+    leaves = jax.tree.leaves(eqx.filter(part.model, eqx.is_array))
+    assert {d for x in leaves for d in x.sharding.device_set} == set(jax.devices()[:devices])
+    for a, b in zip(arrays(part), arrays(full), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_resume_on_one_device_reports_the_mesh_change(runs):
+    resumed = runs["tmp"] / "resumed"
+    shutil.copytree(runs["eight"], resumed)
+    shutil.rmtree(resumed / "checkpoints" / str(STEPS))
+    proc = _one_device_zoo(
+        "train", *ARGS, "--data", str(runs["data"]), "--out", str(resumed), cwd=runs["tmp"]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        "the mesh changed since checkpoint 3: data=2 fsdp=2 tensor=2 (8 devices) → "
+        "data=1 fsdp=1 tensor=1 (1 device)" in proc.stderr
+    )
+    got, want = _losses(resumed), _losses(runs["eight"])
+    np.testing.assert_allclose([got[s] for s in (4, 5, 6)], [want[s] for s in (4, 5, 6)], rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--mesh", "data=3"], "the fixed axes take 3, which does not divide 8"),
+        (["--mesh", "data=2,fsdp=2,tensor=1"], "needs 4 devices but 8 are available"),
+        (["--mesh", "fsdp=-1,tensor=-1"], "most one mesh axis may be -1"),
+        (["--mesh", "pipeline=2"], "expected NAME=SIZE items with NAME in data, fsdp, tensor"),
+        (["--mesh", "tensor=4"], "the model has 2 key/value heads"),
+        (["--batch-size", "6"], "--batch-size 6 cannot be split over the 8 data-parallel shards"),
+        (["--set", "sharding.embed=pipeline"], "names mesh axis 'pipeline'"),
+    ],
+    ids=["not-dividing", "wrong-count", "two-auto", "unknown-axis", "tensor-kv", "batch", "rule"],
+)
+def test_bad_meshes_are_one_sentence_usage_errors(args, needle, tmp_path, capsys):
+    data = _corpus(tmp_path / "data")
+    code = main(["train", "--data", str(data), "--out", str(tmp_path / "run"), *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.endswith("."), err
+    assert needle in err, err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_eval_and_generate_take_a_mesh(runs, capsys):
+    assert main(["eval", str(runs["eight"]), "--data", str(runs["data"]), "--seq-len", "64",
+                 "--batch-size", "8", "--json", "--mesh", "data=2,fsdp=4"]) == 0  # fmt: skip
+    assert "loss" in capsys.readouterr().out
+    assert main(["generate", str(runs["eight"]), "--max-new-tokens", "8", "--greedy",
+                 "--prompt", "def", "--mesh", "data=2,fsdp=2,tensor=2"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith("def")
+    assert main(["generate", str(runs["eight"]), "--mesh", "fsdp=2,tensor=4"]) == 2
+    assert "the model has 2 key/value heads" in capsys.readouterr().err

@@ -1,0 +1,55 @@
+"""The mesh of a command-line run: ``--mesh`` / ``[mesh]`` and ``[sharding]`` into a mesh and
+rules, with the checks a user can fail as one sentence each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._usage import UsageError
+
+
+def _sentence(err: Exception) -> str:
+    text = str(err)
+    return text[:1].upper() + text[1:]
+
+
+def cli_mesh(
+    text: str | None,
+    sharding: Mapping[str, Any] | None = None,
+    *,
+    devices: Sequence[Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """``(mesh, rules)`` for ``--mesh TEXT`` (``None``: the default mesh) and ``[sharding]``.
+
+    Raises:
+        UsageError: a malformed mesh, one that does not match the device count, or a rule that
+            names an unknown mesh axis.
+    """
+    from .parallel import MeshConfig, make_mesh, make_rules
+
+    try:
+        config = MeshConfig() if text is None else MeshConfig.parse(text)
+        return make_mesh(config, devices), make_rules(sharding)
+    except ValueError as e:
+        raise UsageError(_sentence(e)) from None
+
+
+def check_mesh_fits(
+    mesh: Any,
+    rules: Mapping[str, Any],
+    *,
+    batch_size: int | None,
+    num_heads: int,
+    num_kv_heads: int,
+) -> None:
+    """A batch the data axes cannot split, or heads the tensor axes cannot, as a usage error
+    (``batch_size=None``: only the heads)."""
+    from .parallel import check_batch, check_heads
+
+    try:
+        if batch_size is not None:
+            check_batch(batch_size, mesh, rules)
+        check_heads(num_heads, num_kv_heads, mesh, rules)
+    except ValueError as e:
+        raise UsageError(_sentence(e)) from None

@@ -1,0 +1,18 @@
+"""Ahead-of-time compilation of the train step for TPU topologies from any machine.
+
+``zoo compile`` answers "does this model, at this batch and sequence length, fit that TPU
+slice?" without the slice: libtpu's compile-only devices stand in for the chips and the real
+train step is compiled for them.
+"""
+
+from ._memory import StepMemory as StepMemory
+from ._topology import KNOWN_TOPOLOGIES as KNOWN_TOPOLOGIES
+from ._topology import LibtpuMissingError as LibtpuMissingError
+from ._topology import available_hbm as available_hbm
+from ._topology import check_libtpu as check_libtpu
+from ._topology import topology_devices as topology_devices
+from ._train_step import StepReport as StepReport
+from ._train_step import StepSetup as StepSetup
+from ._train_step import abstract_batch as abstract_batch
+from ._train_step import compile_step as compile_step
+from ._train_step import max_batch as max_batch

@@ -1,0 +1,235 @@
+"""The real train step, lowered and compiled for a mesh of compile-only devices.
+
+Nothing here is special to ahead-of-time compilation: the state, the optimizer, the loss and
+the step are those ``zoo train`` builds (``make_train_step`` with the mesh and sharding rules),
+only the arguments are abstract (``ShapeDtypeStruct``s carrying their shardings), so no weight
+is ever allocated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+
+import zoo_attention
+import zoo_models
+
+from .._config import TrainConfig
+from .._loss import make_lm_loss
+from .._optim import make_optimizer
+from .._precision import resolve_compute_dtype
+from .._state import init_train_state, trainable_params
+from .._step import make_train_step
+from ..data import rows_to_batch
+from ..parallel import batch_shardings, platform_of, state_shardings, with_shardings
+from ._memory import StepMemory, from_compiled, from_oom
+from ._topology import available_hbm
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSetup:
+    """What the compiled step is: the model, the run settings, the sequence length and layout."""
+
+    model: zoo_models.ModelConfig
+    config: TrainConfig
+    seq_len: int
+    mesh: Mesh
+    rules: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class StepReport:
+    """One compile: the figures, or XLA's reason it did not compile."""
+
+    batch_size: int
+    memory: StepMemory | None
+    compile_s: float
+    kernels: list[dict[str, Any]]
+    mosaic_calls: int
+    error: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        """Whether the step compiled and fits the device's HBM."""
+        return self.memory is not None and self.memory.fits
+
+
+def abstract_batch(rows: int, seq_len: int, mesh: Mesh, rules: Mapping[str, Any]) -> dict:
+    """A batch of ``rows`` packed rows as ``ShapeDtypeStruct``s, split by the batch rule."""
+    tokens = np.zeros((1, seq_len + 1), np.int32)
+    example = rows_to_batch(tokens, tokens + 1, tokens)
+    shapes = {k: jax.ShapeDtypeStruct((rows, seq_len), v.dtype) for k, v in example.items()}
+    shardings = batch_shardings(shapes, mesh, rules)
+    return {
+        k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[k]) for k, v in shapes.items()
+    }
+
+
+def _abstract_state(setup: StepSetup) -> tuple[Any, Any, Any]:
+    key = jax.random.key(setup.config.seed)
+
+    def build() -> Any:
+        return zoo_models.build(setup.model, key=key)
+
+    abstract = eqx.filter_eval_shape(build)
+    optimizer, schedule = make_optimizer(
+        setup.config.optimizer, setup.config.steps, trainable_params(abstract, None)
+    )
+    state = eqx.filter_eval_shape(
+        lambda: init_train_state(build(), optimizer, seed=setup.config.seed)
+    )
+    shardings = state_shardings(state, optimizer, setup.mesh, setup.rules)
+    return with_shardings(state, shardings), optimizer, schedule
+
+
+def _bytes_per_device(tree: Any) -> int:
+    total = 0
+    for x in jax.tree.leaves(tree):
+        sharding = x.sharding
+        shard = sharding.shard_shape(x.shape) if isinstance(sharding, NamedSharding) else x.shape
+        total += math.prod(shard) * jnp.dtype(x.dtype).itemsize
+    return total
+
+
+def _kernels_in(text: str) -> list[dict[str, Any]]:
+    """Attention kernels resolved while tracing whose named scope is in the compiled HLO."""
+    found = []
+    for r in zoo_attention.resolutions():
+        scope = zoo_attention.scope_name(r.kernel, r.version)
+        if scope in text:
+            found.append({"kernel": r.kernel, "version": r.version, "scope": scope})
+    return found
+
+
+def compile_step(
+    setup: StepSetup, batch_size: int, *, on_compile: Callable[[int], None] | None = None
+) -> StepReport:
+    """Lower and compile the train step for a global micro-batch of ``batch_size`` rows.
+
+    An out-of-memory compile error becomes a report with the figures XLA gave; any other error
+    propagates.
+    """
+    if on_compile is not None:
+        on_compile(batch_size)
+    config = dataclasses.replace(setup.config, batch_size=batch_size)
+    state, optimizer, schedule = _abstract_state(setup)
+    loss_fn = make_lm_loss(
+        z_loss=config.z_loss,
+        compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)),
+    )
+    step = make_train_step(
+        optimizer,
+        loss_fn,
+        schedule,
+        grad_accum=config.grad_accum,
+        mesh=setup.mesh,
+        rules=setup.rules,
+    )
+    batch = abstract_batch(batch_size * config.grad_accum, setup.seq_len, setup.mesh, setup.rules)
+    hbm = available_hbm(setup.mesh.devices.flat[0])
+    zoo_attention.clear_resolutions()
+    start = time.perf_counter()
+    try:
+        compiled = step.lower(batch, state).compile()
+    except Exception as err:
+        memory = from_oom(err, _bytes_per_device((state, batch)))
+        if memory is None:
+            raise
+        first = str(err).strip().splitlines()[0]
+        return StepReport(batch_size, memory, time.perf_counter() - start, [], 0, first[:300])
+    seconds = time.perf_counter() - start
+    text = compiled.as_text()
+    return StepReport(
+        batch_size,
+        from_compiled(compiled, hbm),
+        seconds,
+        _kernels_in(text),
+        len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
+    )
+
+
+def max_batch(
+    setup: StepSetup,
+    start: int,
+    *,
+    shards: int,
+    limit: int = 1 << 16,
+    on_compile: Callable[[int], None] | None = None,
+) -> tuple[int, list[StepReport]]:
+    """The largest global micro-batch (a multiple of ``shards``) whose step fits, and every
+    compile it took.
+
+    The peak is close to linear in the rows, so the search interpolates: from ``start`` it grows
+    (to where the line through the two largest fitting sizes meets the HBM, at least doubling,
+    at most eightfold) or halves until the answer is bracketed, then narrows the bracket by
+    false position (where the line between its two ends meets the HBM), with a bisection step
+    whenever a probe did not halve the bracket, until it is one ``shards`` wide. Returns 0 when
+    even ``shards`` rows do not fit.
+    """
+    reports: dict[int, StepReport] = {}
+
+    def probe(b: int) -> bool:
+        if b not in reports:
+            reports[b] = compile_step(setup, b, on_compile=on_compile)
+        return reports[b].fits
+
+    def snap(b: float) -> int:
+        b = int(b)
+        return max(shards, b - b % shards)
+
+    def peak(b: int) -> int | None:
+        memory = reports[b].memory
+        return None if memory is None else memory.peak_bytes
+
+    hbm = None
+    top = snap(limit)
+    lo, hi = 0, None
+    b = min(snap(start), top)
+    while hi is None:  # grow until a size does not fit (or the limit)
+        if not probe(b):
+            hi = b
+            break
+        lo = b
+        hbm = reports[b].memory.hbm_bytes  # type: ignore[union-attr]
+        if lo == top:
+            return lo, list(reports.values())
+        fitting = sorted(x for x in reports if reports[x].fits)
+        target = 2 * lo
+        if len(fitting) >= 2:
+            (b0, b1), (p0, p1) = fitting[-2:], (peak(fitting[-2]), peak(fitting[-1]))
+            if p0 is not None and p1 is not None and p1 > p0:
+                target = min(8 * lo, max(2 * lo, b1 + (hbm - p1) * (b1 - b0) / (p1 - p0)))
+        b = min(top, max(lo + shards, snap(target)))
+    while lo == 0:  # halve until a size fits
+        if hi == shards:
+            return 0, list(reports.values())
+        b = min(hi - shards, snap(hi // 2))
+        if probe(b):
+            lo = b
+        else:
+            hi = b
+    bisect = False
+    while hi - lo > shards:
+        width = hi - lo
+        p_lo, p_hi = peak(lo), peak(hi)
+        memory = reports[lo].memory
+        b = lo + width // 2
+        if not bisect and p_lo is not None and p_hi is not None and p_hi > p_lo and memory:
+            b = int(lo + (memory.hbm_bytes - p_lo) * width / (p_hi - p_lo))
+        b = max(lo + shards, min(hi - shards, snap(b)))
+        if probe(b):
+            lo = b
+        else:
+            hi = b
+        bisect = hi - lo > width // 2  # the line missed: halve the bracket next
+    return lo, list(reports.values())

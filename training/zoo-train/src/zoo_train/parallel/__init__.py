@@ -1,0 +1,32 @@
+"""Training on a device mesh: the mesh, the sharding rules and sharded compilation.
+
+The engine is JAX's own: a ``Mesh`` over every device, ``NamedSharding``s planned from the
+logical axis names the layers declare, GSPMD for the rest.
+"""
+
+from ._checks import check_batch as check_batch
+from ._checks import check_heads as check_heads
+from ._jit import MeshFunction as MeshFunction
+from ._jit import init_sharded as init_sharded
+from ._jit import mesh_context as mesh_context
+from ._mesh import AXES as AXES
+from ._mesh import MeshConfig as MeshConfig
+from ._mesh import describe_mesh as describe_mesh
+from ._mesh import make_mesh as make_mesh
+from ._mesh import mesh_record as mesh_record
+from ._mesh import mesh_sizes as mesh_sizes
+from ._mesh import platform_of as platform_of
+from ._rules import DEFAULT_RULES as DEFAULT_RULES
+from ._rules import UNNAMED as UNNAMED
+from ._rules import make_rules as make_rules
+from ._rules import rule_axes as rule_axes
+from ._shardings import array_spec as array_spec
+from ._shardings import batch_shardings as batch_shardings
+from ._shardings import batch_shards as batch_shards
+from ._shardings import batch_spec as batch_spec
+from ._shardings import fit_sharding as fit_sharding
+from ._shardings import is_array_like as is_array_like
+from ._shardings import replicated as replicated
+from ._shardings import state_shardings as state_shardings
+from ._shardings import tree_shardings as tree_shardings
+from ._shardings import with_shardings as with_shardings

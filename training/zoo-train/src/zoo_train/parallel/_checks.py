@@ -1,0 +1,47 @@
+"""Settings a mesh cannot serve, caught before any tracing, each as one sentence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from jax.sharding import Mesh
+
+from ._rules import MeshAxes, rule_axes
+
+
+def check_batch(batch_size: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> None:
+    """The batch's rows must split evenly over the data-parallel mesh axes.
+
+    Raises:
+        ValueError: naming the batch size and the axes.
+    """
+    axes = rule_axes(rules, "batch")
+    shards = math.prod(mesh.shape.get(a, 1) for a in axes)
+    if batch_size % shards:
+        sizes = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in axes)
+        raise ValueError(
+            f"--batch-size {batch_size} cannot be split over the {shards} data-parallel shards "
+            f"of the mesh ({sizes}); use a multiple of {shards}."
+        )
+
+
+def check_heads(
+    num_heads: int, num_kv_heads: int, mesh: Mesh, rules: Mapping[str, MeshAxes]
+) -> None:
+    """The tensor-parallel axes must divide the key/value heads (so query heads follow).
+
+    Raises:
+        ValueError: naming the head counts and the axis size.
+    """
+    axes = tuple(dict.fromkeys(rule_axes(rules, "heads") + rule_axes(rules, "kv_heads")))
+    shards = math.prod(mesh.shape.get(a, 1) for a in axes)
+    if shards == 1:
+        return
+    names = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in axes)
+    if num_kv_heads % shards or num_heads % shards:
+        raise ValueError(
+            f"tensor parallelism over {shards} devices ({names}) needs the heads split evenly, "
+            f"but the model has {num_kv_heads} key/value heads and {num_heads} query heads; use "
+            f"a tensor size that divides {num_kv_heads}."
+        )

@@ -1,0 +1,197 @@
+"""``zoo compile``: the real train step compiled for a TPU topology with libtpu's compile-only
+devices (run in ``.venv-tpu``, which ``make install`` creates; ``$ZOO_TPU_PYTHON`` overrides)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import zoo_models
+from zoo_train.compile import StepMemory, StepReport, StepSetup, max_batch
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ZOO = "import sys; from zoo_train.cli import main; sys.exit(main())"
+KEYS = {"topology", "devices", "mesh", "per_device", "fits", "kernels", "compile_s"}
+PER_DEVICE = {"argument_bytes", "output_bytes", "temp_bytes", "peak_bytes", "hbm_bytes"}
+
+
+def _tpu_python() -> str:
+    path = pathlib.Path(os.environ.get("ZOO_TPU_PYTHON", REPO / ".venv-tpu" / "bin" / "python"))
+    if not path.exists():
+        pytest.fail(
+            f"no TPU compile environment at {path}: run `make install` (it creates .venv-tpu) or "
+            "point ZOO_TPU_PYTHON at a python with libtpu and zoo-train."
+        )
+    return str(path)
+
+
+def _zoo(python: str, *args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    return subprocess.run(
+        [python, "-c", ZOO, "compile", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _usage_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("zoo compile:")]
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    assert len(lines) == 1 and lines[0].endswith("."), proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# llama-tiny widened so every per-device shard is a whole number of TPU tiles (128 lanes):
+# the compiled argument bytes are then the logical bytes.
+WIDE = [
+    "--model", "llama-tiny", "--seq-len", "256", "--set", "model_config.d_model=512",
+    "--set", "model_config.mlp_hidden=1024", "--set", "model_config.n_heads=4",
+]  # fmt: skip
+RUNS = {
+    "fit": [*WIDE, "--batch-size", "8"],
+    # 2 x 4M x 1024 embedding and head in float32 with AdamW: 96 GiB over four devices.
+    "no-fit": [
+        "--model", "llama-tiny", "--batch-size", "16", "--set", "model_config.vocab_size=4000000",
+        "--set", "model_config.d_model=1024", "--set", "model_config.n_heads=8",
+    ],
+    # Logits of 131072 tokens dominate: about 16 MiB a row per device.
+    "max-batch": [
+        "--model", "llama-tiny", "--seq-len", "128", "--set", "model_config.vocab_size=131072",
+        "--batch-size", "512", "--max-batch",
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, dict]]:
+    """The three compiles, side by side (each is mostly one thread of XLA)."""
+    tmp = tmp_path_factory.mktemp("compile")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    procs = {
+        name: subprocess.Popen(
+            [
+                _tpu_python(),
+                "-c",
+                ZOO,
+                "compile",
+                "--topology",
+                "v5e:2x2",
+                *args,
+                "--json",
+                str(tmp / f"{name}.json"),
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, args in RUNS.items()
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=600)
+        report = tmp / f"{name}.json"
+        assert report.exists(), f"{name}: exit {proc.returncode}\n{stdout}\n{stderr[-3000:]}"
+        out[name] = (proc.returncode, stdout, json.loads(report.read_text()))
+    return out
+
+
+def test_a_small_step_fits_and_reports_its_figures(runs):
+    code, stdout, report = runs["fit"]
+    assert code == 0, stdout
+    assert set(report) >= KEYS and set(report["per_device"]) >= PER_DEVICE
+    assert report["topology"] == "v5e:2x2" and report["devices"] == 4
+    assert report["mesh"] == {"data": 1, "fsdp": 4, "tensor": 1}  # the default: all fully sharded
+    assert report["fits"] is True
+    device = report["per_device"]
+    assert 0 < device["peak_bytes"] <= device["hbm_bytes"] < 17 * 2**30
+    # Parameters and AdamW's two moments in float32, sharded four ways: each device holds a
+    # quarter (replicated it would hold all of it), plus its rows of the batch.
+    config = zoo_models.get("llama-tiny").replace(d_model=512, mlp_hidden=1024, n_heads=4)
+    state = 3 * 4 * zoo_models.num_params(config)
+    batch = 5 * 4 * 8 * 256 // 4  # five int32/float32 [8, 256] arrays, split over the rows
+    assert state / 4 <= device["argument_bytes"] <= 1.05 * (state / 4 + batch)
+    assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
+    assert report["mosaic_calls"] >= 4  # forward, delta, dq, dk/dv
+    assert "fits" in stdout and "flash_tpu" in stdout
+
+
+def test_a_step_built_not_to_fit_exits_3_with_figures(runs):
+    code, stdout, report = runs["no-fit"]
+    assert code == 3, stdout
+    assert "does not fit" in stdout
+    assert report["fits"] is False
+    device = report["per_device"]
+    assert device["peak_bytes"] > device["hbm_bytes"] > 0
+    assert device["argument_bytes"] >= 3 * 4 * 2 * 4_000_000 * 1024 // 4
+
+
+def test_max_batch_finds_the_largest_batch_that_fits(runs):
+    code, stdout, report = runs["max-batch"]
+    assert code == 0, stdout
+    best = report["max_batch"]
+    tried = {r["batch_size"]: r["fits"] for r in report["search"]}
+    assert best > 0 and best % 4 == 0 and tried[best] is True
+    assert tried.get(best + 4) is False  # the next multiple of the data shards was compiled
+    assert all(fits == (b <= best) for b, fits in tried.items())
+    assert report["batch_size"] == best and report["fits"] is True
+    assert f"largest micro-batch that fits: {best}" in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--topology", "v9x:2x2"], ["Unknown TPU topology 'v9x:2x2'", "v5e:2x2"]),
+        (["--topology", "v5e:3x7"], ["TPU topology 'v5e:3x7' is not one libtpu knows"]),
+        (["--topology", "v5e:2x2", "--mesh", "data=3"], ["which does not divide 4"]),
+        (["--topology", "v5e:2x2", "--mesh", "tensor=4"], ["2 key/value heads"]),
+    ],
+    ids=["unknown-generation", "unknown-shape", "mesh", "tensor"],
+)
+def test_bad_topologies_and_meshes_are_usage_errors(args, needles, tmp_path: pathlib.Path):
+    _usage_error(_zoo(_tpu_python(), *args, "--model", "llama-tiny", cwd=tmp_path), *needles)
+
+
+def test_without_libtpu_it_says_how_to_get_it(tmp_path: pathlib.Path):
+    # This environment (the main .venv) is CPU-only: no libtpu.
+    proc = _zoo(sys.executable, "--topology", "v5e:2x2", cwd=tmp_path)
+    _usage_error(proc, "needs libtpu", "pip install 'zoo-train[tpu]'")
+
+
+PEAKS = {
+    # A fixed state plus activations linear in the rows (what XLA's figures look like) ...
+    "linear": lambda b: 1000 + 37 * b,
+    # ... and a model the search's line does not describe.
+    "quadratic": lambda b: 1000 + 3 * b + b * b // 9,
+}
+
+
+@pytest.mark.parametrize("peak", sorted(PEAKS))
+@pytest.mark.parametrize(("start", "shards"), [(8, 4), (1024, 8), (4, 4), (96, 1)])
+def test_max_batch_search_against_memory_models(monkeypatch, peak, start, shards):
+    fit = int(np.random.default_rng().integers(40, 3000))
+    hbm = PEAKS[peak](fit)  # `fit` rows fit exactly
+    compiled: list[int] = []
+
+    def fake(setup: StepSetup, b: int, on_compile=None) -> StepReport:
+        compiled.append(b)
+        used = PEAKS[peak](b)
+        return StepReport(b, StepMemory(1000, 1000, 1000, used - 1000, used, hbm), 0.0, [], 0)
+
+    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", fake)
+    best, reports = max_batch(None, start, shards=shards)  # type: ignore[arg-type]
+    assert best == fit - fit % shards
+    assert len(compiled) == len(set(compiled)) <= (10 if peak == "linear" else 18)
+    assert {r.batch_size for r in reports} == set(compiled)
