@@ -142,3 +142,18 @@ def test_eval_and_generate_take_a_mesh(runs, capsys):
     assert capsys.readouterr().out.startswith("def")
     assert main(["generate", str(runs["eight"]), "--mesh", "fsdp=2,tensor=4"]) == 2
     assert "the model has 2 key/value heads" in capsys.readouterr().err
+
+
+def test_lora_finetune_and_convert_on_a_mesh(runs, capsys):
+    tuned, exported = runs["tmp"] / "lora", runs["tmp"] / "hf"
+    code = main(["finetune", "--from-run", str(runs["eight"]), "--data", str(runs["data"]),
+                 "--out", str(tuned), "--steps", "2", "--batch-size", "8", "--seq-len", "64",
+                 "--lora-rank", "4", "--eval-every", "0", "--no-progress",
+                 "--mesh", "data=2,fsdp=2,tensor=2"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err[-2000:]
+    loaded = zoo_train.load_run(tuned)
+    assert loaded.lora is not None and loaded.step == 2
+    a = loaded.model.stack.blocks[0].attn.q_proj.lora_a  # [L, r, D]: D over fsdp
+    assert a.sharding.spec == jax.sharding.PartitionSpec(None, None, "fsdp")
+    assert main(["convert", str(tuned), str(exported), "--mesh", "fsdp=8"]) == 0
+    assert (exported / "model.safetensors").is_file()

@@ -85,6 +85,7 @@ def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, A
         "fits": report.fits,
         "kernels": report.kernels,
         "mosaic_calls": report.mosaic_calls,
+        "collectives": report.collectives,
         "compile_s": round(report.compile_s, 2),
         "error": report.error,
     }

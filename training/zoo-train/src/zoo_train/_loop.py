@@ -34,6 +34,7 @@ from ._step import EvalFn, make_eval_step, make_train_step
 from .data import Batch, DataSource
 from .parallel import (
     check_batch,
+    check_heads,
     describe_mesh,
     init_sharded,
     make_mesh,
@@ -251,6 +252,9 @@ def train(
         )
     build = model if is_builder(model) else None
     abstract_model = eqx.filter_eval_shape(build) if build is not None else model
+    model_config = getattr(abstract_model, "config", None)
+    if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
+        check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
     optimizer, schedule = make_optimizer(
         config.optimizer, config.steps, trainable_params(abstract_model, trainable)
     )

@@ -15,4 +15,5 @@ from ._train_step import StepReport as StepReport
 from ._train_step import StepSetup as StepSetup
 from ._train_step import abstract_batch as abstract_batch
 from ._train_step import compile_step as compile_step
+from ._train_step import count_collectives as count_collectives
 from ._train_step import max_batch as max_batch

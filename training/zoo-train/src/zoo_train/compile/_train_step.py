@@ -57,6 +57,7 @@ class StepReport:
     kernels: list[dict[str, Any]]
     mosaic_calls: int
     error: str | None = None
+    collectives: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -99,6 +100,14 @@ def _bytes_per_device(tree: Any) -> int:
         shard = sharding.shard_shape(x.shape) if isinstance(sharding, NamedSharding) else x.shape
         total += math.prod(shard) * jnp.dtype(x.dtype).itemsize
     return total
+
+
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def count_collectives(text: str) -> dict[str, int]:
+    """Collective instructions in a compiled module's text (an async pair counted once)."""
+    return {op: len(re.findall(rf"\s{re.escape(op)}(?:-start)?\(", text)) for op in COLLECTIVES}
 
 
 def _kernels_in(text: str) -> list[dict[str, Any]]:
@@ -155,6 +164,7 @@ def compile_step(
         seconds,
         _kernels_in(text),
         len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
+        collectives=count_collectives(text),
     )
 
 
