@@ -16,7 +16,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _attention, _checkpoint_io, _compile_time, _flash_tpu, _train_throughput
+from . import (
+    _attention,
+    _checkpoint_io,
+    _compile_time,
+    _flash_tpu,
+    _mesh,
+    _tpu_fit,
+    _train_throughput,
+)
 from ._machine import describe_machine
 from ._plots import plot
 from ._report import console, write_markdown
@@ -28,11 +36,14 @@ BENCHMARKS: dict[str, tuple[str, Callable[[bool], dict[str, Any]]]] = {
     _compile_time.NAME: (_compile_time.TITLE, _compile_time.run),
     _checkpoint_io.NAME: (_checkpoint_io.TITLE, _checkpoint_io.run),
     _flash_tpu.NAME: (_flash_tpu.TITLE, _flash_tpu.run),
+    _mesh.NAME: (_mesh.TITLE, _mesh.run),
+    _tpu_fit.NAME: (_tpu_fit.TITLE, _tpu_fit.run),
 }
 
 # Benchmarks whose tables are derived from stored raw numbers; ``--docs-only`` re-derives them.
 REPORTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     _train_throughput.NAME: _train_throughput.report,
+    _tpu_fit.NAME: _tpu_fit.report,
 }
 
 
