@@ -62,4 +62,4 @@ from ._step import make_train_step as make_train_step
 from ._step import split_micro_batches as split_micro_batches
 from ._usage import UsageError as UsageError
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -200,25 +200,38 @@ class Checkpointer:
     def _restore_step(
         self, step: int, template: TrainState, check: Callable[[dict], None] | None
     ) -> Restored:
-        meta = self.read_meta(step)
-        if meta.get("step") != step:
-            raise ValueError(f"its metadata names step {meta.get('step')}")
-        if check is not None:
-            check(meta)
-        leaves, names = state_leaves(template)
-        expected = _describe(leaves, names)
-        if meta.get("leaves") != expected:
-            raise CheckpointMismatchError(
-                _mismatch(meta.get("leaves") or [], expected, self.directory)
-            )
+        # Each phase ends with every process agreeing it succeeded before any of them goes on
+        # to work the others must join (reading shards, the checksum computation).
+        error: Exception | None = None
+        try:
+            meta = self.read_meta(step)
+            if meta.get("step") != step:
+                raise ValueError(f"its metadata names step {meta.get('step')}")
+            if check is not None:
+                check(meta)
+            leaves, names = state_leaves(template)
+            expected = _describe(leaves, names)
+            if meta.get("leaves") != expected:
+                raise CheckpointMismatchError(
+                    _mismatch(meta.get("leaves") or [], expected, self.directory)
+                )
+        except CheckpointMismatchError:
+            raise  # the same files say the same to every process
+        except Exception as e:
+            error = e
+        _agreed(error)
         abstract = {
             _leaf_name(i): jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
             for i, x in enumerate(leaves)
         }
-        restored = self._manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
-        ).state
-        arrays = [restored[_leaf_name(i)] for i in range(len(leaves))]
+        try:
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+            ).state
+            arrays = [restored[_leaf_name(i)] for i in range(len(leaves))]
+        except Exception as e:
+            error = e
+        _agreed(error)
         if fingerprints(arrays) != meta.get("fingerprints"):
             raise ValueError("its arrays fail their checksums")
         structure = jax.tree.structure(eqx.filter(template, is_array_like))
@@ -275,17 +288,23 @@ class Checkpointer:
 
     def _set_aside(self, steps: list[int]) -> None:
         # Unreadable steps newer than the restored one would block re-saving those steps; they
-        # are moved (never deleted) to <directory>-unreadable/ for inspection.
+        # are moved (never deleted) to <directory>-unreadable/ for inspection. Every process
+        # agreed they are unreadable; process 0 alone moves them, the others wait for it.
         if not steps:
             return
-        aside = self.directory.with_name(self.directory.name + "-unreadable")
-        aside.mkdir(exist_ok=True)
-        for step in steps:
-            src = self.directory / str(step)
-            dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
-            if src.exists():
-                shutil.move(str(src), str(dst))
-                logger.warning("moved unreadable checkpoint %s to %s", src, dst)
+        if jax.process_index() == 0:
+            aside = self.directory.with_name(self.directory.name + "-unreadable")
+            aside.mkdir(exist_ok=True)
+            for step in steps:
+                src = self.directory / str(step)
+                dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+                if src.exists():
+                    shutil.move(str(src), str(dst))
+                    logger.warning("moved unreadable checkpoint %s to %s", src, dst)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("zoo-train: unreadable checkpoints set aside")
         self._manager.reload()
 
     def wait(self) -> None:
@@ -296,6 +315,20 @@ class Checkpointer:
         """Wait for saves and release the manager's resources."""
         self._manager.wait_until_finished()
         self._manager.close()
+
+
+def _agreed(error: Exception | None) -> None:
+    """Raise unless every process got through a phase: ``error`` (this process's), or a note
+    that another process failed. Every process reaches the same verdict."""
+    ok = error is None
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok = bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
+    if error is not None:
+        raise error
+    if not ok:
+        raise ValueError("another process could not read it")
 
 
 def _brief(error: Exception) -> str:

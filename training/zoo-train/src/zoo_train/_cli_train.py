@@ -13,13 +13,40 @@ from ._cli_mesh import check_mesh_fits, cli_mesh
 from ._requirements import check_requirement
 from ._settings import Settings
 from ._usage import UsageError
+from .parallel import is_primary
 
 
 def _say(message: str) -> None:
-    # tqdm.write keeps an open progress bar intact.
+    """A line for the user, from process 0 only (tqdm.write keeps an open progress bar intact)."""
     from tqdm.auto import tqdm
 
-    tqdm.write(message, file=sys.stderr)
+    if is_primary():
+        tqdm.write(message, file=sys.stderr)
+
+
+def join_processes(args: Any, s: Settings) -> None:
+    """Join a multi-process run (flags, the ``ZOO_*`` variables, or JAX's own detection of TPU
+    pods, SLURM and Open MPI) and refuse to go on if the processes' settings differ."""
+    from .parallel import ProcessConfig, StartError, agree_settings, start_processes
+
+    try:
+        config = ProcessConfig.from_sources(
+            {
+                "coordinator": args.coordinator,
+                "num_processes": args.num_processes,
+                "process_id": args.process_id,
+            }
+        )
+        start_processes(config)
+        agree_settings(
+            {
+                **s.values,
+                **{f"model_config.{k}": v for k, v in s.model_config.items()},
+                **{f"sharding.{k}": v for k, v in s.sharding.items()},
+            }
+        )
+    except (ValueError, StartError) as e:
+        raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
 
 
 def _train_config(s: Settings) -> Any:
@@ -177,14 +204,16 @@ def _source_model(
             **changes,
         )
         tokenizer = fit_tokenizer(zoo_models.load_tokenizer(source), model.config.vocab_size)
-        copy_tokenizer_files(source, out)
+        if is_primary():
+            copy_tokenizer_files(source, out)
         return model, tokenizer, {"kind": "hf", "path": str(source.resolve())}, None
     if s.model_config:
         raise UsageError("model_config cannot change a model loaded with --from-run; drop it.")
     loaded = load_run(from_run, attention_implementation=impl, mesh=mesh, rules=rules)
     model = merge_lora(loaded.model) if loaded.lora is not None else loaded.model
     src = pathlib.Path(from_run)
-    copy_tokenizer_files(src / "tokenizer", out)
+    if is_primary():
+        copy_tokenizer_files(src / "tokenizer", out)
     init = {"kind": "run", "path": str(src.resolve()), "step": loaded.step}
     return model, loaded.tokenizer, init, loaded.meta.get("provenance")
 
@@ -204,11 +233,10 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
         parts.append(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}")
     if evals:
         parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
-    print("zoo: " + "; ".join(parts), file=sys.stderr)
-    print(
+    _say("zoo: " + "; ".join(parts))
+    _say(
         f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "
-        f"loss curve in {out / PLOT_FILE}",
-        file=sys.stderr,
+        f"loss curve in {out / PLOT_FILE}"
     )
 
 
@@ -337,16 +365,18 @@ def run_training(s: Settings, *, command: str) -> int:
         )
     if result.resumed_from is not None and result.start_step == result.step:
         _say(f"zoo: the run in {out} was already complete at step {result.step}; nothing to train.")
-    _summary(out, time.perf_counter() - started, result.start_step, result.step)
+    if is_primary():
+        _summary(out, time.perf_counter() - started, result.start_step, result.step)
     if lora is not None:
-        print(f"zoo: LoRA adapters (only) in {out / 'adapter'}", file=sys.stderr)
+        _say(f"zoo: LoRA adapters (only) in {out / 'adapter'}")
     if command == "finetune" and s["export_hf"] is not None:
         from ._finetune import export_hf
         from ._runs import copy_tokenizer_files
 
-        path = export_hf(result.model, s["export_hf"])
-        copy_tokenizer_files(out / "tokenizer", path)
-        print(f"zoo: exported the model (adapters merged) to {path}", file=sys.stderr)
+        path = export_hf(result.model, s["export_hf"])  # every process gathers, process 0 writes
+        if is_primary():
+            copy_tokenizer_files(out / "tokenizer", path)
+        _say(f"zoo: exported the model (adapters merged) to {path}")
     if s["sample_tokens"] > 0:
         from .parallel import mesh_context
 
@@ -359,6 +389,7 @@ def run_training(s: Settings, *, command: str) -> int:
                 temperature=s["temperature"],
                 seed=s["seed"],
             )
-        print(f"--- sample ({s['sample_tokens']} tokens, temperature {s['temperature']}) ---")
-        print(s["prompt"] + text)
+        if is_primary():  # every process generated it (a sharded model), one prints it
+            print(f"--- sample ({s['sample_tokens']} tokens, temperature {s['temperature']}) ---")
+            print(s["prompt"] + text)
     return 0

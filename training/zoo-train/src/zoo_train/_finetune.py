@@ -14,6 +14,7 @@ from ._config import TrainConfig
 from ._loop import EvalSource, TrainResult, train
 from ._lora import LoRAConfig, apply_lora, lora_filter, merge_lora, save_adapters
 from .data import DataSource
+from .parallel import is_primary, to_host
 
 ADAPTER_DIR = "adapter"
 
@@ -84,8 +85,10 @@ def finetune(
         mesh=mesh,
     )
     if lora is not None:
+        adapted = to_host(result.model)  # every process joins the gather; process 0 writes
+    if lora is not None and is_primary():
         save_adapters(
-            result.model,
+            adapted,
             pathlib.Path(out) / ADAPTER_DIR,
             lora,
             step=result.step,
@@ -96,7 +99,14 @@ def finetune(
 
 
 def export_hf(model: PyTree, path: str | pathlib.Path) -> pathlib.Path:
-    """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint."""
+    """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint.
+
+    In a multi-process run every process must call it (the weights are gathered from every
+    host); process 0 writes.
+    """
     import zoo_models
 
-    return zoo_models.save_hf(merge_lora(model), path)
+    merged = to_host(merge_lora(model))
+    if not is_primary():
+        return pathlib.Path(path)
+    return zoo_models.save_hf(merged, path)

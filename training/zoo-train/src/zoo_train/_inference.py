@@ -13,7 +13,15 @@ from jax.sharding import Mesh
 from ._loop import EvalSource
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
-from .parallel import MeshFunction, batch_shardings, platform_of, replicated
+from .parallel import (
+    BatchLayout,
+    MeshFunction,
+    batch_shardings,
+    make_mesh,
+    platform_of,
+    replicated,
+    to_host,
+)
 
 
 def evaluate_model(
@@ -35,19 +43,20 @@ def evaluate_model(
         ``{"loss", "ppl", "tokens"}``: the mean next-token loss (nats), ``exp(loss)`` and the
         number of counted target tokens.
     """
-    platform = None if mesh is None else platform_of(mesh)
-    loss = make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype, platform))
+    mesh = make_mesh() if mesh is None else mesh
     rules = rules or {}
+    loss = make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype, platform_of(mesh)))
     loss_fn = MeshFunction(
         lambda m, b: loss(m, b, jax.random.key(0)),
         mesh=mesh,
-        rules=rules if mesh is not None else None,
+        rules=rules,
         in_shardings=(None, lambda b: batch_shardings(b, mesh, rules)),
-        out_shardings=None if mesh is None else replicated(mesh),
+        out_shardings=replicated(mesh),
     )
+    layout = BatchLayout(mesh, rules, batch_size)
     total, weight = 0.0, 0.0
     for batch in source.eval_batches(batch_size, max_batches=max_batches):
-        loss_sum, aux = loss_fn(model, batch)
+        loss_sum, aux = loss_fn(model, layout.place(layout.local_part(batch)))
         total += float(loss_sum)
         weight += float(aux["weight"])
     if weight <= 0:
@@ -101,7 +110,7 @@ def sample_text(
         greedy=greedy,
         stop_tokens=() if eos is None else (eos,),
     )
-    new = [int(t) for t in jax.device_get(out)[0, len(ids) :]]
+    new = [int(t) for t in to_host(out)[0, len(ids) :]]
     if eos is not None and eos in new:
         new = new[: new.index(eos)]
     return tokenizer.decode(new)

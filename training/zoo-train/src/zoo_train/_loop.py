@@ -33,13 +33,16 @@ from ._state import TrainState, init_train_state, trainable_params
 from ._step import EvalFn, make_eval_step, make_train_step
 from .data import Batch, DataSource
 from .parallel import (
+    BatchLayout,
     check_batch,
     check_heads,
     describe_mesh,
     init_sharded,
+    is_primary,
     make_mesh,
     make_rules,
     mesh_record,
+    next_global_batch,
     platform_of,
     state_shardings,
     with_shardings,
@@ -105,13 +108,15 @@ def is_builder(model: Any) -> bool:
 
 
 def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
-    if not saved or (saved.get("axes"), saved.get("devices")) == (now["axes"], now["devices"]):
+    shape = ("axes", "devices", "processes")
+    if not saved or all(saved.get(k, 1 if k == "processes" else None) == now[k] for k in shape):
         return None
 
     def show(m: dict[str, Any]) -> str:
         axes = " ".join(f"{k}={v}" for k, v in m["axes"].items())
-        n = m["devices"]
-        return f"{axes} ({n} device{'s' if n != 1 else ''})"
+        n, p = m["devices"], m.get("processes", 1)
+        where = f"{n} device{'s' if n != 1 else ''}"
+        return f"{axes} ({where}{f' in {p} processes' if p != 1 else ''})"
 
     return f"{show(saved)} → {show(now)}"
 
@@ -168,11 +173,12 @@ class _Window:
 
 
 def _evaluate(
-    eval_step: EvalFn, state: TrainState, source: EvalSource, batch_size: int, limit: int | None
+    eval_step: EvalFn, state: TrainState, source: EvalSource, layout: BatchLayout, limit: int | None
 ) -> dict[str, float]:
     totals: dict[str, float] = {}
-    for batch in source.eval_batches(batch_size, max_batches=limit):
-        for k, v in jax.device_get(eval_step(batch, state)).items():
+    for batch in source.eval_batches(layout.rows, max_batches=limit):
+        placed = layout.place(layout.local_part(batch))
+        for k, v in jax.device_get(eval_step(placed, state)).items():
             totals[k] = totals.get(k, 0.0) + float(v)
     weight = totals.get("weight", 0.0)
     if weight <= 0:
@@ -294,12 +300,17 @@ def train(
             state = init_sharded(lambda: fresh_state(build()), mesh=mesh, shardings=shardings)
         else:
             state = init_sharded(fresh_state, model, mesh=mesh, shardings=shardings)
-        writer = MetricsWriter(out / METRICS_FILE)
-        writer.truncate_after(start)
+        # One writer: process 0 alone writes metrics, the plot and what a user reads; every
+        # process computes the same values and joins every collective and checkpoint save.
+        primary = is_primary()
+        if primary:
+            writer = MetricsWriter(out / METRICS_FILE)
+            writer.truncate_after(start)
 
         def record(rec: dict[str, Any]) -> None:
-            writer.write(rec)
-            if on_record is not None:
+            if writer is not None:
+                writer.write(rec)
+            if on_record is not None and primary:
                 on_record(rec)
 
         train_step = make_train_step(
@@ -310,15 +321,25 @@ def train(
         # Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
         # for the target and logged first.
         zoo_attention.clear_resolutions()
-        batch = data.next_batch(rows_per_step)
-        micro = jax.tree.map(lambda x: x[: config.batch_size], batch)
+        step_rows = BatchLayout(mesh, rules, rows_per_step)
+        eval_rows = BatchLayout(mesh, rules, config.batch_size)
+        batch = next_global_batch(data, step_rows)
+        micro = {
+            k: jax.ShapeDtypeStruct((config.batch_size, *v.shape[1:]), v.dtype)
+            for k, v in batch.items()
+        }
         with jax.set_mesh(mesh), zoo_layers.axis_rules(rules):
             eqx.filter_eval_shape(loss_fn, state.model, micro, jax.random.key(0))
         kernels = attention_resolutions()
         label = kernel_label(kernels)
         prov = provenance()
         layout = mesh_record(mesh)
-        progress = Progress(config.steps, start, enabled=config.progress)
+        progress = Progress(
+            config.steps,
+            start,
+            enabled=config.progress and primary,
+            quiet=not primary,
+        )
         progress.write(
             f"zoo-train: {'resuming from step ' + str(start) if restored else 'starting'}"
             f" → step {end}; attention kernel: {label}; mesh {describe_mesh(mesh)}"
@@ -351,7 +372,7 @@ def train(
             "provenance": prov,
             "mesh": layout,
         }
-        tokens_per_step = int(np.asarray(batch["input_ids"]).size) if "input_ids" in batch else 0
+        tokens_per_step = int(batch["input_ids"].size) if "input_ids" in batch else 0
         last_eval: dict[str, Any] | None = None
         window = _Window(tokens_per_step)
         step = start
@@ -360,7 +381,7 @@ def train(
             step += 1
             data_state = data.state_dict()
             if step < end:
-                batch = data.next_batch(rows_per_step)  # overlaps with the device step
+                batch = next_global_batch(data, step_rows)  # overlaps with the device step
             m = {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
             if not m["finite"]:
                 bad = {"step": step, "event": "nonfinite", "loss": m["loss"]}
@@ -395,9 +416,7 @@ def train(
                 (config.eval_every and step % config.eval_every == 0) or step == end
             ):
                 t_eval = time.perf_counter()
-                evaluated = _evaluate(
-                    eval_step, state, eval_data, config.batch_size, config.eval_batches
-                )
+                evaluated = _evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches)
                 last_eval = {"step": step, **evaluated}
                 record(last_eval)
                 progress.write(
@@ -413,7 +432,7 @@ def train(
                 )
         checkpointer.wait()
         progress.close()
-        if config.plot:
+        if config.plot and primary:
             plot_loss_curve(read_metrics(out / METRICS_FILE), out / PLOT_FILE)
         return TrainResult(
             state=state,

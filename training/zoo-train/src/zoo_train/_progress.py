@@ -8,12 +8,19 @@ from tqdm.auto import tqdm
 
 
 class Progress:
-    """A tqdm bar from ``start`` to ``total`` steps; a no-op when ``enabled`` is false."""
+    """A tqdm bar from ``start`` to ``total`` steps; a no-op when ``enabled`` is false.
 
-    def __init__(self, total: int, start: int, *, enabled: bool = True) -> None:
+    ``quiet`` also drops the lines of :meth:`write` (the processes of a multi-process run other
+    than process 0).
+    """
+
+    def __init__(
+        self, total: int, start: int, *, enabled: bool = True, quiet: bool = False
+    ) -> None:
+        self._quiet = quiet
         self._bar = (
             tqdm(total=total, initial=start, unit="step", dynamic_ncols=True, file=sys.stderr)
-            if enabled
+            if enabled and not quiet
             else None
         )
 
@@ -27,6 +34,8 @@ class Progress:
 
     def write(self, message: str) -> None:
         """Print a line without breaking the bar."""
+        if self._quiet:
+            return
         if self._bar is None:
             print(message, file=sys.stderr)
         else:

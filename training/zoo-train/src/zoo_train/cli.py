@@ -74,6 +74,32 @@ def _add_mesh_flag(p: argparse.ArgumentParser, *, default: Any = argparse.SUPPRE
     p.add_argument("--mesh", metavar="AXIS=N,...", default=default, help=MESH_HELP)
 
 
+def _add_process_flags(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "several processes (one per host; JAX detects TPU pods, SLURM and Open MPI by itself)"
+    )
+    group.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        default=None,
+        help="process 0's address and a free port, the same for every process (env ZOO_COORDINATOR)",
+    )
+    group.add_argument(
+        "--num-processes",
+        type=int,
+        metavar="N",
+        default=None,
+        help="how many processes run the job (env ZOO_NUM_PROCESSES)",
+    )
+    group.add_argument(
+        "--process-id",
+        type=int,
+        metavar="I",
+        default=None,
+        help="this process's index, 0 ... N-1 (env ZOO_PROCESS_ID)",
+    )
+
+
 def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
@@ -143,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config FILE < --set KEY=VALUE < flags. Re-running into the same --out resumes.",
     )
     _add_run_flags(train, finetune=False)
+    _add_process_flags(train)
 
     ft = sub.add_parser(
         "finetune",
@@ -152,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "adapters alone to OUT/adapter; --export-hf DIR writes the merged model.",
     )
     _add_run_flags(ft, finetune=True)
+    _add_process_flags(ft)
 
     gen = sub.add_parser("generate", help="sample text from a model", description="Sample text.")
     gen.add_argument(
@@ -255,8 +283,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             from ._cli_compile import run_compile
 
             return run_compile(settings, args)
-        from ._cli_train import run_training
+        from ._cli_train import join_processes, run_training
 
+        join_processes(args, settings)
         return run_training(settings, command=args.command)
     if args.command == "generate":
         from ._cli_use import cmd_generate
@@ -311,24 +340,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Orbax logs through absl, warning on every save without an eval metric: noise here.
     logging.getLogger("absl").setLevel(logging.ERROR)
     try:
+        code = _run(args)
+    except BaseException:
+        if _joined():
+            # Most likely another process died under a collective: the watchdog names it and
+            # ends this process. Otherwise a crash: the traceback, then leave at once.
+            from .parallel import await_verdict
+
+            await_verdict()
+            import traceback
+
+            traceback.print_exc()
+            _leave_processes(1)
+        raise
+    _leave_processes(code)
+    return code
+
+
+def _joined() -> bool:
+    if "jax" not in sys.modules:
+        return False
+    import jax
+
+    return jax.distributed.is_initialized()
+
+
+def _leave_processes(code: int) -> None:
+    """End a multi-process run: together on success; at once on failure, so the others'
+    watchdogs notice instead of everyone waiting for a process that will never come."""
+    if not _joined():
+        return
+    from .parallel import abandon_processes, stop_processes
+
+    if code == 0:
+        stop_processes()
+        return
+    abandon_processes()
+    os._exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
+    def where() -> str:
+        return f"{PROG} {args.command}"
+
+    try:
         return _dispatch(args)
     except UsageError as err:
-        print(f"{PROG} {args.command}: error: {_one_sentence(err)}", file=sys.stderr)
+        print(f"{where()}: error: {_one_sentence(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `zoo models | head`: the reader left, which is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print(f"{PROG} {args.command}: interrupted.", file=sys.stderr)
+        print(f"{where()}: interrupted.", file=sys.stderr)
         return 130
     except Exception as err:
         from ._errors import NonFiniteLossError
 
         if isinstance(err, NonFiniteLossError):
-            print(f"{PROG} {args.command}: {_one_sentence(err)}", file=sys.stderr)
+            print(f"{where()}: {_one_sentence(err)}", file=sys.stderr)
             return 1
         if isinstance(err, _user_errors()) and not os.environ.get("ZOO_DEBUG"):
-            print(f"{PROG} {args.command}: error: {_one_sentence(err)}", file=sys.stderr)
+            print(f"{where()}: error: {_one_sentence(err)}", file=sys.stderr)
             return 2
         raise
 

@@ -18,7 +18,9 @@ class DataSource(Protocol):
     """What the training loop needs from its data.
 
     ``next_batch(n)`` returns a dict of numpy arrays with leading dimension ``n`` (what the loss
-    function expects); ``state_dict()`` is a small JSON-ready dict from which
+    function expects); a source may also take ``rows=(start, stop)`` and return only those rows
+    of the ``n`` (the position still advances by ``n``), so that each process of a
+    multi-process run reads only its own rows. ``state_dict()`` is a small JSON-ready dict from which
     ``load_state_dict`` resumes exactly; ``describe()`` is a JSON-ready description used to refuse
     resuming a run on different data.
     """
@@ -129,18 +131,29 @@ class PackedLoader:
             self._cache = (epoch, packed)
         return self._cache[1]
 
-    def next_batch(self, n: int) -> Batch:
-        """The next ``n`` rows, continuing into the next epoch when this one runs out."""
+    def next_batch(self, n: int, rows: tuple[int, int] | None = None) -> Batch:
+        """The next ``n`` rows, continuing into the next epoch when this one runs out.
+
+        With ``rows=(start, stop)`` only rows ``start … stop - 1`` of those ``n`` are returned
+        (the position advances by ``n`` all the same): a process's own part of a global batch.
+        """
         if n < 1:
             raise ValueError(f"The batch size must be at least 1, got {n}.")
+        start, stop = (0, n) if rows is None else rows
+        if not 0 <= start < stop <= n:
+            raise ValueError(f"`rows` must be a range within the batch of {n}, got {rows!r}.")
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        need = n
-        while need:
-            rows = self._rows(self._epoch)
-            take = min(need, self.rows_per_epoch - self._row)
-            parts.append(tuple(a[self._row : self._row + take] for a in rows))  # type: ignore[arg-type]
+        done = 0  # rows of this batch taken so far
+        while done < n:
+            packed = self._rows(self._epoch)
+            take = min(n - done, self.rows_per_epoch - self._row)
+            # The part of [done, done + take) inside [start, stop), in this epoch's rows.
+            lo, hi = max(start, done), min(stop, done + take)
+            if lo < hi:
+                first = self._row + lo - done
+                parts.append(tuple(a[first : first + hi - lo] for a in packed))  # type: ignore[arg-type]
             self._row += take
-            need -= take
+            done += take
             if self._row == self.rows_per_epoch:
                 self._epoch, self._row = self._epoch + 1, 0
         tokens, seg, pos = (np.concatenate([p[i] for p in parts]) for i in range(3))

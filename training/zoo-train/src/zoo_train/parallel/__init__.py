@@ -1,9 +1,14 @@
-"""Training on a device mesh: the mesh, the sharding rules and sharded compilation.
+"""Training on a device mesh: the mesh, the sharding rules, sharded compilation, and runs of
+several processes.
 
-The engine is JAX's own: a ``Mesh`` over every device, ``NamedSharding``s planned from the
-logical axis names the layers declare, GSPMD for the rest.
+The engine is JAX's own: a ``Mesh`` over every device of every process, ``NamedSharding``s
+planned from the logical axis names the layers declare, GSPMD for the rest, and
+``jax.distributed`` for processes.
 """
 
+from ._batches import BatchLayout as BatchLayout
+from ._batches import next_global_batch as next_global_batch
+from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
 from ._checks import check_heads as check_heads
 from ._jit import MeshFunction as MeshFunction
@@ -16,6 +21,16 @@ from ._mesh import make_mesh as make_mesh
 from ._mesh import mesh_record as mesh_record
 from ._mesh import mesh_sizes as mesh_sizes
 from ._mesh import platform_of as platform_of
+from ._processes import EXIT_PEER_LOST as EXIT_PEER_LOST
+from ._processes import ProcessConfig as ProcessConfig
+from ._processes import StartError as StartError
+from ._processes import abandon_processes as abandon_processes
+from ._processes import agree_settings as agree_settings
+from ._processes import await_verdict as await_verdict
+from ._processes import is_primary as is_primary
+from ._processes import process_label as process_label
+from ._processes import start_processes as start_processes
+from ._processes import stop_processes as stop_processes
 from ._rules import DEFAULT_RULES as DEFAULT_RULES
 from ._rules import UNNAMED as UNNAMED
 from ._rules import make_rules as make_rules

@@ -1,0 +1,101 @@
+"""Global batches from per-process rows: each process reads only the rows its devices hold.
+
+A batch of ``rows`` rows is split over the mesh axes of the ``batch`` rule. The rows this
+process's devices hold are one range of the global batch (:attr:`BatchLayout.local`); the
+process reads just those and the global ``jax.Array`` is assembled from every process's part,
+never gathered on one host. On one process the range is the whole batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+
+from ._rules import MeshAxes
+from ._shardings import batch_spec, fit_sharding
+
+Batch = dict[str, np.ndarray]
+
+
+class BatchLayout:
+    """The layout of a global batch of ``rows`` rows on ``mesh`` under ``rules``.
+
+    Attributes:
+        rows: rows of the global batch.
+        local: ``(start, stop)``: the rows this process's devices hold.
+    """
+
+    def __init__(self, mesh: Mesh, rules: Mapping[str, MeshAxes], rows: int) -> None:
+        self.mesh = mesh
+        self.rows = rows
+        self._sharding = NamedSharding(mesh, batch_spec(mesh, rules))
+        index = fit_sharding(self._sharding, (rows,)).addressable_devices_indices_map((rows,))
+        spans = [
+            (s[0].start or 0, rows if s[0].stop is None else s[0].stop) for s in index.values()
+        ]
+        self.local = (min(a for a, _ in spans), max(b for _, b in spans))
+
+    def place(self, local: Batch) -> dict[str, jax.Array]:
+        """Global arrays from this process's rows ``local`` (each ``[stop - start, ...]``)."""
+        lo, hi = self.local
+        out = {}
+        for name, part in local.items():
+            if part.shape[0] != hi - lo:
+                raise ValueError(
+                    f"batch entry {name!r} has {part.shape[0]} rows; this process holds rows "
+                    f"{lo}…{hi - 1} of {self.rows}."
+                )
+            shape = (self.rows, *part.shape[1:])
+            sharding = fit_sharding(self._sharding, shape)
+
+            def shard(index: tuple[slice, ...], part: np.ndarray = part) -> np.ndarray:
+                rows = index[0]
+                start = (rows.start or 0) - lo
+                stop = (self.rows if rows.stop is None else rows.stop) - lo
+                return part[(slice(start, stop), *index[1:])]
+
+            out[name] = jax.make_array_from_callback(shape, sharding, shard)
+        return out
+
+    def local_part(self, batch: Batch) -> Batch:
+        """This process's rows of a whole batch (for sources that can only give whole ones)."""
+        lo, hi = self.local
+        return {name: array[lo:hi] for name, array in batch.items()}
+
+
+def _takes_rows(next_batch: Any) -> bool:
+    try:
+        return "rows" in inspect.signature(next_batch).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def next_global_batch(data: Any, layout: BatchLayout) -> dict[str, jax.Array]:
+    """The next ``layout.rows`` rows of ``data`` as global arrays: a source whose
+    ``next_batch`` takes ``rows=(start, stop)`` is asked for this process's rows only."""
+    if _takes_rows(data.next_batch):
+        local = data.next_batch(layout.rows, rows=layout.local)
+    else:
+        local = layout.local_part(data.next_batch(layout.rows))
+    return layout.place(local)
+
+
+def to_host(tree: Any) -> Any:
+    """Every array of ``tree`` as a host numpy array of its global value, on every process.
+
+    In a multi-process run an array's shards live on several hosts: fetching it is a collective
+    that every process must join (``process_allgather``), even when only process 0 writes.
+    """
+    import equinox as eqx
+
+    if jax.process_count() == 1:
+        return jax.tree.map(lambda x: np.asarray(x) if eqx.is_array(x) else x, tree)
+    from jax.experimental import multihost_utils
+
+    arrays, static = eqx.partition(tree, eqx.is_array)
+    return eqx.combine(multihost_utils.process_allgather(arrays, tiled=True), static)
