@@ -35,11 +35,11 @@ EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
 SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "zoo-train": ("training/zoo-train/tests", [], {}),
     "zoo-flash-tpu": ("kernels/flash-tpu/tests", [], {}),
+    "integration": ("tests", [f"--ignore={MULTIDEVICE}"], {}),
     "zoo-models": ("models/zoo-models/tests", [], {}),
     "multidevice": (MULTIDEVICE, [], EIGHT_DEVICES),
-    "integration": ("tests", [f"--ignore={MULTIDEVICE}"], {}),
-    "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
+    "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
     "bench": ("bench/tests", [], {}),
 }

@@ -23,9 +23,9 @@ RUN = [
     "train", "--model", "llama-tiny", "--steps", str(STEPS), "--batch-size", "8",
     "--seq-len", "64", "--lr", "1e-2", "--log-every", "1", "--save-every", "2",
     "--eval-every", "0", "--sample-tokens", "0", "--no-progress",
-    "--set", "optimizer.warmup_steps=2", "--set", "eval_batches=2",
+    "--set", "optimizer.warmup_steps=2", "--set", "val_fraction=0",
 ]  # fmt: skip
-PEER_TIMEOUT_S = 10  # ZOO_PEER_TIMEOUT_S for these runs (the default is 30)
+PEER_TIMEOUT_S = 6  # ZOO_PEER_TIMEOUT_S for these runs (the default is 30)
 TIMEOUT_S = 240  # no process of these tests may run longer
 
 
@@ -264,7 +264,7 @@ def test_a_killed_coordinator_ends_the_others_at_once(corpus):
 def test_lora_finetune_and_export_over_two_processes(corpus, reference):
     args = ["finetune", "--from-run", "one", "--data", "data", "--out", "tuned", "--steps", "2", "--log-every", "1",
             "--batch-size", "8", "--seq-len", "64", "--lora-rank", "4", "--eval-every", "0",
-            "--no-progress", "--export-hf", "exported"]  # fmt: skip
+            "--no-progress", "--export-hf", "exported", "--set", "val_fraction=0"]  # fmt: skip
     results = _zoo(2, 2, args, corpus)
     for code, _, err in results:
         assert code == 0, err[-3000:]
