@@ -135,3 +135,16 @@ def test_arrays_without_names_are_fully_sharded_on_their_largest_dimension():
     shardings = parallel.tree_shardings(tree, mesh, parallel.make_rules())
     assert shardings["w"].spec == jax.sharding.PartitionSpec(None, "fsdp")  # 64 / 8
     assert shardings["b"].spec == jax.sharding.PartitionSpec()  # 6 rows: nothing divides
+
+
+def test_an_eval_step_without_the_optimizer_uses_the_state_where_it_is(batch):
+    mesh = _mesh(2, 2, 2)
+    state, _ = _state_and_step(mesh, OptimizerConfig(), grad_accum=1)
+    rules = parallel.make_rules()
+    loss = zoo_train.make_lm_loss()
+    plain = zoo_train.make_eval_step(loss, mesh=mesh, rules=rules)(batch, state)
+    optimizer, _ = zoo_train.make_optimizer(OptimizerConfig(), 10, state.params)
+    planned = zoo_train.make_eval_step(loss, mesh=mesh, rules=rules, optimizer=optimizer)(
+        batch, state
+    )
+    np.testing.assert_allclose(plain["loss_sum"], planned["loss_sum"], rtol=1e-6)

@@ -20,6 +20,7 @@ from .parallel import (
     MeshFunction,
     batch_shardings,
     batch_shards,
+    platform_of,
     replicated,
     state_shardings,
     tree_shardings,
@@ -197,7 +198,8 @@ def make_eval_step(
     """``eval_step(batch, state) -> {"loss_sum", **aux sums}`` (jitted, no donation).
 
     ``compiler_options``, ``mesh`` and ``rules`` as for :func:`make_train_step`; with a mesh,
-    ``optimizer`` (the state's) lays out the optimizer state it is handed.
+    ``optimizer`` (the state's) fixes the layout of the state it is handed; without it the
+    state is used where it is.
     """
 
     def eval_step(batch: dict[str, jax.Array], state: TrainState) -> dict:
@@ -219,25 +221,29 @@ def _mesh_function(
     donate_state: bool,
 ) -> MeshFunction:
     if compiler_options is None:
-        platform = None if mesh is None else mesh.devices.flat[0].platform
-        compiler_options = step_compiler_options(platform)
+        compiler_options = step_compiler_options(None if mesh is None else platform_of(mesh))
     donate = (1,) if donate_state else ()  # the state; batch buffers cannot alias outputs
     if mesh is None:
         return MeshFunction(fn, donate=donate, compiler_options=compiler_options)
-    optimizer = optimizer or optax.identity()
 
     def state_layout(state: TrainState) -> PyTree:
+        assert optimizer is not None
         return state_shardings(state, optimizer, mesh, rules)
 
     def out_layout(batch: PyTree, state: TrainState) -> PyTree:
         rep = replicated(mesh)
         return (state_layout(state), rep) if donate_state else rep
 
+    # Without the optimizer the state's layout cannot be planned (its optimizer state would
+    # not be recognised): an evaluation then uses the state where it is.
     return MeshFunction(
         fn,
         mesh=mesh,
         rules=rules,
-        in_shardings=(lambda batch: batch_shardings(batch, mesh, rules), state_layout),
+        in_shardings=(
+            lambda batch: batch_shardings(batch, mesh, rules),
+            state_layout if optimizer is not None else None,
+        ),
         out_shardings=out_layout,
         donate=donate,
         compiler_options=compiler_options,
