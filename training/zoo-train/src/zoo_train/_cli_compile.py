@@ -98,16 +98,10 @@ def run_compile(s: Settings, args: argparse.Namespace) -> int:
     try:
         devices = topology_devices(args.topology)
     except (LibtpuMissingError, ValueError) as e:
-        raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
+        raise UsageError.from_error(e) from None
     mesh, rules = cli_mesh(s.mesh_text, s.sharding, devices=devices)
     model = preset_config(s)  # the preset's own vocabulary, unlike a byte-level `zoo train`
-    check_mesh_fits(
-        mesh,
-        rules,
-        batch_size=s["batch_size"],
-        num_heads=model.n_heads,
-        num_kv_heads=model.kv_heads,
-    )
+    check_mesh_fits(mesh, rules, model, batch_size=s["batch_size"])
 
     from ._cli_train import _train_config
     from .compile import StepSetup, compile_step, max_batch

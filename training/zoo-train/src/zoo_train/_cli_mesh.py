@@ -9,11 +9,6 @@ from typing import Any
 from ._usage import UsageError
 
 
-def _sentence(err: Exception) -> str:
-    text = str(err)
-    return text[:1].upper() + text[1:]
-
-
 def cli_mesh(
     text: str | None,
     sharding: Mapping[str, Any] | None = None,
@@ -32,24 +27,36 @@ def cli_mesh(
         config = MeshConfig() if text is None else MeshConfig.parse(text)
         return make_mesh(config, devices), make_rules(sharding)
     except ValueError as e:
-        raise UsageError(_sentence(e)) from None
+        raise UsageError.from_error(e) from None
 
 
 def check_mesh_fits(
-    mesh: Any,
-    rules: Mapping[str, Any],
-    *,
-    batch_size: int | None,
-    num_heads: int,
-    num_kv_heads: int,
+    mesh: Any, rules: Mapping[str, Any], model_config: Any, *, batch_size: int | None = None
 ) -> None:
-    """A batch the data axes cannot split, or heads the tensor axes cannot, as a usage error
-    (``batch_size=None``: only the heads)."""
+    """A batch the data axes cannot split, or a model's heads the tensor axes cannot, as a usage
+    error (``batch_size=None``: only the heads)."""
     from .parallel import check_batch, check_heads
 
     try:
         if batch_size is not None:
             check_batch(batch_size, mesh, rules)
-        check_heads(num_heads, num_kv_heads, mesh, rules)
+        check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
     except ValueError as e:
-        raise UsageError(_sentence(e)) from None
+        raise UsageError.from_error(e) from None
+
+
+def load_hf_on_mesh(
+    path: Any, mesh: Any, rules: Mapping[str, Any], **config_changes: Any
+) -> tuple[Any, Any]:
+    """A Hugging Face model, each parameter placed on ``mesh`` by the sharding ``rules``, and its
+    tokenizer (fitted to the model's vocabulary)."""
+    import zoo_models
+
+    from ._finetune import fit_tokenizer
+    from .parallel import tree_shardings
+
+    model = zoo_models.load_hf(
+        path, shardings=lambda abstract: tree_shardings(abstract, mesh, rules), **config_changes
+    )
+    tokenizer = fit_tokenizer(zoo_models.load_tokenizer(path), model.config.vocab_size)
+    return model, tokenizer

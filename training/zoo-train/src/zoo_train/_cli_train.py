@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
-from ._cli_mesh import check_mesh_fits, cli_mesh
+from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
 from ._requirements import check_requirement
 from ._settings import Settings
 from ._usage import UsageError
@@ -46,7 +46,7 @@ def join_processes(args: Any, s: Settings) -> None:
             }
         )
     except (ValueError, StartError) as e:
-        raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
+        raise UsageError.from_error(e) from None
 
 
 def _train_config(s: Settings) -> Any:
@@ -123,7 +123,7 @@ def preset_config(s: Settings, tokenizer: Any | None = None) -> Any:
     try:
         config = zoo_models.get(s["model"])
     except ValueError as e:
-        raise UsageError(str(e)[0].upper() + str(e)[1:]) from None
+        raise UsageError.from_error(e) from None
     changes = dict(s.model_config)
     _check_model_changes(changes)
     if tokenizer is not None:
@@ -178,12 +178,8 @@ def _source_model(
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any] | None]:
     """The model to fine-tune (placed on ``mesh``), its tokenizer, how it was obtained, and its
     checkpoint provenance."""
-    import zoo_models
-
-    from ._finetune import fit_tokenizer
     from ._lora import merge_lora
     from ._runs import copy_tokenizer_files, load_run
-    from .parallel import tree_shardings
 
     from_hf, from_run = s["from_hf"], s["from_run"]
     if (from_hf is None) == (from_run is None):
@@ -197,13 +193,9 @@ def _source_model(
             )
         changes = dict(s.model_config)
         _check_model_changes(changes)
-        model = zoo_models.load_hf(
-            source,
-            attention_implementation=impl,
-            shardings=lambda abstract: tree_shardings(abstract, mesh, rules),
-            **changes,
+        model, tokenizer = load_hf_on_mesh(
+            source, mesh, rules, attention_implementation=impl, **changes
         )
-        tokenizer = fit_tokenizer(zoo_models.load_tokenizer(source), model.config.vocab_size)
         if is_primary():
             copy_tokenizer_files(source, out)
         return model, tokenizer, {"kind": "hf", "path": str(source.resolve())}, None
@@ -265,13 +257,7 @@ def run_training(s: Settings, *, command: str) -> int:
     else:
         tokenizer = byte_tokenizer()
         mc = preset_config(s, tokenizer)
-    check_mesh_fits(
-        mesh,
-        rules,
-        batch_size=s["batch_size"],
-        num_heads=mc.n_heads,
-        num_kv_heads=mc.kv_heads,
-    )
+    check_mesh_fits(mesh, rules, mc, batch_size=s["batch_size"])
     if mc.positional == "learned" and s["seq_len"] > mc.max_position:
         raise UsageError(
             f"seq_len {s['seq_len']} exceeds the model's {mc.max_position} positions; lower "

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
-from ._cli_mesh import check_mesh_fits, cli_mesh
+from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
 from ._usage import UsageError
 
 
@@ -26,22 +26,15 @@ def load_model(
     Returns:
         ``(model, tokenizer, description)``.
     """
-    from .parallel import make_mesh, make_rules, tree_shardings
+    from .parallel import make_mesh, make_rules
 
     mesh = make_mesh() if mesh is None else mesh
     rules = make_rules(rules)
     p = pathlib.Path(path)
     if (p / "config.json").is_file():
-        import zoo_models
-
-        from ._finetune import fit_tokenizer
-
-        model = zoo_models.load_hf(
-            p,
-            attention_implementation=attention_implementation,
-            shardings=lambda abstract: tree_shardings(abstract, mesh, rules),
+        model, tokenizer = load_hf_on_mesh(
+            p, mesh, rules, attention_implementation=attention_implementation
         )
-        tokenizer = fit_tokenizer(zoo_models.load_tokenizer(p), model.config.vocab_size)
         return model, tokenizer, f"Hugging Face model {p}"
     from ._runs import checkpoint_steps, load_run
 
@@ -65,11 +58,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     model, tokenizer, what = load_model(
         args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
     )
-    c = model.config
-    check_mesh_fits(mesh, rules, batch_size=None, num_heads=c.n_heads, num_kv_heads=c.kv_heads)
+    check_mesh_fits(mesh, rules, model.config)
     print(f"zoo: sampling from {what}", file=sys.stderr)
-    for i in range(args.num_samples):
-        with mesh_context(mesh, rules):
+    with mesh_context(mesh, rules):
+        for i in range(args.num_samples):
             text = sample_text(
                 model,
                 tokenizer,
@@ -81,15 +73,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 greedy=args.greedy,
                 seed=args.seed + i,
             )
-        if args.num_samples > 1:
-            print(f"--- sample {i + 1} ---")
-        print(args.prompt + text)
+            if args.num_samples > 1:
+                print(f"--- sample {i + 1} ---")
+            print(args.prompt + text)
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity."""
-    from ._cli_mesh import check_mesh_fits
     from ._inference import evaluate_model
 
     data = args.data or []
@@ -98,10 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model, tokenizer, what = load_model(
         args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
     )
-    c = model.config
-    check_mesh_fits(
-        mesh, rules, batch_size=args.batch_size, num_heads=c.n_heads, num_kv_heads=c.kv_heads
-    )
+    check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
     docs, described = load_corpus(data, max_bytes=args.max_bytes)
     if data and args.val_fraction is None:
         # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
@@ -165,22 +153,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path, mesh: Any, rules: dict[str, Any]) -> int:
-    import zoo_models
 
     from ._checkpoint import Checkpointer
     from ._config import OptimizerConfig, TrainConfig
-    from ._finetune import fit_tokenizer
     from ._loop import CHECKPOINT_DIR
     from ._optim import make_optimizer
     from ._provenance import provenance
     from ._runs import copy_tokenizer_files, model_identity, tokenizer_spec
     from ._state import init_train_state, trainable_params
-    from .parallel import mesh_record, tree_shardings
+    from .parallel import mesh_record
 
-    model = zoo_models.load_hf(
-        src, shardings=lambda abstract: tree_shardings(abstract, mesh, rules)
-    )
-    tokenizer = fit_tokenizer(zoo_models.load_tokenizer(src), model.config.vocab_size)
+    model, tokenizer = load_hf_on_mesh(src, mesh, rules)
     # Step 0 of a run with a stateless optimizer: the checkpoint holds the weights only.
     config = TrainConfig(
         steps=1,

@@ -303,7 +303,7 @@ def parse_mesh(text: str) -> dict[str, int]:
     try:
         config = MeshConfig.parse(text)
     except ValueError as e:
-        raise UsageError(f"{str(e)[0].upper()}{str(e)[1:]}") from None
+        raise UsageError.from_error(e) from None
     return {f"mesh.{k}": v for k, v in config.to_dict().items()}
 
 

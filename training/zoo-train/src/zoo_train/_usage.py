@@ -5,3 +5,10 @@ from __future__ import annotations
 
 class UsageError(ValueError):
     """Bad user input to the ``zoo`` command line; the message is one sentence naming the fix."""
+
+    @classmethod
+    def from_error(cls, err: Exception) -> UsageError:
+        """``err``'s message as a usage error, its first letter capitalised (the messages of
+        the checks this wraps start lowercase, as exceptions do)."""
+        text = str(err)
+        return cls(text[:1].upper() + text[1:])
