@@ -25,15 +25,16 @@ from ._config import RESUME_SAFE_FIELDS, TrainConfig
 from ._errors import CheckpointMismatchError, NonFiniteLossError
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
-from ._optim import make_optimizer
+from ._plan import is_builder, plan_state
 from ._precision import resolve_compute_dtype
 from ._progress import Progress
 from ._provenance import attention_resolutions, kernel_label, provenance
-from ._state import TrainState, init_train_state, trainable_params
+from ._state import TrainState
 from ._step import EvalFn, make_eval_step, make_train_step
 from .data import Batch, DataSource
 from .parallel import (
     BatchLayout,
+    batch_reader,
     check_batch,
     check_heads,
     describe_mesh,
@@ -42,10 +43,7 @@ from .parallel import (
     make_mesh,
     make_rules,
     mesh_record,
-    next_global_batch,
     platform_of,
-    state_shardings,
-    with_shardings,
 )
 
 logger = logging.getLogger("zoo_train")
@@ -102,19 +100,16 @@ def _identity(config: TrainConfig, data: DataSource, run_info: dict[str, Any] | 
     return _jsonable({"config": settings, "data": data.describe(), "run_info": run_info or {}})
 
 
-def is_builder(model: Any) -> bool:
-    """Whether ``model`` is a zero-argument function that builds the model (not a model)."""
-    return callable(model) and not isinstance(model, eqx.Module)
-
-
 def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | None:
-    shape = ("axes", "devices", "processes")
-    if not saved or all(saved.get(k, 1 if k == "processes" else None) == now[k] for k in shape):
+    if not saved:
+        return None
+    saved = {"processes": 1, **saved}  # recorded before runs of several processes existed
+    if all(saved[k] == now[k] for k in ("axes", "devices", "processes")):
         return None
 
     def show(m: dict[str, Any]) -> str:
         axes = " ".join(f"{k}={v}" for k, v in m["axes"].items())
-        n, p = m["devices"], m.get("processes", 1)
+        n, p = m["devices"], m["processes"]
         where = f"{n} device{'s' if n != 1 else ''}"
         return f"{axes} ({where}{f' in {p} processes' if p != 1 else ''})"
 
@@ -256,22 +251,10 @@ def train(
             z_loss=config.z_loss,
             compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
         )
-    build = model if is_builder(model) else None
-    abstract_model = eqx.filter_eval_shape(build) if build is not None else model
-    model_config = getattr(abstract_model, "config", None)
+    plan = plan_state(model, config, mesh, rules, trainable=trainable)
+    model_config = getattr(plan.abstract_model, "config", None)
     if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
         check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
-    optimizer, schedule = make_optimizer(
-        config.optimizer, config.steps, trainable_params(abstract_model, trainable)
-    )
-
-    def fresh_state(m: PyTree) -> TrainState:
-        return init_train_state(m, optimizer, seed=config.seed, trainable=trainable)
-
-    abstract_state = eqx.filter_eval_shape(
-        lambda: fresh_state(build() if build is not None else model)
-    )
-    shardings = state_shardings(abstract_state, optimizer, mesh, rules)
     identity = _identity(config, data, run_info)
 
     def check(meta: dict) -> None:
@@ -290,16 +273,16 @@ def train(
     progress: Progress | None = None
     try:
         # The template is abstract: resuming builds no model at all.
-        restored = checkpointer.restore(with_shardings(abstract_state, shardings), check=check)
+        restored = checkpointer.restore(plan.template, check=check)
         start = 0
         skipped_reports: list[str] = []
         if restored is not None:
             state, start, skipped_reports = restored.state, restored.step, restored.skipped
             data.load_state_dict(restored.meta["data_state"])
-        elif build is not None:
-            state = init_sharded(lambda: fresh_state(build()), mesh=mesh, shardings=shardings)
+        elif is_builder(model):
+            state = init_sharded(lambda: plan.fresh(model()), mesh=mesh, shardings=plan.shardings)
         else:
-            state = init_sharded(fresh_state, model, mesh=mesh, shardings=shardings)
+            state = init_sharded(plan.fresh, model, mesh=mesh, shardings=plan.shardings)
         # One writer: process 0 alone writes metrics, the plot and what a user reads; every
         # process computes the same values and joins every collective and checkpoint save.
         primary = is_primary()
@@ -314,16 +297,22 @@ def train(
                 on_record(rec)
 
         train_step = make_train_step(
-            optimizer, loss_fn, schedule, grad_accum=config.grad_accum, mesh=mesh, rules=rules
+            plan.optimizer,
+            loss_fn,
+            plan.schedule,
+            grad_accum=config.grad_accum,
+            mesh=mesh,
+            rules=rules,
         )
-        eval_step = make_eval_step(loss_fn, mesh=mesh, rules=rules, optimizer=optimizer)
+        eval_step = make_eval_step(loss_fn, mesh=mesh, rules=rules, optimizer=plan.optimizer)
 
         # Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
         # for the target and logged first.
         zoo_attention.clear_resolutions()
         step_rows = BatchLayout(mesh, rules, rows_per_step)
         eval_rows = BatchLayout(mesh, rules, config.batch_size)
-        batch = next_global_batch(data, step_rows)
+        next_batch = batch_reader(data, step_rows)
+        batch = next_batch()
         micro = {
             k: jax.ShapeDtypeStruct((config.batch_size, *v.shape[1:]), v.dtype)
             for k, v in batch.items()
@@ -381,7 +370,7 @@ def train(
             step += 1
             data_state = data.state_dict()
             if step < end:
-                batch = next_global_batch(data, step_rows)  # overlaps with the device step
+                batch = next_batch()  # overlaps with the device step
             m = {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
             if not m["finite"]:
                 bad = {"step": step, "event": "nonfinite", "loss": m["loss"]}

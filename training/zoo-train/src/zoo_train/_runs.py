@@ -23,10 +23,9 @@ from ._checkpoint import Checkpointer
 from ._config import TrainConfig
 from ._loop import CHECKPOINT_DIR
 from ._lora import LoRAConfig, apply_lora, lora_filter
-from ._optim import make_optimizer
-from ._state import init_train_state, trainable_params
+from ._plan import plan_state
 from ._usage import UsageError
-from .parallel import make_mesh, make_rules, state_shardings, with_shardings
+from .parallel import make_mesh, make_rules
 
 TOKENIZER_DIR = "tokenizer"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -157,19 +156,17 @@ def load_run(
         return model if lora is None else apply_lora(model, lora, key=jax.random.key(0))
 
     abstract = eqx.filter_eval_shape(build)
-    trainable = None if lora is None else lora_filter(abstract)
-    optimizer, _ = make_optimizer(
-        config.optimizer, config.steps, trainable_params(abstract, trainable)
+    plan = plan_state(
+        build,
+        config,
+        make_mesh() if mesh is None else mesh,
+        make_rules(rules),
+        trainable=None if lora is None else lora_filter(abstract),
+        abstract_model=abstract,
     )
-    template = eqx.filter_eval_shape(
-        lambda: init_train_state(build(), optimizer, seed=config.seed, trainable=trainable)
-    )
-    mesh = make_mesh() if mesh is None else mesh
-    rules = make_rules(rules)
-    template = with_shardings(template, state_shardings(template, optimizer, mesh, rules))
     checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, async_save=False)
     try:
-        restored = checkpointer.restore(template)
+        restored = checkpointer.restore(plan.template)
     finally:
         checkpointer.close()
     if restored is None:  # pragma: no cover - read_metas found steps

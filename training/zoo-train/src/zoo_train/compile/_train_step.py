@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,12 +25,11 @@ import zoo_models
 
 from .._config import TrainConfig
 from .._loss import make_lm_loss
-from .._optim import make_optimizer
+from .._plan import plan_state
 from .._precision import resolve_compute_dtype
-from .._state import init_train_state, trainable_params
 from .._step import make_train_step
 from ..data import rows_to_batch
-from ..parallel import batch_shardings, platform_of, state_shardings, with_shardings
+from ..parallel import batch_shardings, platform_of
 from ._memory import StepMemory, from_compiled, from_oom
 from ._topology import available_hbm
 
@@ -76,23 +74,6 @@ def abstract_batch(rows: int, seq_len: int, mesh: Mesh, rules: Mapping[str, Any]
     }
 
 
-def _abstract_state(setup: StepSetup) -> tuple[Any, Any, Any]:
-    key = jax.random.key(setup.config.seed)
-
-    def build() -> Any:
-        return zoo_models.build(setup.model, key=key)
-
-    abstract = eqx.filter_eval_shape(build)
-    optimizer, schedule = make_optimizer(
-        setup.config.optimizer, setup.config.steps, trainable_params(abstract, None)
-    )
-    state = eqx.filter_eval_shape(
-        lambda: init_train_state(build(), optimizer, seed=setup.config.seed)
-    )
-    shardings = state_shardings(state, optimizer, setup.mesh, setup.rules)
-    return with_shardings(state, shardings), optimizer, schedule
-
-
 def _bytes_per_device(tree: Any) -> int:
     total = 0
     for x in jax.tree.leaves(tree):
@@ -131,15 +112,19 @@ def compile_step(
     if on_compile is not None:
         on_compile(batch_size)
     config = dataclasses.replace(setup.config, batch_size=batch_size)
-    state, optimizer, schedule = _abstract_state(setup)
+    key = jax.random.key(config.seed)
+    plan = plan_state(
+        lambda: zoo_models.build(setup.model, key=key), config, setup.mesh, setup.rules
+    )
+    state = plan.template
     loss_fn = make_lm_loss(
         z_loss=config.z_loss,
         compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)),
     )
     step = make_train_step(
-        optimizer,
+        plan.optimizer,
         loss_fn,
-        schedule,
+        plan.schedule,
         grad_accum=config.grad_accum,
         mesh=setup.mesh,
         rules=setup.rules,

@@ -7,7 +7,7 @@ planned from the logical axis names the layers declare, GSPMD for the rest, and
 """
 
 from ._batches import BatchLayout as BatchLayout
-from ._batches import next_global_batch as next_global_batch
+from ._batches import batch_reader as batch_reader
 from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
 from ._checks import check_heads as check_heads

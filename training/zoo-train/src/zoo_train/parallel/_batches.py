@@ -9,7 +9,7 @@ never gathered on one host. On one process the range is the whole batch.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -75,14 +75,15 @@ def _takes_rows(next_batch: Any) -> bool:
         return False
 
 
-def next_global_batch(data: Any, layout: BatchLayout) -> dict[str, jax.Array]:
-    """The next ``layout.rows`` rows of ``data`` as global arrays: a source whose
-    ``next_batch`` takes ``rows=(start, stop)`` is asked for this process's rows only."""
+def batch_reader(data: Any, layout: BatchLayout) -> Callable[[], dict[str, jax.Array]]:
+    """A function giving the next ``layout.rows`` rows of ``data`` as global arrays each call.
+
+    A source whose ``next_batch`` takes ``rows=(start, stop)`` is asked for this process's rows
+    only; another gives whole batches, cut here. Which one is decided once, not every step.
+    """
     if _takes_rows(data.next_batch):
-        local = data.next_batch(layout.rows, rows=layout.local)
-    else:
-        local = layout.local_part(data.next_batch(layout.rows))
-    return layout.place(local)
+        return lambda: layout.place(data.next_batch(layout.rows, rows=layout.local))
+    return lambda: layout.place(layout.local_part(data.next_batch(layout.rows)))
 
 
 def to_host(tree: Any) -> Any:

@@ -225,13 +225,17 @@ def start_processes(config: ProcessConfig) -> bool:
 
 def stop_processes() -> None:
     """Stop the watchdog and leave the run (every process, at the end)."""
+    _stop_watchdog()
+    if jax.distributed.is_initialized():
+        jax.distributed.shutdown()
+    restore_output()
+
+
+def _stop_watchdog() -> None:
     global _watchdog
     if _watchdog is not None:
         _watchdog.stop()
         _watchdog = None
-    if jax.distributed.is_initialized():
-        jax.distributed.shutdown()
-    restore_output()
 
 
 def await_verdict() -> None:
@@ -248,10 +252,7 @@ def await_verdict() -> None:
 def abandon_processes() -> None:
     """Stop the watchdog and flush output, without waiting for the other processes (a process
     that fails alone exits at once: the others' watchdogs notice it is gone)."""
-    global _watchdog
-    if _watchdog is not None:
-        _watchdog.stop()
-        _watchdog = None
+    _stop_watchdog()
     if jax.process_index() == 0 and jax.process_count() > 1:
         # The coordination service leaves with process 0: give the others a moment to report
         # the same error (when they all failed together) before it goes.
