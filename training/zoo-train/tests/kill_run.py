@@ -1,4 +1,5 @@
-"""A training run as its own process, for the kill -9 test: ``python kill_run.py OUT STEPS``.
+"""A training run as its own process, for the kill -9 and signal tests:
+``python kill_run.py OUT STEPS``.
 
 Prints one JSON line when done and writes the final arrays to ``OUT/final.npz``.
 """
@@ -30,7 +31,11 @@ def main(out: str, steps: int) -> None:
         plot=False,
     )
     train, _ = loaders(0)
-    result = zoo_train.train(make_model(0, dim=64), train, config=config, out=out)
+    try:
+        result = zoo_train.train(make_model(0, dim=64), train, config=config, out=out)
+    except zoo_train.StoppedBySignalError as stopped:  # SIGTERM / Ctrl-C: saved, then out
+        print(json.dumps({"stopped": stopped.step, "saved": stopped.saved}), flush=True)
+        sys.exit(128 + stopped.signum)
     leaves = jax.tree.leaves(eqx.filter(result.state, eqx.is_array))
     np.savez(f"{out}/final.npz", *[np.asarray(x) for x in leaves])
     print(

@@ -1,4 +1,5 @@
-"""kill -9 a real training process while a checkpoint is being written, then resume."""
+"""kill -9 a real training process while a checkpoint is being written, or stop it with SIGINT
+and SIGTERM, then resume: the same final state as an uninterrupted run, bit for bit."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 import zoo_train
 
@@ -31,9 +33,82 @@ def _listing(ckpts: pathlib.Path) -> tuple[list[int], list[str]]:
     return sorted(int(n) for n in names if n.isdigit()), [n for n in names if "tmp" in n]
 
 
-def test_kill_during_save_then_resume_matches_uninterrupted(tmp_path):
-    ref_out, out = tmp_path / "reference", tmp_path / "victim"
-    reference = _start(ref_out)
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run, started at once and waited for when first needed."""
+    out = tmp_path_factory.mktemp("reference")
+    process = _start(out)
+
+    def final() -> pathlib.Path:
+        if process.returncode is None:
+            stdout, stderr = process.communicate(timeout=300)
+            assert process.returncode == 0, stderr[-2000:]
+            assert json.loads(stdout.strip().splitlines()[-1])["resumed_from"] is None
+        return out / "final.npz"
+
+    yield final
+    if process.poll() is None:
+        process.kill()
+
+
+def _assert_same_final(out: pathlib.Path, want_file: pathlib.Path) -> None:
+    with np.load(out / "final.npz") as got, np.load(want_file) as want:
+        assert got.files == want.files
+        for name in want.files:
+            np.testing.assert_array_equal(got[name], want[name])  # bitwise
+
+
+def _train_steps(out: pathlib.Path) -> list[int]:
+    return [
+        r["step"]
+        for r in zoo_train.read_metrics(out / "metrics.jsonl")
+        if "loss" in r and "event" not in r
+    ]
+
+
+def _wait_for(condition, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 300
+    while not condition():
+        assert process.poll() is None, process.stderr.read()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_sigint_while_compiling_and_sigterm_mid_run_save_then_resume(tmp_path, reference):
+    out = tmp_path / "run"
+    # Ctrl-C while the loop starts (tracing, compiling): a clean exit, before step 1 with nothing
+    # to save or after it with step 1 saved; this once crashed the interpreter.
+    first = _start(out)
+    _wait_for(lambda: (out / "metrics.jsonl").exists(), first)
+    first.send_signal(signal.SIGINT)
+    stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "Fatal" not in stderr
+    stopped = json.loads(stdout.strip().splitlines()[-1])
+    assert stopped in ({"stopped": 0, "saved": False}, {"stopped": 1, "saved": True})
+    assert _listing(out / "checkpoints")[0] == ([1] if stopped["saved"] else [])
+
+    # SIGTERM (a preemption) between checkpoints: the step in flight is finished and saved.
+    second = _start(out)
+    _wait_for(lambda: max(_train_steps(out), default=0) >= 7, second)
+    second.send_signal(signal.SIGTERM)
+    stdout, stderr = second.communicate(timeout=300)
+    assert second.returncode == 143, stderr[-2000:]
+    stopped = json.loads(stdout.strip().splitlines()[-1])
+    assert stopped["saved"] and stopped["stopped"] >= 7
+    assert stopped["stopped"] in _listing(out / "checkpoints")[0]
+
+    third = _start(out)
+    stdout, stderr = third.communicate(timeout=300)
+    assert third.returncode == 0, stderr[-2000:]
+    report = json.loads(stdout.strip().splitlines()[-1])
+    assert report["resumed_from"] == stopped["stopped"] and report["step"] == STEPS
+    assert _train_steps(out) == list(range(1, STEPS + 1))
+    _assert_same_final(out, reference())
+
+
+def test_kill_during_save_then_resume_matches_uninterrupted(tmp_path, reference):
+    out = tmp_path / "victim"
     victim = _start(out)
     ckpts = out / "checkpoints"
     in_flight = None
@@ -60,17 +135,5 @@ def test_kill_during_save_then_resume_matches_uninterrupted(tmp_path):
     assert committed[-1] <= killed_at < committed[-1] + 2 * 3 + 1
     assert report["step"] == STEPS
     assert _listing(ckpts)[1] == []  # the torn temporary directory is gone
-    steps = [
-        r["step"]
-        for r in zoo_train.read_metrics(out / "metrics.jsonl")
-        if "loss" in r and "event" not in r
-    ]
-    assert steps == list(range(1, STEPS + 1))  # one record per step, none duplicated
-
-    ref_stdout, ref_stderr = reference.communicate(timeout=300)
-    assert reference.returncode == 0, ref_stderr[-2000:]
-    assert json.loads(ref_stdout.strip().splitlines()[-1])["resumed_from"] is None
-    with np.load(out / "final.npz") as got, np.load(ref_out / "final.npz") as want:
-        assert got.files == want.files
-        for name in want.files:
-            np.testing.assert_array_equal(got[name], want[name])  # bitwise
+    assert _train_steps(out) == list(range(1, STEPS + 1))  # one record per step, none duplicated
+    _assert_same_final(out, reference())

@@ -36,7 +36,9 @@ def test_live_buffers_and_rss_are_flat_over_200_steps(tmp_path):
     assert len(after_warmup) == 15
     buffers = [s[1] for s in after_warmup]
     rss = [s[2] for s in after_warmup]
-    # Two levels only: the state alone, or the state plus the copies of one save in flight. A leak
-    # per step or per save would give a rising count instead.
-    assert len(set(buffers)) <= 2, buffers
+    # The count moves with a save in flight (copies of the state) and with the batches the
+    # prefetch thread has made; a leak per step or per save would make it rise from the first
+    # half of the run to the second instead.
+    first, second = buffers[: len(buffers) // 2], buffers[len(buffers) // 2 :]
+    assert max(second) <= max(first) and min(second) <= min(first), buffers
     assert max(rss) - rss[0] < 40 * 2**20, [r // 2**20 for r in rss]

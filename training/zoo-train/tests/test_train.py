@@ -270,3 +270,30 @@ def test_nonfinite_skip_drops_the_update_and_goes_on(tmp_path):
         if r.get("event") == "nonfinite"
     ]
     assert [(r["step"], r["action"]) for r in skips] == [(5, "skip")]
+
+
+def test_an_update_that_overflows_is_never_kept_or_saved(tmp_path):
+    # A finite loss and gradient, but a learning rate past float32's range: every update is
+    # infinite. Checked on the device, so not even step 1's state is kept.
+    huge = OptimizerConfig(lr=1e39, warmup_steps=0)
+    train, _ = loaders(0)
+    cfg = _config(steps=3, optimizer=huge, eval_every=0, checkpoint_every=1)
+    with pytest.raises(zoo_train.NonFiniteLossError, match="Step 1: the update made") as info:
+        zoo_train.train(make_model(0), train, config=cfg, out=tmp_path / "stop")
+    assert info.value.last_checkpoint is None
+    assert not list((tmp_path / "stop" / "checkpoints").glob("[0-9]*"))  # nothing saved
+
+    initial = _params(eqx.filter(make_model(0), eqx.is_array))
+    train, _ = loaders(0)
+    cfg = _config(steps=3, optimizer=huge, eval_every=0, checkpoint_every=1, on_nonfinite="skip")
+    result = zoo_train.train(make_model(0), train, config=cfg, out=tmp_path / "skip")
+    assert int(result.state.skipped) == 3
+    ckpt = Checkpointer(tmp_path / "skip" / "checkpoints")
+    try:
+        assert ckpt.steps() == [2, 3]  # keep=2
+        for step in ckpt.steps():
+            saved = ckpt.restore_step(step, result.state).state
+            _assert_same(_params(eqx.filter(saved.params, eqx.is_array)), initial)
+            assert all(np.isfinite(x).all() for x in _params(saved))
+    finally:
+        ckpt.close()

@@ -82,7 +82,19 @@ def _train_config(s: Settings) -> Any:
         progress=s["progress"],
         mesh=MeshConfig.parse(s.mesh_text),
         sharding=dict(s.sharding),
+        profile=_profile_window(s["profile"]),
     )
+
+
+def _profile_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    from .profile import parse_window
+
+    try:
+        return parse_window(text)
+    except ValueError as err:
+        raise UsageError.from_error(err) from None
 
 
 def _model_fields() -> set[str]:

@@ -98,6 +98,8 @@ class TrainConfig:
             the fully sharded data-parallel axis). ``batch_size`` is the global row count.
         sharding: changes to the sharding rules (logical axis name → mesh axes; see
             :data:`zoo_train.parallel.DEFAULT_RULES`).
+        profile: ``(start, end)``: capture a ``jax.profiler`` trace of steps ``start..end``
+            (inclusive) into ``OUT/profile/`` (read it with ``zoo profile``); ``None``: none.
     """
 
     steps: int = 1000
@@ -118,8 +120,16 @@ class TrainConfig:
     plot: bool = True
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     sharding: dict[str, Any] = dataclasses.field(default_factory=dict)
+    profile: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
+        if self.profile is not None:
+            start, end = self.profile
+            if not 1 <= start <= end:
+                raise ValueError(
+                    f"`profile` must be (start, end) with 1 <= start <= end, got {self.profile}."
+                )
+            object.__setattr__(self, "profile", (int(start), int(end)))
         for name in ("steps", "batch_size", "grad_accum", "log_every", "checkpoint_every", "keep"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be at least 1, got {getattr(self, name)}.")
@@ -163,5 +173,7 @@ RESUME_SAFE_FIELDS = frozenset(
         # How the run is laid out on devices, not what it computes.
         "mesh",
         "sharding",
+        # What is watched, not what is computed.
+        "profile",
     }
 )

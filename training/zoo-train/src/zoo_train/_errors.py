@@ -23,3 +23,23 @@ class CheckpointMismatchError(ValueError):
 
 class NoUsableCheckpointError(RuntimeError):
     """The output directory holds checkpoints but none of them can be read."""
+
+
+class StoppedBySignalError(RuntimeError):
+    """SIGINT or SIGTERM asked the run to stop; it saved a checkpoint at ``step`` first.
+
+    Attributes:
+        step: the last step taken (and saved, when ``saved``).
+        signum: the signal's number (``signal.SIGINT`` or ``signal.SIGTERM``).
+        saved: whether a checkpoint of ``step`` was written (not when no step had run yet).
+    """
+
+    def __init__(self, *, step: int, signum: int, saved: bool) -> None:
+        import signal
+
+        self.step, self.signum, self.saved = step, signum, saved
+        self.name = signal.Signals(signum).name
+        what = f"checkpoint {step} saved" if saved else "no new step to save"
+        super().__init__(
+            f"Stopped by {self.name} after step {step}; {what}; run the same command to resume."
+        )

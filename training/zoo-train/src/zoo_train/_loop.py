@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -13,7 +15,6 @@ from typing import Any, Protocol
 
 import equinox as eqx
 import jax
-import numpy as np
 from jax.sharding import Mesh
 from jaxtyping import PyTree
 
@@ -22,15 +23,18 @@ import zoo_layers
 
 from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
-from ._errors import CheckpointMismatchError, NonFiniteLossError
+from ._errors import CheckpointMismatchError, NonFiniteLossError, StoppedBySignalError
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
 from ._plan import is_builder, plan_state
 from ._precision import resolve_compute_dtype
+from ._prefetch import Prefetcher
 from ._progress import Progress
 from ._provenance import attention_resolutions, kernel_label, provenance
 from ._state import TrainState
 from ._step import EvalFn, make_eval_step, make_train_step
+from ._step_metrics import StepMetrics, Window
+from ._stop import stop_requests
 from .data import Batch, DataSource
 from .parallel import (
     BatchLayout,
@@ -45,6 +49,7 @@ from .parallel import (
     mesh_record,
     platform_of,
 )
+from .profile import ProfileWindow, host_annotation, step_annotation
 
 logger = logging.getLogger("zoo_train")
 
@@ -125,46 +130,66 @@ def _differences(saved: Any, now: Any, prefix: str = "") -> list[str]:
     return [] if saved == now else [f"{prefix[:-1]}: {saved!r} → {now!r}"]
 
 
-class _Window:
-    """Means of the step metrics and the throughput since the last train record."""
+class _Reporter:
+    """What happens when a step's metrics are read: the non-finite check, the progress bar and
+    the train record every ``log_every`` steps."""
 
-    def __init__(self, tokens_per_step: int) -> None:
-        self.tokens_per_step = tokens_per_step
-        self.t_run = time.perf_counter()
-        self.restart()
+    def __init__(
+        self,
+        config: TrainConfig,
+        end: int,
+        start: int,
+        window: Window,
+        progress: Progress,
+        record: Callable[[dict[str, Any]], None],
+        checkpointer: Checkpointer,
+        *,
+        label: str,
+        skipped: int,
+    ) -> None:
+        self.config, self.end, self.start, self.window = config, end, start, window
+        self.progress, self.record, self.checkpointer = progress, record, checkpointer
+        self.label = label
+        self.skipped = skipped
 
-    def restart(self) -> None:
-        self.values: dict[str, list[float]] = {}
-        self.restart_clock()
+    def __call__(self, step: int, m: dict[str, Any]) -> None:
+        if not m["finite"]:
+            self._nonfinite(step, m)
+        first = step == self.start + 1
+        if first:
+            self.window.restart_clock()  # the first step's time is compilation, not training
+        self.window.add(m, timed=not first)
+        self.progress.update(1, loss=m["loss"], lr=m["lr"])
+        if step % self.config.log_every == 0 or step == self.end:
+            rec = self.window.record(step, lr=m["lr"])
+            rec["skipped_total"] = self.skipped
+            rec["kernel"] = self.label
+            self.record(rec)
+            if rec["tokens_per_s"] is not None:
+                self.progress.update(0, loss=rec.get("loss", m["loss"]), tok_s=rec["tokens_per_s"])
 
-    def restart_clock(self) -> None:
-        self.steps = 0
-        self.t0 = time.perf_counter()
-
-    def pause(self, seconds: float) -> None:
-        self.t0 += seconds
-
-    def add(self, m: dict[str, float], *, timed: bool = True) -> None:
-        if m["finite"]:
-            for k, v in m.items():
-                if k != "finite":
-                    self.values.setdefault(k, []).append(float(v))
-        self.steps += int(timed)
-
-    def record(self, step: int, *, lr: float) -> dict[str, Any]:
-        now = time.perf_counter()
-        rec: dict[str, Any] = {"step": step}
-        for k, vs in self.values.items():
-            rec[k] = float(np.sum(vs)) if k == "weight" else float(np.mean(vs))
-        rec["tokens"] = rec.pop("weight", 0.0)
-        rec["lr"] = lr
-        elapsed = now - self.t0
-        rec["tokens_per_s"] = (
-            self.tokens_per_step * self.steps / elapsed if self.steps and elapsed > 0 else None
+    def _nonfinite(self, step: int, m: dict[str, Any]) -> None:
+        self.skipped += 1
+        bad = {"step": step, "event": "nonfinite", "loss": m["loss"], "grad_norm": m["grad_norm"]}
+        if self.config.on_nonfinite == "skip":
+            self.record({**bad, "action": "skip"})
+            return
+        self.checkpointer.wait()
+        last = self.checkpointer.latest_step()
+        self.record({**bad, "action": "stop"})
+        what = (
+            f"the update made the parameters or optimizer state non-finite (loss {m['loss']}, "
+            f"gradient norm {m['grad_norm']})"
+            if m.get("update_finite") is False and math.isfinite(m["loss"])
+            else f"the loss is {m['loss']} (gradient norm {m['grad_norm']})"
         )
-        rec["elapsed_s"] = now - self.t_run
-        self.restart()
-        return rec
+        raise NonFiniteLossError(
+            f"Step {step}: {what}; training stopped and the last good checkpoint "
+            f"({'step ' + str(last) if last is not None else 'none'}) is kept; lower the "
+            "learning rate or set on_nonfinite='skip'.",
+            step=step,
+            last_checkpoint=last,
+        )
 
 
 def _evaluate(
@@ -271,6 +296,11 @@ def train(
     )
     writer: MetricsWriter | None = None
     progress: Progress | None = None
+    feed: Prefetcher | None = None
+    exits = contextlib.ExitStack()
+    stop = exits.enter_context(stop_requests())
+    profile_steps = config.profile
+    profile = ProfileWindow(profile_steps, out, last=end, enabled=is_primary())
     try:
         # The template is abstract: resuming builds no model at all.
         restored = checkpointer.restore(plan.template, check=check)
@@ -312,7 +342,9 @@ def train(
         step_rows = BatchLayout(mesh, rules, rows_per_step)
         eval_rows = BatchLayout(mesh, rules, config.batch_size)
         next_batch = batch_reader(data, step_rows)
-        batch = next_batch()
+        # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
+        feed = Prefetcher(lambda: (next_batch(), data.state_dict()), max(end - start, 1))
+        batch, data_state = feed.next()
         micro = {
             k: jax.ShapeDtypeStruct((config.batch_size, *v.shape[1:]), v.dtype)
             for k, v in batch.items()
@@ -361,64 +393,89 @@ def train(
             "provenance": prov,
             "mesh": layout,
         }
+        prof_meta = {
+            "kernel": label,
+            "attention": kernels,
+            "eval_modules": ["jit_eval_step"],
+            "run": str(out),
+        }
         tokens_per_step = int(batch["input_ids"].size) if "input_ids" in batch else 0
         last_eval: dict[str, Any] | None = None
-        window = _Window(tokens_per_step)
-        step = start
-        while step < end:
-            state, metrics = train_step(batch, state)
-            step += 1
-            data_state = data.state_dict()
-            if step < end:
-                batch = next_batch()  # overlaps with the device step
-            m = {k: np.asarray(v).item() for k, v in jax.device_get(metrics).items()}
-            if not m["finite"]:
-                bad = {"step": step, "event": "nonfinite", "loss": m["loss"]}
-                bad["grad_norm"] = m["grad_norm"]
-                if config.on_nonfinite == "stop":
-                    checkpointer.wait()
-                    last = checkpointer.latest_step()
-                    record({**bad, "action": "stop"})
-                    raise NonFiniteLossError(
-                        f"Step {step}: the loss is {m['loss']} (gradient norm {m['grad_norm']}); "
-                        f"training stopped and the last good checkpoint "
-                        f"({'step ' + str(last) if last is not None else 'none'}) is kept; lower "
-                        "the learning rate or set on_nonfinite='skip'.",
-                        step=step,
-                        last_checkpoint=last,
-                    )
-                record({**bad, "action": "skip"})
-            first = step == start + 1
-            if first:
-                window.restart_clock()  # the first step's time is compilation, not training
-            window.add(m, timed=not first)
-            progress.update(1, loss=m["loss"], lr=m["lr"])
-            if step % config.log_every == 0 or step == end:
-                rec = window.record(step, lr=m["lr"])
-                rec["skipped_total"] = int(jax.device_get(state.skipped))
-                rec["kernel"] = label
-                record(rec)
-                if rec["tokens_per_s"] is not None:
-                    progress.update(0, loss=rec.get("loss", m["loss"]), tok_s=rec["tokens_per_s"])
-            evaluated = None
-            if eval_data is not None and (
-                (config.eval_every and step % config.eval_every == 0) or step == end
-            ):
-                t_eval = time.perf_counter()
-                evaluated = _evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches)
-                last_eval = {"step": step, **evaluated}
-                record(last_eval)
-                progress.write(
-                    f"step {step}: eval loss {evaluated['eval_loss']:.4f}, ppl {evaluated['eval_ppl']:.2f}"
-                )
-                window.pause(time.perf_counter() - t_eval)  # evaluation is not training time
-            if step % config.checkpoint_every == 0 or step == end:
+        window = Window(tokens_per_step)
+        reported = StepMetrics(
+            _Reporter(
+                config,
+                end,
+                start,
+                window,
+                progress,
+                record,
+                checkpointer,
+                label=label,
+                skipped=int(jax.device_get(state.skipped)),
+            )
+        )
+
+        def save(step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
+            reported.drain()  # a step is saved only once it is known to be finite
+            with host_annotation("checkpoint"):
                 checkpointer.save(
                     step,
                     state,
                     {**meta_base, "data_state": data_state, "last_eval": last_eval},
                     eval_loss=None if evaluated is None else evaluated["eval_loss"],
                 )
+
+        step = start
+        if stop.signum is not None and jax.process_count() == 1:  # before any step ran
+            raise StoppedBySignalError(step=step, signum=stop.signum, saved=False)
+        while step < end:
+            if profile.starts(step + 1):
+                reported.drain()
+                jax.block_until_ready(state)
+                profile.start()
+            with step_annotation(step + 1):
+                state, metrics = train_step(batch, state)
+            step += 1
+            step_data_state = data_state  # the loader's position after this step's batch
+            if step < end:
+                batch, data_state = feed.next()  # made while the device runs
+            reported.push(step, metrics)
+            if profile.due(step):
+                jax.block_until_ready(state)
+                capture = profile.after(
+                    step, [functools.partial(train_step.hlo, batch, state)], prof_meta
+                )
+                progress.write(
+                    f"zoo-train: profile of steps {profile_steps[0]}–{profile_steps[1]} in "
+                    f"{capture}; read it with `zoo profile {out}`"
+                )
+            evaluated = None
+            if eval_data is not None and (
+                (config.eval_every and step % config.eval_every == 0) or step == end
+            ):
+                reported.drain()
+                t_eval = time.perf_counter()
+                with host_annotation("eval"):
+                    evaluated = _evaluate(
+                        eval_step, state, eval_data, eval_rows, config.eval_batches
+                    )
+                last_eval = {"step": step, **evaluated}
+                record(last_eval)
+                progress.write(
+                    f"step {step}: eval loss {evaluated['eval_loss']:.4f}, ppl {evaluated['eval_ppl']:.2f}"
+                )
+                window.pause(time.perf_counter() - t_eval)  # evaluation is not training time
+            saved = step % config.checkpoint_every == 0 or step == end
+            if saved:
+                save(step, step_data_state, evaluated)
+            halt = stop.stop_step(step)
+            if halt is not None and step >= halt[0] and step < end:  # SIGTERM, Ctrl-C
+                if not saved:
+                    save(step, step_data_state, evaluated)
+                checkpointer.wait()
+                raise StoppedBySignalError(step=step, signum=halt[1], saved=True)
+        reported.drain()
         checkpointer.wait()
         progress.close()
         if config.plot and primary:
@@ -435,6 +492,10 @@ def train(
             best_step=checkpointer.best_step(),
         )
     finally:
+        exits.close()
+        if feed is not None:
+            feed.close()
+        profile.close()
         if progress is not None:
             progress.close()
         if writer is not None:

@@ -56,6 +56,9 @@ SCHEMA: dict[str, Key] = {
     "compute_dtype": Key("str", "auto", "auto, float32 or bfloat16"),
     "z_loss": Key("float", 0.0, "weight of the z-loss"),
     "progress": Key("bool", True, "show the progress bar"),
+    "profile": Key(
+        "str?", None, "trace steps START:END into OUT/profile (read: `zoo profile OUT`)"
+    ),
     "sample_tokens": Key("int", 300, "tokens sampled at the end (0: none)"),
     "prompt": Key("str", "def ", "prompt of the final sample"),
     "temperature": Key("float", 0.8, "sampling temperature of the final sample"),

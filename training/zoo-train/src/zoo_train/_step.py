@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import equinox as eqx
@@ -38,6 +39,14 @@ def _sums(loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax
     return jnp.asarray(loss_sum, jnp.float32), {
         k: jnp.asarray(v, jnp.float32) for k, v in aux.items()
     }
+
+
+def _all_finite(tree: PyTree) -> jax.Array:
+    """Whether every floating-point value of ``tree`` is finite (a scalar bool)."""
+    leaves = [x for x in jax.tree.leaves(tree) if eqx.is_inexact_array(x)]
+    return functools.reduce(
+        jnp.logical_and, [jnp.isfinite(x).all() for x in leaves], jnp.array(True)
+    )
 
 
 def split_micro_batches(batch: PyTree, grad_accum: int, shards: int = 1) -> PyTree:
@@ -130,12 +139,14 @@ def make_train_step(
     ``step.lower(batch, state)`` accepts abstract arguments for ahead-of-time compilation.
 
     The gradient is the sum over micro-batches divided by the total ``weight`` (the token mean of
-    the whole step). If the loss or the gradient norm is not finite, the parameters and optimizer
-    state are left unchanged (``metrics["finite"]`` is false and ``state.skipped`` counts it);
-    the loop decides whether to stop or go on.
+    the whole step). If the loss, the gradient norm, or any value of the updated parameters or
+    optimizer state is not finite, the parameters and optimizer state are left unchanged
+    (``metrics["finite"]`` is false and ``state.skipped`` counts it); the loop decides whether
+    to stop or go on.
 
     ``metrics``: ``loss``, ``weight``, ``grad_norm`` (before clipping), ``lr`` (of this update),
-    ``finite`` and each other ``aux`` entry divided by ``weight``.
+    ``finite``, ``update_finite`` (the updated state alone) and each other ``aux`` entry divided
+    by ``weight``.
 
     ``compiler_options`` are XLA options for the step; ``None`` uses
     :func:`step_compiler_options` for the mesh's platform (or the default backend), ``{}``
@@ -162,9 +173,12 @@ def make_train_step(
         grads = jax.tree.map(lambda g: g / weight, grads)
         loss = loss_sum / weight
         grad_norm = optax.tree.norm(grads)
-        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
         new_params = optax.apply_updates(state.params, updates)
+        # A finite gradient can still make an infinite update (a huge learning rate): checked
+        # on the device, so a non-finite state is never kept, let alone saved.
+        update_finite = _all_finite(new_params) & _all_finite(new_opt_state)
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & update_finite
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
         new_state = TrainState(
             params=keep(new_params, state.params),
@@ -180,6 +194,7 @@ def make_train_step(
             "grad_norm": grad_norm,
             "lr": jnp.asarray(schedule(state.step - state.skipped), jnp.float32),
             "finite": finite,
+            "update_finite": update_finite,
         }
         metrics.update({k: v / weight for k, v in aux.items() if k != "weight"})
         return new_state, metrics

@@ -8,6 +8,7 @@ Commands (zoo COMMAND --help for each):
   zoo eval RUN_OR_HF_DIR          held-out loss and perplexity
   zoo convert SRC DST             Hugging Face directory <-> zoo run directory
   zoo compile --topology v5e:2x2  compile the train step for a TPU topology: does it fit?
+  zoo profile RUN                 where the time of `zoo train --profile A:B` steps went
   zoo models                      the model presets
   zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
 """
@@ -54,6 +55,7 @@ _RUN_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--prompt", "prompt", str, "TEXT"),
     ("--attention-implementation", "attention.implementation", str, "KERNEL"),
     ("--attention-require", "attention.require", str, "REQ"),
+    ("--profile", "profile", str, "START:END"),
 ]
 _FINETUNE_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--from-hf", "from_hf", str, "DIR"),
@@ -255,6 +257,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_run_flags(comp, finetune=False)
 
+    prof = sub.add_parser(
+        "profile",
+        help="where the time of profiled train steps went",
+        description="Read a trace captured by `zoo train --profile START:END` (give the run "
+        "directory, its profile/ directory or a trace file) and print the time per step by "
+        "category (attention by kernel and version, matmuls, other fused operations, host/idle "
+        "gaps, evaluation and checkpoints) and the top operations. --compare BEFORE AFTER "
+        "shows the change per category, e.g. across a kernel upgrade.",
+    )
+    prof.add_argument("source", nargs="?", metavar="RUN_OR_TRACE", help="run or trace directory")
+    prof.add_argument(
+        "--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="two runs or traces to compare"
+    )
+    prof.add_argument("--json", action="store_true", help="print the figures as JSON")
+    prof.add_argument(
+        "--top", type=int, default=10, metavar="N", help="operations listed (default: 10)"
+    )
+
     sub.add_parser("models", help="list the model presets", description="List the model presets.")
 
     kern = sub.add_parser(
@@ -284,9 +304,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_compile(settings, args)
         from ._cli_train import join_processes, run_training
+        from ._stop import stop_requests
 
         join_processes(args, settings)
-        return run_training(settings, command=args.command)
+        with stop_requests():  # from here on, SIGTERM/Ctrl-C stop after a step, with a save
+            return run_training(settings, command=args.command)
     if args.command == "generate":
         from ._cli_use import cmd_generate
 
@@ -299,6 +321,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from ._cli_use import cmd_convert
 
         return cmd_convert(args)
+    if args.command == "profile":
+        from ._cli_profile import cmd_profile
+
+        return cmd_profile(args)
     if args.command == "models":
         from ._cli_catalog import cmd_models
 
@@ -395,11 +421,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{where()}: interrupted.", file=sys.stderr)
         return 130
     except Exception as err:
-        from ._errors import NonFiniteLossError
+        from ._errors import NonFiniteLossError, StoppedBySignalError
 
         if isinstance(err, NonFiniteLossError):
             print(f"{where()}: {_one_sentence(err)}", file=sys.stderr)
             return 1
+        if isinstance(err, StoppedBySignalError):
+            print(f"{where()}: {_one_sentence(err)}", file=sys.stderr)
+            return 128 + err.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
         if isinstance(err, _user_errors()) and not os.environ.get("ZOO_DEBUG"):
             print(f"{where()}: error: {_one_sentence(err)}", file=sys.stderr)
             return 2

@@ -121,6 +121,9 @@ class MeshFunction:
                 out_static["value"] = result_static
                 return result_arrays
 
+            # The program is named after the function (`jit_step`), as profiles show it.
+            traced.__name__ = getattr(self.fn, "__name__", traced.__name__)
+
             kwargs: dict[str, Any] = {
                 "donate_argnums": self.donate,
                 "compiler_options": self.compiler_options,
@@ -146,6 +149,10 @@ class MeshFunction:
         jitted, dyn, _ = self._prepare(args)
         with self.context():
             return jitted.lower(*dyn)
+
+    def hlo(self, *args: Any) -> str:
+        """The optimized HLO text of the program ``args`` run (compiled already if it ran)."""
+        return self.lower(*args).compile().as_text()
 
     def compilations(self) -> int:
         """How many programs this function has compiled (one per static part and shape)."""

@@ -1,0 +1,109 @@
+"""What each operation of a compiled XLA program is: read from its optimized HLO text.
+
+A trace names the operations it timed (``fusion.12``, ``dot.3``) but not what they compute. The
+optimized HLO says it: each instruction's opcode, the computation a fusion calls, and the
+``op_name`` metadata, which carries the ``jax.named_scope`` path the operation was traced under
+(``jit(step)/…/zoo_attention.xla-1.1.0/dot_general``). Only the few fields needed are read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+# `%name = SHAPE opcode(operands), attr=..., metadata={op_name="..." ...}`; SHAPE may be a tuple.
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(?:\([^=]*?\)|\S+)\s+([\w\-]+)\(")
+_COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s*->\s*.*\{\s*$")
+_MODULE = re.compile(r"^HloModule\s+([\w.\-]+)")
+_CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+# The scope zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}`.
+_KERNEL_SCOPE = re.compile(r"zoo_attention\.([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)")
+
+_MATMUL_OPCODES = frozenset({"dot", "convolution"})
+_MATMUL_TARGETS = ("matmul", "gemm", "dot", "conv")
+
+
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """One HLO instruction: ``opcode``, the computations it calls and its ``op_name``."""
+
+    name: str
+    opcode: str
+    calls: tuple[str, ...]
+    op_name: str
+    target: str = ""
+
+
+@dataclasses.dataclass
+class HloProgram:
+    """The instructions of one optimized HLO module, by name, grouped by computation."""
+
+    module: str
+    instructions: dict[str, Instruction]
+    computations: dict[str, list[str]]
+
+    def kernel(self, op: str) -> str | None:
+        """``"xla 1.1.0"`` when ``op`` runs inside a zoo attention kernel's named scope."""
+        ins = self.instructions.get(op)
+        if ins is None:
+            return None
+        found = _KERNEL_SCOPE.search(ins.op_name)
+        return f"{found.group(1)} {found.group(2)}" if found else None
+
+    def is_matmul(self, op: str) -> bool:
+        """Whether ``op`` is a matrix multiply or a fusion built around one."""
+        seen: set[str] = set()
+
+        def has_matmul(ins: Instruction) -> bool:
+            if ins.opcode in _MATMUL_OPCODES:
+                return True
+            if ins.opcode == "custom-call" and any(
+                t in ins.target.lower() for t in _MATMUL_TARGETS
+            ):
+                return True
+            if ins.opcode not in ("fusion", "call"):
+                return False  # a while loop's body is timed op by op, not as the loop
+            for comp in ins.calls:
+                if comp in seen:
+                    continue
+                seen.add(comp)
+                for name in self.computations.get(comp, []):
+                    if has_matmul(self.instructions[name]):
+                        return True
+            return False
+
+        ins = self.instructions.get(op)
+        return ins is not None and has_matmul(ins)
+
+
+def parse_hlo(text: str) -> HloProgram:
+    """The :class:`HloProgram` of optimized HLO text (``compiled.as_text()``)."""
+    module = ""
+    instructions: dict[str, Instruction] = {}
+    computations: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if not module and (m := _MODULE.match(line)):
+            module = m.group(1)
+            continue
+        if (m := _INSTRUCTION.match(line)) is not None:
+            name, opcode = m.group(1), m.group(2)
+            op_name = _OP_NAME.search(line)
+            target = _TARGET.search(line)
+            instructions[name] = Instruction(
+                name=name,
+                opcode=opcode,
+                calls=tuple(_CALLS.findall(line)),
+                op_name=op_name.group(1) if op_name else "",
+                target=target.group(1) if target else "",
+            )
+            if current is not None:
+                current.append(name)
+            continue
+        if (m := _COMPUTATION.match(line)) is not None:
+            current = computations.setdefault(m.group(1), [])
+        elif line.strip() == "}":
+            current = None
+    return HloProgram(module=module, instructions=instructions, computations=computations)

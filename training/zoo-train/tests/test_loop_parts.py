@@ -1,0 +1,73 @@
+"""The loop's parts that keep the device busy: the batch prefetcher and the late metric reads."""
+
+import threading
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from zoo_train._prefetch import Prefetcher
+from zoo_train._step_metrics import StepMetrics
+
+
+def test_the_prefetcher_hands_out_every_result_in_order_and_stops_at_count():
+    made = []
+
+    def produce():
+        made.append(len(made))
+        return made[-1]
+
+    feed = Prefetcher(produce, 7, depth=2)
+    try:
+        assert [feed.next() for _ in range(7)] == list(range(7))
+        with pytest.raises(RuntimeError, match="ended early"):
+            feed.next()
+    finally:
+        feed.close()
+    assert made == list(range(7))
+
+
+def test_the_prefetcher_works_ahead_but_no_further_than_its_depth():
+    made = []
+    feed = Prefetcher(lambda: made.append(1) or len(made), 100, depth=2)
+    try:
+        time.sleep(0.5)
+        # Two waiting in the queue and one made but not yet placed in it.
+        assert 2 <= len(made) <= 3
+        assert feed.next() == 1
+    finally:
+        feed.close()
+    assert not any(t.name == "zoo-prefetch" and t.is_alive() for t in threading.enumerate())
+
+
+def test_an_error_while_producing_is_raised_by_next_in_its_turn():
+    calls = []
+
+    def produce():
+        calls.append(1)
+        if len(calls) == 3:
+            raise ValueError("bad document")
+        return len(calls)
+
+    feed = Prefetcher(produce, 10)
+    try:
+        assert feed.next() == 1 and feed.next() == 2
+        with pytest.raises(ValueError, match="bad document"):
+            feed.next()
+    finally:
+        feed.close()
+
+
+def test_metrics_are_read_lag_steps_late_and_all_on_drain():
+    seen = []
+    metrics = StepMetrics(lambda step, m: seen.append((step, m["loss"])), lag=2)
+    rng = np.random.default_rng()
+    losses = rng.normal(size=6).astype(np.float32)
+    for step, loss in enumerate(losses, start=1):
+        metrics.push(step, {"loss": jnp.asarray(loss)})
+        # Steps up to `step - 2` have been read, none later: the last two stay on the device.
+        assert [s for s, _ in seen] == list(range(1, max(step - 2, 0) + 1))
+    metrics.drain()
+    assert [s for s, _ in seen] == list(range(1, 7))
+    np.testing.assert_array_equal([v for _, v in seen], losses)

@@ -1,0 +1,145 @@
+"""`--profile`: a trace of chosen steps, read back by `zoo profile`: kernel rows, categories that
+add up to the loop's own clock, the same numbers as without it, comparisons."""
+
+import importlib.metadata
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tiny_lm import loaders, make_model
+
+import zoo_train
+from zoo_train import OptimizerConfig, TrainConfig
+from zoo_train.cli import main
+from zoo_train.profile import compare, summarize
+from zoo_train.profile._hlo import parse_hlo
+from zoo_train.profile._summary import IDLE, _attribute
+from zoo_train.profile._trace import Span
+
+WINDOW = (3, 6)
+
+
+def _config(profile):
+    return TrainConfig(
+        steps=8,
+        batch_size=4,
+        optimizer=OptimizerConfig(lr=3e-3, warmup_steps=2),
+        log_every=1,
+        eval_every=0,
+        checkpoint_every=8,
+        progress=False,
+        plot=False,
+        profile=profile,
+    )
+
+
+def _run(out, profile):
+    train, _ = loaders(0)
+    zoo_train.train(make_model(0), train, config=_config(profile), out=out)
+    return zoo_train.read_metrics(out / zoo_train.METRICS_FILE)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    profiled = tmp_path_factory.mktemp("profiled")
+    plain = tmp_path_factory.mktemp("plain")
+    return profiled, _run(profiled, WINDOW), _run(plain, None)
+
+
+def test_capturing_changes_no_number(runs):
+    _, profiled, plain = runs
+    losses = lambda records: [
+        (r["step"], r["loss"], r["grad_norm"]) for r in records if "loss" in r
+    ]
+    assert losses(profiled) == losses(plain) and len(losses(plain)) == 8
+
+
+def test_the_attention_row_names_the_resolved_kernel_and_its_version(runs):
+    out, records, _ = runs
+    resolved = records[0]["attention"][0]["kernel"]
+    (entry,) = importlib.metadata.entry_points(group="zoo.attention_kernels", name=resolved)
+    version = entry.dist.version  # the installed distribution's own metadata
+    summary = summarize(out)
+    attention = [c for c in summary.categories if c.startswith("attention")]
+    assert attention == [f"attention: {resolved} {version}"]
+    assert summary.categories[attention[0]] > 0 and summary.categories["matmul"] > 0
+    assert summary.steps == WINDOW[1] - WINDOW[0] + 1
+
+
+def test_the_categories_add_up_to_the_loops_own_clock(runs):
+    summary = summarize(runs[0])
+    total = sum(summary.categories.values())
+    assert total == pytest.approx(summary.step_ms, rel=1e-9)
+    # The trace runs from the first step marker to the last operation's end; the loop's clock
+    # from just before the first dispatch to the return of the wait for the last step.
+    assert total == pytest.approx(summary.meta["wall_ms_per_step"], rel=0.10)
+    assert {op["category"] for op in summary.top_ops} <= set(summary.categories)
+
+
+def test_cli_table_json_and_comparison(runs, capsys):
+    out = runs[0]
+    assert main(["profile", str(out), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["categories"] == summarize(out).categories
+    assert main(["profile", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "attention:" in shown and "top operations" in shown
+    assert main(["profile", "--compare", str(out), str(out), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["category"] == "step" and all(r["change_ms"] == 0 for r in rows)
+
+
+def test_compare_reports_each_category_change():
+    a = zoo_train.profile.Summary("a", 2, 10.0, {"attention: k 1.0": 4.0, "matmul": 6.0}, [], {})
+    b = zoo_train.profile.Summary("b", 2, 9.0, {"attention: k 2.0": 2.0, "matmul": 7.0}, [], {})
+    rows = {r["category"]: r for r in compare(a, b)["rows"]}
+    assert rows["step"]["change_ms"] == pytest.approx(-1.0)
+    assert rows["attention (all kernels)"]["change_pct"] == pytest.approx(-50.0)
+    assert (
+        rows["attention: k 1.0"]["after_ms"] == 0 and rows["attention: k 2.0"]["change_pct"] is None
+    )
+    assert rows["matmul"]["change_pct"] == pytest.approx(100 / 6)
+
+
+def test_profile_without_a_trace_is_one_sentence(tmp_path, capsys):
+    assert main(["profile", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "No profiler trace" in err and "Traceback" not in err
+
+
+def test_time_is_shared_between_overlapping_operations_like_a_brute_force_count():
+    rng = np.random.default_rng()
+    spans = []
+    for i in range(40):
+        start = float(rng.integers(0, 200))
+        spans.append((Span(f"op{i}", start, float(rng.integers(1, 30))), f"c{i % 3}"))
+    start, end = 10.0, 190.0
+    by_category, by_op = _attribute(spans, start, end)
+    expect: dict[str, float] = {}
+    for t in np.arange(start, end):  # every unit of time: shared by the spans covering it
+        covering = [c for s, c in spans if s.start <= t < s.end]
+        for c in covering:
+            expect[c] = expect.get(c, 0.0) + 1 / len(covering)
+        if not covering:
+            expect[IDLE] = expect.get(IDLE, 0.0) + 1
+    assert by_category.keys() == expect.keys()
+    for c in expect:
+        assert by_category[c] == pytest.approx(expect[c])
+    assert sum(by_op.values()) + by_category.get(IDLE, 0.0) == pytest.approx(end - start)
+
+
+def test_hlo_names_the_kernel_scope_and_the_matmuls():
+    def f(x, w):
+        with jax.named_scope("zoo_attention.fake-1.2.3"):
+            y = jnp.tanh(x @ w)
+        return jnp.sin(y).sum()
+
+    x = jnp.asarray(np.random.default_rng().normal(size=(16, 16)), jnp.float32)
+    program = parse_hlo(jax.jit(f).lower(x, x).compile().as_text())
+    in_kernel = [n for n in program.instructions if program.kernel(n) == "fake 1.2.3"]
+    assert in_kernel and any(program.is_matmul(n) for n in in_kernel)
+    outside = [n for n, i in program.instructions.items() if "sin" in i.op_name]
+    assert outside and all(program.kernel(n) is None for n in outside)
+    assert not any(program.is_matmul(n) for n in outside)
