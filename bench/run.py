@@ -21,7 +21,9 @@ from . import (
     _checkpoint_io,
     _compile_time,
     _flash_tpu,
+    _loop_overhead,
     _mesh,
+    _profile_step,
     _tpu_fit,
     _train_throughput,
 )
@@ -32,6 +34,8 @@ from ._results import RESULTS_DIR, read_results, results_dir, unavailable, write
 
 BENCHMARKS: dict[str, tuple[str, Callable[[bool], dict[str, Any]]]] = {
     _train_throughput.NAME: (_train_throughput.TITLE, _train_throughput.run),
+    _loop_overhead.NAME: (_loop_overhead.TITLE, _loop_overhead.run),
+    _profile_step.NAME: (_profile_step.TITLE, _profile_step.run),
     _attention.NAME: (_attention.TITLE, _attention.run),
     _compile_time.NAME: (_compile_time.TITLE, _compile_time.run),
     _checkpoint_io.NAME: (_checkpoint_io.TITLE, _checkpoint_io.run),
