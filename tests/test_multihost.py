@@ -192,6 +192,27 @@ def test_a_killed_process_is_noticed_and_a_restart_resumes(corpus, reference):
     assert _committed(corpus / "killed")[-1] == before + 4
 
 
+def test_sigterm_to_one_process_stops_every_process_at_one_saved_step(corpus):
+    args = [*RUN, "--data", "data", "--out", "preempted", "--steps", "400", "--save-every", "100"]
+    procs = _launch(2, 2, args, corpus)
+    deadline = time.monotonic() + 120
+    while (
+        not (corpus / "preempted" / "metrics.jsonl").exists()
+        or max((r["step"] for r in _records(corpus / "preempted") if "loss" in r), default=0) < 3
+    ):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.monotonic() < deadline, "no step within 120 s"
+        time.sleep(0.1)
+    procs[1].send_signal(signal.SIGTERM)  # a preemption notice that reached one host only
+    results = _finish(procs)
+    assert [code for code, _, _ in results] == [143, 143], [err[-2000:] for *_, err in results]
+    said = [line for line in results[0][2].splitlines() if "Stopped by SIGTERM" in line]
+    assert len(said) == 1 and "Traceback" not in results[0][2] + results[1][2]
+    step = int(said[0].split("after step ")[1].split(";")[0])
+    assert f"checkpoint {step} saved" in said[0]
+    assert _committed(corpus / "preempted") == [step]
+
+
 def test_bad_process_settings_are_refused_before_training(corpus):
     [(code, _, err)] = _zoo(1, 1, [*RUN, "--data", "data", "--out", "bad", "--coordinator",
                                    "127.0.0.1:1", "--num-processes", "2", "--process-id", "2"],
