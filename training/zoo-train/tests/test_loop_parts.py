@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from zoo_train._prefetch import Prefetcher
-from zoo_train._step_metrics import StepMetrics
+from zoo_train._step_metrics import PackedMetrics, StepMetrics
 
 
 def test_the_prefetcher_hands_out_every_result_in_order_and_stops_at_count():
@@ -71,3 +71,14 @@ def test_metrics_are_read_lag_steps_late_and_all_on_drain():
     metrics.drain()
     assert [s for s, _ in seen] == list(range(1, 7))
     np.testing.assert_array_equal([v for _, v in seen], losses)
+
+
+def test_packed_metrics_unpack_to_the_same_values_in_one_vector():
+    rng = np.random.default_rng()
+    plain = {"loss": jnp.float32(rng.normal()), "grad_norm": jnp.float32(rng.random()),
+             "finite": jnp.bool_(True), "update_finite": jnp.bool_(False)}  # fmt: skip
+    packed = PackedMetrics.pack(plain)
+    assert packed.values.shape == (4,)
+    values = packed.unpack()
+    assert values == {k: (bool(v) if v.dtype == bool else float(v)) for k, v in plain.items()}
+    assert values["finite"] is True and values["update_finite"] is False

@@ -60,6 +60,7 @@ from ._state import init_train_state as init_train_state
 from ._step import accumulate_gradients as accumulate_gradients
 from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
+from ._step_metrics import PackedMetrics as PackedMetrics
 from ._step import split_micro_batches as split_micro_batches
 from ._usage import UsageError as UsageError
 

@@ -333,6 +333,7 @@ def train(
             grad_accum=config.grad_accum,
             mesh=mesh,
             rules=rules,
+            packed_metrics=True,
         )
         eval_step = make_eval_step(loss_fn, mesh=mesh, rules=rules, optimizer=plan.optimizer)
 

@@ -17,6 +17,7 @@ import zoo_layers
 from ._compiler import step_compiler_options
 from ._loss import LossFn
 from ._state import TrainState
+from ._step_metrics import PackedMetrics
 from .parallel import (
     MeshFunction,
     batch_shardings,
@@ -128,6 +129,7 @@ def make_train_step(
     compiler_options: dict[str, str] | None = None,
     mesh: Mesh | None = None,
     rules: Mapping[str, MeshAxes] | None = None,
+    packed_metrics: bool = False,
 ) -> MeshFunction:
     """``step(batch, state) -> (state, metrics)``, jitted, donating the state's buffers.
 
@@ -147,6 +149,9 @@ def make_train_step(
     ``metrics``: ``loss``, ``weight``, ``grad_norm`` (before clipping), ``lr`` (of this update),
     ``finite``, ``update_finite`` (the updated state alone) and each other ``aux`` entry divided
     by ``weight``.
+
+    ``packed_metrics=True`` returns them as one :class:`PackedMetrics` (a float32 vector;
+    ``.unpack()`` gives the dict on the host), read in one transfer.
 
     ``compiler_options`` are XLA options for the step; ``None`` uses
     :func:`step_compiler_options` for the mesh's platform (or the default backend), ``{}``
@@ -197,7 +202,7 @@ def make_train_step(
             "update_finite": update_finite,
         }
         metrics.update({k: v / weight for k, v in aux.items() if k != "weight"})
-        return new_state, metrics
+        return new_state, PackedMetrics.pack(metrics) if packed_metrics else metrics
 
     return _mesh_function(step, optimizer, mesh, rules, compiler_options, donate_state=True)
 
