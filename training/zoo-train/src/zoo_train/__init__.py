@@ -16,6 +16,7 @@ from ._config import TrainConfig as TrainConfig
 from ._errors import CheckpointMismatchError as CheckpointMismatchError
 from ._errors import NonFiniteLossError as NonFiniteLossError
 from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
+from ._errors import RunLockedError as RunLockedError
 from ._finetune import export_hf as export_hf
 from ._finetune import finetune as finetune
 from ._finetune import fit_tokenizer as fit_tokenizer

@@ -11,15 +11,20 @@ Layout of ``<out>/checkpoints/<step>/``:
 
 Orbax writes each step into a temporary directory and renames it on commit, so a killed save
 leaves no step directory; a step that is present but unreadable or fails its checksums is
-reported and the previous one is used.
+reported and the previous one is used. Orbax parses every step's small JSON files (its commit
+record, ``metrics/``) whenever it lists the directory, so one torn file anywhere would stop it
+listing any step: a writer moves such a step aside first, with a report; a reader
+(``read_only=True``) does not list them at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import pathlib
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -116,8 +121,38 @@ class Checkpointer:
     Saves are asynchronous by default; :meth:`wait` blocks until they are committed.
     """
 
-    def __init__(self, directory: str | pathlib.Path, *, keep: int = 3, async_save: bool = True):
+    def __init__(
+        self,
+        directory: str | pathlib.Path,
+        *,
+        keep: int = 3,
+        async_save: bool = True,
+        read_only: bool = False,
+    ):
+        """Open (``read_only=False``: create) the checkpoint directory ``directory``.
+
+        A reader (``read_only=True``) writes, moves and deletes nothing, so it can read a run
+        that is training; it lists steps once, here, and does not rank them (no
+        :meth:`best_step`). A writer first moves aside every step with a torn JSON piece,
+        reported in :attr:`set_aside_reports` and in the next :meth:`restore`'s ``skipped``.
+        """
         self.directory = pathlib.Path(directory).absolute()
+        self.read_only = read_only
+        self.set_aside_reports: list[str] = []
+        if read_only:
+            self._manager = ocp.CheckpointManager(
+                self.directory,
+                options=ocp.CheckpointManagerOptions(
+                    read_only=True,
+                    create=False,
+                    cleanup_tmp_directories=False,
+                    lightweight_initialize=True,  # no per-step JSON parsed just to list steps
+                    enable_async_checkpointing=False,
+                ),
+                item_names=("state", "meta"),
+            )
+            return
+        self._set_aside_torn()
         policy = ocm.preservation_policy.AnyPreservationPolicy(
             [
                 ocm.preservation_policy.LatestN(n=keep),
@@ -142,8 +177,9 @@ class Checkpointer:
         )
 
     def steps(self) -> list[int]:
-        """Committed steps, ascending."""
-        self._manager.reload()
+        """Committed steps, ascending (a reader's: as listed when it was opened)."""
+        if not self.read_only:
+            self._manager.reload()
         return sorted(self._manager.all_steps())
 
     def latest_step(self) -> int | None:
@@ -261,7 +297,8 @@ class Checkpointer:
             CheckpointMismatchError: the checkpoints belong to a different run or model.
             NoUsableCheckpointError: checkpoints exist but none is readable.
         """
-        skipped: list[str] = []
+        skipped: list[str] = list(self.set_aside_reports)
+        self.set_aside_reports = []
         steps = self.steps()
         for step in reversed(steps):
             try:
@@ -269,6 +306,7 @@ class Checkpointer:
             except CheckpointMismatchError:
                 raise
             except Exception as e:  # a torn or corrupt step: report it and use the previous one
+                _quiet_closed_loop_callbacks()
                 reason = (
                     f"checkpoint {step} in {self.directory} is unreadable ({_brief(e)}); "
                     "using the previous one"
@@ -277,7 +315,8 @@ class Checkpointer:
                 skipped.append(reason)
                 continue
             restored.skipped = skipped
-            self._set_aside([s for s in steps if s > step])
+            if not self.read_only:
+                self._set_aside([s for s in steps if s > step])
             return restored
         if steps:
             raise NoUsableCheckpointError(
@@ -293,19 +332,34 @@ class Checkpointer:
         if not steps:
             return
         if jax.process_index() == 0:
-            aside = self.directory.with_name(self.directory.name + "-unreadable")
-            aside.mkdir(exist_ok=True)
             for step in steps:
-                src = self.directory / str(step)
-                dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
-                if src.exists():
-                    shutil.move(str(src), str(dst))
-                    logger.warning("moved unreadable checkpoint %s to %s", src, dst)
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            multihost_utils.sync_global_devices("zoo-train: unreadable checkpoints set aside")
+                moved = _move_aside(self.directory, step)
+                if moved is not None:
+                    logger.warning("moved unreadable checkpoint %s to %s", *moved)
+        _sync("zoo-train: unreadable checkpoints set aside")
         self._manager.reload()
+
+    def _set_aside_torn(self) -> None:
+        # Before Orbax lists the directory: it would stop at the first torn JSON piece. Every
+        # process reads the same files and reaches the same verdict; process 0 alone moves.
+        torn = torn_steps(self.directory)
+        if torn and len(torn) == len(_step_dirs(self.directory)):
+            raise NoUsableCheckpointError(
+                f"None of the checkpoints {sorted(torn)} in {self.directory} can be read "
+                f"({'; '.join(f'{s}: {r}' for s, r in sorted(torn.items()))}); move them "
+                "away or pick another output directory (they are never overwritten)."
+            )
+        _sync("zoo-train: checkpoints scanned")
+        for step, reason in torn.items() if jax.process_index() == 0 else ():
+            moved = _move_aside(self.directory, step)
+            if moved is not None:
+                report = (
+                    f"checkpoint {step} in {self.directory} is unreadable ({reason}); moved it "
+                    f"to {moved[1]} and using the others"
+                )
+                logger.warning(report)
+                self.set_aside_reports.append(report)
+        _sync("zoo-train: torn checkpoints set aside")
 
     def wait(self) -> None:
         """Block until every started save is committed."""
@@ -315,6 +369,54 @@ class Checkpointer:
         """Wait for saves and release the manager's resources."""
         self._manager.wait_until_finished()
         self._manager.close()
+
+
+# The JSON files of a step that Orbax parses to list steps (its commit record, the metrics that
+# rank them). A torn ``meta/`` or array is found when that step is restored.
+_JSON_PIECES = ("_CHECKPOINT_METADATA", "metrics/metrics")
+
+
+def _step_dirs(directory: pathlib.Path) -> list[pathlib.Path]:
+    if not directory.is_dir():
+        return []
+    return [p for p in directory.iterdir() if p.name.isdigit() and p.is_dir()]
+
+
+def torn_steps(directory: pathlib.Path) -> dict[int, str]:
+    """``{step: reason}`` for the committed steps under ``directory`` with a JSON piece that
+    cannot be read or parsed (absent pieces are fine: unevaluated steps have no metrics)."""
+    torn: dict[int, str] = {}
+    for step_dir in _step_dirs(directory):
+        for piece in _JSON_PIECES:
+            path = step_dir / piece
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError included
+                torn[int(step_dir.name)] = f"{piece}: {_brief(e)}"
+                break
+    return torn
+
+
+def _move_aside(directory: pathlib.Path, step: int) -> tuple[pathlib.Path, pathlib.Path] | None:
+    """Move step ``step`` to ``<directory>-unreadable/<step>-<time>``; ``(from, to)``, or
+    ``None`` if it is gone."""
+    src = directory / str(step)
+    if not src.exists():
+        return None
+    aside = directory.with_name(directory.name + "-unreadable")
+    aside.mkdir(exist_ok=True)
+    dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.move(str(src), str(dst))
+    return src, dst
+
+
+def _sync(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def _agreed(error: Exception | None) -> None:
@@ -329,6 +431,29 @@ def _agreed(error: Exception | None) -> None:
         raise error
     if not ok:
         raise ValueError("another process could not read it")
+
+
+def _quiet_closed_loop_callbacks() -> None:
+    """Drop the "Event loop is closed" errors that follow a failed Orbax restore.
+
+    Orbax runs each restore on an event loop of its own and closes it when a read fails; reads
+    of the other arrays still in flight in TensorStore then complete onto the closed loop, and
+    Python prints each callback's ``RuntimeError`` as an unraisable exception, dozens of
+    tracebacks after a one-line report. Nothing is lost (the step is reported and skipped);
+    only exactly that error is dropped, everything else reaches the previous hook.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_zoo_closed_loop_filter", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        error = unraisable.exc_value
+        closed = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+        if not (closed and unraisable.object is None):
+            previous(unraisable)
+
+    hook._zoo_closed_loop_filter = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _brief(error: Exception) -> str:

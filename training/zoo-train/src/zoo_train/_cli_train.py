@@ -8,8 +8,10 @@ import sys
 import time
 from typing import Any
 
+from ._capacity import check_state_fits
 from ._cli_data import check_data_paths, load_corpus, make_loaders
 from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
+from ._lock import run_lock
 from ._requirements import check_requirement
 from ._settings import Settings
 from ._usage import UsageError
@@ -239,6 +241,12 @@ def run_training(s: Settings, *, command: str) -> int:
         check_requirement(s["attention.require"])
     _check_kernel(s["attention.implementation"])
     out = pathlib.Path(s["out"])
+    # One training process per output directory; the checks above write nothing.
+    with run_lock(out, enabled=is_primary()):
+        return _run_locked(s, command=command, out=out)
+
+
+def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     mesh, rules = cli_mesh(s.mesh_text, s.sharding)
 
     from ._changes import provenance_changes
@@ -257,6 +265,10 @@ def run_training(s: Settings, *, command: str) -> int:
     else:
         tokenizer = byte_tokenizer()
         mc = preset_config(s, tokenizer)
+        try:  # before the model is built: a configuration may ask for any size
+            check_state_fits(mc, s["optimizer.name"], mesh)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     check_mesh_fits(mesh, rules, mc, batch_size=s["batch_size"])
     if mc.positional == "learned" and s["seq_len"] > mc.max_position:
         raise UsageError(

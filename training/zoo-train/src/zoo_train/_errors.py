@@ -23,3 +23,8 @@ class CheckpointMismatchError(ValueError):
 
 class NoUsableCheckpointError(RuntimeError):
     """The output directory holds checkpoints but none of them can be read."""
+
+
+class RunLockedError(RuntimeError):
+    """Another live process is training into the same output directory (the message names its
+    pid and host)."""

@@ -311,9 +311,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Errors a user causes: bad settings, bad data, an incompatible checkpoint directory.
     errors: list[type[BaseException]] = [ValueError, FileNotFoundError, NotADirectoryError]
-    from ._errors import NoUsableCheckpointError
+    from ._errors import NoUsableCheckpointError, RunLockedError
 
-    errors.append(NoUsableCheckpointError)
+    errors += [NoUsableCheckpointError, RunLockedError]
     if "zoo_attention" in sys.modules:
         errors.append(sys.modules["zoo_attention"].KernelUnavailableError)
     return tuple(errors)
