@@ -15,7 +15,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import write_corpus
+from cli_helpers import mounted_tmpfs, write_corpus
 from lock_holder import held_lock
 
 import zoo_attention
@@ -204,6 +204,44 @@ def test_damaged_checkpoints_do_not_block_readers(trained, tmp_path, capsys, mon
     time.sleep(0.5)  # the reads Orbax abandoned complete in the background
     gc.collect()
     assert [str(u.exc_value) for u in unraisable] == []  # no "Event loop is closed" tracebacks
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("zoo train: error: ") and err[-1].endswith("."), err
+    assert not any("Traceback" in line or "ERROR" in line for line in err), err
+    return err[-1]
+
+
+def test_full_disk_and_read_only_output_are_one_sentence(trained, tmp_path, capsys):
+    _, base = trained
+    base = base[: base.index("--out")]
+    disk = tmp_path / "disk"
+    with mounted_tmpfs(disk, "700k"):  # checkpoint 2 fits, checkpoint 4 does not
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        line = _one_error_line(capsys)
+        assert "checkpoint 4" in line and "no space left on device" in line, line
+        assert zoo_train.load_run(disk / "run").step == 2  # the earlier checkpoint is intact
+    with mounted_tmpfs(disk, "64k"):  # one page left: the lock's; the metrics file gets none
+        (disk / "filler").write_bytes(b"x" * (64 - 4) * 1024)
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        line = _one_error_line(capsys)
+        assert "metrics.jsonl: no space left on device" in line, line
+    with mounted_tmpfs(disk, "64k", read_only=True):
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        assert "read-only file system" in _one_error_line(capsys)
+
+
+def test_a_checkpoint_that_cannot_be_deleted_is_one_sentence(trained, tmp_path, capsys):
+    _, base = trained
+    run = tmp_path / "run"
+    args = [*base[: base.index("--out")], "--out", str(run), "--lr", "0.01", "--set", "keep=1"]
+    assert main([*args, "--stop-at", "2"]) == 0
+    with mounted_tmpfs(run / "checkpoints" / "2" / "pinned", "64k"):  # a mount point: EBUSY
+        assert main([*args, "--stop-at", "4"]) == 2  # saving 4 rotates 2 out
+        line = _one_error_line(capsys)
+    assert "Deleting checkpoint 2" in line and "device or resource busy" in line, line
+    assert checkpoint_steps(run)[-1] == 4  # the newer checkpoint is committed
 
 
 def test_finetune_from_run_reports_kernel_change(trained, capsys):

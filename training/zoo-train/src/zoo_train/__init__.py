@@ -14,6 +14,7 @@ from ._compiler import step_compiler_options as step_compiler_options
 from ._config import OptimizerConfig as OptimizerConfig
 from ._config import TrainConfig as TrainConfig
 from ._errors import CheckpointMismatchError as CheckpointMismatchError
+from ._errors import CheckpointWriteError as CheckpointWriteError
 from ._errors import NonFiniteLossError as NonFiniteLossError
 from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
 from ._errors import RunLockedError as RunLockedError

@@ -19,14 +19,17 @@ listing any step: a writer moves such a step aside first, with a report; a reade
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import pathlib
+import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import equinox as eqx
@@ -36,7 +39,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as ocm
 
-from ._errors import CheckpointMismatchError, NoUsableCheckpointError
+from ._errors import CheckpointMismatchError, CheckpointWriteError, NoUsableCheckpointError
 from ._state import TrainState
 from .parallel import is_array_like
 
@@ -139,6 +142,9 @@ class Checkpointer:
         self.directory = pathlib.Path(directory).absolute()
         self.read_only = read_only
         self.set_aside_reports: list[str] = []
+        self._pending: int | None = None  # the step of the last save started
+        self._failed = False
+        _quiet_closed_loop_callbacks()
         if read_only:
             self._manager = ocp.CheckpointManager(
                 self.directory,
@@ -211,15 +217,34 @@ class Checkpointer:
             "fingerprints": fingerprints(copies),
         }
         metrics = None if eval_loss is None else {"eval_loss": float(eval_loss)}
-        self._manager.save(
-            int(step),
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave({_leaf_name(i): x for i, x in enumerate(copies)}),
-                meta=ocp.args.JsonSave(full_meta),
-            ),
-            metrics=metrics,
-            force=True,
-        )
+        with self._writing(int(step)):  # also reports the failure of the previous async save
+            self._manager.save(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave({_leaf_name(i): x for i, x in enumerate(copies)}),
+                    meta=ocp.args.JsonSave(full_meta),
+                ),
+                metrics=metrics,
+                force=True,
+            )
+        self._pending = int(step)
+
+    @contextlib.contextmanager
+    def _writing(self, step: int | None) -> Iterator[None]:
+        """Turn a failed write (a save, the async save before it, a deletion on rotation) into
+        one :class:`CheckpointWriteError` sentence; later calls (``close`` after a failure)
+        raise nothing more."""
+        if self._failed and step is None:  # waiting after a reported failure: nothing to add
+            with contextlib.suppress(Exception):
+                yield
+            return
+        try:
+            yield
+        except Exception as e:
+            self._failed = True
+            raise CheckpointWriteError(
+                _write_failure(e, self.directory, self._pending if step is None else step)
+            ) from e
 
     def read_meta(self, step: int) -> dict[str, Any]:
         """The JSON metadata of ``step``."""
@@ -306,7 +331,6 @@ class Checkpointer:
             except CheckpointMismatchError:
                 raise
             except Exception as e:  # a torn or corrupt step: report it and use the previous one
-                _quiet_closed_loop_callbacks()
                 reason = (
                     f"checkpoint {step} in {self.directory} is unreadable ({_brief(e)}); "
                     "using the previous one"
@@ -362,13 +386,23 @@ class Checkpointer:
         _sync("zoo-train: torn checkpoints set aside")
 
     def wait(self) -> None:
-        """Block until every started save is committed."""
-        self._manager.wait_until_finished()
+        """Block until every started save is committed.
+
+        Raises:
+            CheckpointWriteError: a save failed (e.g. the disk is full); the committed
+                checkpoints before it are intact.
+        """
+        with self._writing(None):
+            self._manager.wait_until_finished()
 
     def close(self) -> None:
-        """Wait for saves and release the manager's resources."""
-        self._manager.wait_until_finished()
-        self._manager.close()
+        """Wait for saves and release the manager's resources (a failed save raises here, once:
+        not again if :meth:`wait` or :meth:`save` already reported it)."""
+        try:
+            self.wait()
+        finally:
+            with contextlib.suppress(Exception) if self._failed else contextlib.nullcontext():
+                self._manager.close()
 
 
 # The JSON files of a step that Orbax parses to list steps (its commit record, the metrics that
@@ -433,8 +467,48 @@ def _agreed(error: Exception | None) -> None:
         raise ValueError("another process could not read it")
 
 
+def _write_failure(error: Exception, directory: pathlib.Path, step: int | None) -> str:
+    # TensorStore reports an OS error inside a long message: "... [os_error_code='28']".
+    code = re.search(r"os_error_code='(\d+)'", str(error))
+    if code is not None:
+        reason = os.strerror(int(code.group(1))).lower()
+    elif isinstance(error, OSError) and error.strerror:
+        reason = error.strerror.lower()
+    else:
+        reason = _brief(error)
+    deleting = _deleting_step(error)
+    if deleting is not None:
+        return (
+            f"Deleting checkpoint {deleting} in {directory} (beyond the `keep` newest) failed: "
+            f"{reason}; the newer checkpoints are committed, so remove it by hand or fix the "
+            "directory, then run again."
+        )
+    # An async save's failure surfaces at the next call: the path in the message names its step.
+    named = re.search(r"/(\d+)\.orbax-checkpoint-tmp", str(error))
+    step = int(named.group(1)) if named is not None else step
+    what = f"checkpoint {step}" if step is not None else "a checkpoint"
+    return (
+        f"Writing {what} in {directory} failed: {reason}; free space or fix the directory, "
+        "then run again to resume from the last committed checkpoint."
+    )
+
+
+def _deleting_step(error: BaseException) -> int | None:
+    """The step Orbax's deleter was removing when ``error`` was raised, if it was (the error
+    itself, an OSError from ``rmtree``, does not say)."""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        step = frame.f_locals.get("step")
+        in_deleter = frame.f_code.co_name == "delete" and "deleter" in frame.f_code.co_filename
+        if in_deleter and isinstance(step, int):
+            return step
+        tb = tb.tb_next
+    return None
+
+
 def _quiet_closed_loop_callbacks() -> None:
-    """Drop the "Event loop is closed" errors that follow a failed Orbax restore.
+    """Drop the "Event loop is closed" errors that follow a failed Orbax read or write.
 
     Orbax runs each restore on an event loop of its own and closes it when a read fails; reads
     of the other arrays still in flight in TensorStore then complete onto the closed loop, and

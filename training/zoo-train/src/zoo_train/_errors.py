@@ -28,3 +28,8 @@ class NoUsableCheckpointError(RuntimeError):
 class RunLockedError(RuntimeError):
     """Another live process is training into the same output directory (the message names its
     pid and host)."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written or rotated (full disk, read-only or vanished directory);
+    the committed checkpoints before it are intact."""
