@@ -133,6 +133,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
         )
     _add_mesh_flag(p)
     if finetune:
+        _add_switch(p, "--overwrite", "overwrite", True, SCHEMA["overwrite"].help)
         p.add_argument(
             "--lora-targets",
             dest="lora.targets",
@@ -141,13 +142,13 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
             default=argparse.SUPPRESS,
             help="projections to adapt: q k v o gate up down (default: q k v o)",
         )
+    _add_switch(p, "--no-progress", "progress", False, "no progress bar")
+
+
+def _add_switch(p: argparse.ArgumentParser, flag: str, key: str, value: bool, help: str) -> None:
+    """A flag that sets the setting ``key`` to ``value`` (absent: the setting's own sources)."""
     p.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        default=argparse.SUPPRESS,
-        help="no progress bar",
+        flag, dest=key, action="store_const", const=value, default=argparse.SUPPRESS, help=help
     )
 
 
@@ -229,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conv.add_argument("source", metavar="SRC")
     conv.add_argument("dest", metavar="DST")
+    conv.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DST if it is not empty (written beside it, then swapped in)",
+    )
     _add_mesh_flag(conv, default=None)
 
     comp = sub.add_parser(
