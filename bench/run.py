@@ -24,6 +24,7 @@ from . import (
     _loop_overhead,
     _mesh,
     _profile_step,
+    _soak,
     _tpu_fit,
     _train_throughput,
 )
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[bool], dict[str, Any]]]] = {
     _flash_tpu.NAME: (_flash_tpu.TITLE, _flash_tpu.run),
     _mesh.NAME: (_mesh.TITLE, _mesh.run),
     _tpu_fit.NAME: (_tpu_fit.TITLE, _tpu_fit.run),
+    _soak.NAME: (_soak.TITLE, _soak.run),
 }
 
 # Benchmarks whose tables are derived from stored raw numbers; ``--docs-only`` re-derives them.

@@ -110,3 +110,104 @@ def test_bare_gpt2_names_load(tmp_path) -> None:
     loaded = zoo_models.load_hf(tmp_path)
     for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(model), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _sharded_index(directory, weight_map) -> None:
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (directory / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize("form", ["relative", "absolute"])
+def test_index_naming_a_shard_outside_the_directory_is_refused(tiny_model, tmp_path, form):
+    model_dir, outside = tmp_path / "model", tmp_path / "other"
+    tensors = _saved(tiny_model, model_dir)
+    zoo_models.save_hf(tiny_model, outside)  # a valid file the index must not reach
+    (model_dir / "model.safetensors").unlink()
+    shard = (
+        "../other/model.safetensors" if form == "relative" else str(outside / "model.safetensors")
+    )
+    _sharded_index(model_dir, dict.fromkeys(tensors, shard))
+    with pytest.raises(ValueError, match="outside the model directory"):
+        zoo_models.load_hf(model_dir)
+
+
+def test_index_and_config_of_the_wrong_json_type_are_refused(tiny_model, tmp_path):
+    tensors = _saved(tiny_model, tmp_path)
+    config = (tmp_path / "config.json").read_text()
+    (tmp_path / "config.json").write_text(json.dumps([json.loads(config)]))
+    with pytest.raises(ValueError, match=r"config\.json holds a JSON list"):
+        zoo_models.load_hf(tmp_path)
+    (tmp_path / "config.json").write_text(config)
+    _sharded_index(tmp_path, [[name, "model.safetensors"] for name in tensors])
+    with pytest.raises(ValueError, match="'weight_map' is a list"):
+        zoo_models.load_hf(tmp_path)
+
+
+def _truncated(data: bytes, rng) -> bytes:
+    return data[: int(rng.integers(9, len(data) - 1))]
+
+
+def _empty(data: bytes, rng) -> bytes:
+    return b""
+
+
+def _lying_header(data: bytes, rng) -> bytes:
+    # The header's length field claims more bytes than the file has.
+    size = int.from_bytes(data[:8], "little")
+    return (size + int(rng.integers(1, 1000))).to_bytes(8, "little") + data[8:]
+
+
+def _lying_offsets(data: bytes, rng) -> bytes:
+    # A well-formed header whose tensors' offsets run past the end of the data.
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    for name, info in header.items():
+        if name != "__metadata__":
+            info["data_offsets"] = [o + 10**6 for o in info["data_offsets"]]
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + data[8 + size :]
+
+
+@pytest.mark.parametrize("damage", [_truncated, _empty, _lying_header, _lying_offsets])
+def test_damaged_safetensors_is_one_sentence_naming_the_file(tiny_model, tmp_path, damage):
+    zoo_models.save_hf(tiny_model, tmp_path)
+    file = tmp_path / "model.safetensors"
+    file.write_bytes(damage(file.read_bytes(), np.random.default_rng()))
+    with pytest.raises(ValueError, match=r"model\.safetensors") as info:
+        zoo_models.load_hf(tmp_path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.bool_])
+def test_integer_and_bool_tensors_are_refused(tiny_model, tmp_path, dtype):
+    tensors = _saved(tiny_model, tmp_path)
+    name = "model.layers.0.mlp.up_proj.weight"
+    tensors[name] = np.random.default_rng().integers(0, 2, tensors[name].shape).astype(dtype)
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    kind = np.dtype(dtype).name
+    with pytest.raises(ValueError, match=rf"{name} holds {kind} values, not float16/bfloat16"):
+        zoo_models.load_hf(tmp_path)
+
+
+def test_float16_is_cast_with_a_note(tiny_model, tmp_path, caplog):
+    tensors = _saved(tiny_model, tmp_path)
+    halves = {k: v.astype(np.float16) for k, v in tensors.items()}
+    save_file(halves, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with caplog.at_level("WARNING", logger="zoo_models"):
+        loaded = zoo_models.load_hf(tmp_path, dtype="float32")
+    assert f"{len(tensors)} tensor(s) stored as float16 are cast to float32" in caplog.text
+    got = zoo_models.hf_state_dict(loaded)
+    for name, half in halves.items():
+        np.testing.assert_array_equal(got[name], half.astype(np.float32), err_msg=name)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_weights_are_refused_by_name(tiny_model, tmp_path, bad):
+    tensors = _saved(tiny_model, tmp_path)
+    rng = np.random.default_rng()
+    name = sorted(tensors)[int(rng.integers(len(tensors)))]
+    flat = tensors[name].reshape(-1)
+    flat[int(rng.integers(flat.size))] = bad
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=rf"tensor {name} holds NaN or infinite values"):
+        zoo_models.load_hf(tmp_path)

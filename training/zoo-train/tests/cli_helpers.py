@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -66,3 +68,25 @@ def hf_logits(directory: pathlib.Path, ids: np.ndarray) -> np.ndarray:
     model.eval()
     with torch.no_grad():
         return model(torch.as_tensor(ids, dtype=torch.long)).logits.numpy()
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(directory: pathlib.Path, size: str, *, read_only: bool = False) -> Iterator[None]:
+    """A tmpfs of ``size`` (e.g. ``"700k"``) mounted on ``directory`` for the block: a small
+    disk that fills, a read-only one, or a mount point nothing can delete. Skips the test where
+    mounting is not allowed (it needs root or CAP_SYS_ADMIN)."""
+    import pytest
+
+    directory.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(directory)],
+        capture_output=True,
+        text=True,
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mount.stderr.strip() or 'mount failed'})")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)

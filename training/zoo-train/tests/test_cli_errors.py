@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import pathlib
 
+import numpy as np
 import pytest
-from cli_helpers import run_zoo
+from cli_helpers import run_zoo, write_corpus
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
 
-from zoo_train.cli import build_parser
+from zoo_train.cli import build_parser, main
 
 
 def _assert_usage_error(proc, *needles: str) -> None:
@@ -115,3 +119,95 @@ def test_attention_require_not_met(tmp_path: pathlib.Path):
     _assert_usage_error(proc, "zoo-warp-kernel", "not installed")
     proc = run_zoo("train", "--attention-require", "flash tpu >= 0.1", "--out", "o", cwd=tmp_path)
     _assert_usage_error(proc, "not a version requirement")
+
+
+def _damage_traversal(model: pathlib.Path) -> None:
+    names = list(safe_open(model / "model.safetensors", "np").keys())
+    (model / "model.safetensors").rename(model.parent / "elsewhere.safetensors")
+    index = {"weight_map": dict.fromkeys(names, "../elsewhere.safetensors")}
+    (model / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def _damage_truncated(model: pathlib.Path) -> None:
+    data = (model / "model.safetensors").read_bytes()
+    cut = np.random.default_rng().integers(0, len(data) // 2)
+    (model / "model.safetensors").write_bytes(data[:cut])
+
+
+def _damage_config_list(model: pathlib.Path) -> None:
+    (model / "config.json").write_text(
+        json.dumps([json.loads((model / "config.json").read_text())])
+    )
+
+
+def _damage_weight_map_list(model: pathlib.Path) -> None:
+    (model / "model.safetensors.index.json").write_text(json.dumps({"weight_map": []}))
+
+
+def _damage_nan(model: pathlib.Path) -> None:
+    tensors = load_file(model / "model.safetensors")
+    name = sorted(tensors)[np.random.default_rng().integers(len(tensors))]
+    tensors[name].reshape(-1)[0] = np.nan
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _damage_traversal,
+        _damage_truncated,
+        _damage_config_list,
+        _damage_weight_map_list,
+        _damage_nan,
+    ],
+)
+def test_hostile_model_directories_are_one_sentence(tmp_path, capsys, damage):
+    import jax
+
+    import zoo_models
+
+    config = zoo_models.get("llama-tiny").replace(n_layers=1, d_model=16, mlp_hidden=32)
+    model = tmp_path / "model"
+    zoo_models.save_hf(zoo_models.build(config, key=jax.random.key(0)), model)
+    damage(model)
+    write_corpus(tmp_path / "corpus", files=2, lines=5)
+    commands = [
+        ["eval", str(model), "--data", str(tmp_path / "corpus")],
+        ["generate", str(model)],
+        ["convert", str(model), str(tmp_path / "converted")],
+        ["finetune", "--from-hf", str(model), "--data", str(tmp_path / "corpus"),
+         "--out", str(tmp_path / "ft")],
+    ]  # fmt: skip
+    for command in commands:
+        capsys.readouterr()
+        code = main(command)
+        err = capsys.readouterr().err.strip()
+        assert code == 2, (command, err)
+        assert "Traceback" not in err and len(err.splitlines()) == 1 and err.endswith("."), err
+    assert not (tmp_path / "converted").exists()
+
+
+def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, capsys):
+    import jax
+
+    import zoo_models
+
+    write_corpus(tmp_path / "corpus", files=2, lines=5)
+    layers = int(np.random.default_rng().integers(10**8, 2 * 10**8))
+    code = main([
+        "train", "--data", str(tmp_path / "corpus"), "--out", str(tmp_path / "run"),
+        "--set", f"model_config.n_layers={layers}",
+    ])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "parameters" in err and "GiB, more than this host's memory" in err, err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    config = zoo_models.get("llama-tiny").replace(n_layers=1, d_model=16, mlp_hidden=32)
+    zoo_models.save_hf(zoo_models.build(config, key=jax.random.key(0)), tmp_path / "hf")
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    hf["num_hidden_layers"] = 10**7
+    (tmp_path / "hf" / "config.json").write_text(json.dumps(hf))
+    for command in (["eval", str(tmp_path / "hf")], ["convert", str(tmp_path / "hf"), "x"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{zoo_models.num_params(config.replace(n_layers=10**7)):,} parameters" in err, err

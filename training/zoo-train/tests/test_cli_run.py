@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import pathlib
+import shutil
+import sys
+import time
 
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import write_corpus
+from cli_helpers import mounted_tmpfs, write_corpus
+from lock_holder import held_lock
 
 import zoo_attention
 import zoo_train
+from zoo_train._runs import checkpoint_steps
 from zoo_train.cli import main
 from zoo_train.data import PackedLoader, load_documents
 
@@ -154,6 +160,88 @@ def test_eval_prints_loss_and_perplexity(trained, capsys):
     assert main(["eval", str(root / "run"), *args]) == 0
     line = capsys.readouterr().out
     assert line.startswith("loss ") and "perplexity" in line
+
+
+def test_readers_work_while_a_run_trains_and_change_nothing(trained, tmp_path, capsys):
+    root, _ = trained
+    run = root / "run"
+    # A save in flight of the training process: a reader must not clean it up.
+    in_flight = run / "checkpoints" / "1000.orbax-checkpoint-tmp-1"
+    in_flight.mkdir()
+    try:
+        with held_lock(run):
+            before = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+            args = ["--max-new-tokens", "4", "--greedy"]
+            assert main(["generate", str(run), *args]) == 0
+            corpus = ["--data", str(root / "corpus"), "--max-batches", "1", "--seq-len", "32"]
+            assert main(["eval", str(run), *corpus]) == 0
+            assert main(["convert", str(run), str(tmp_path / "hf")]) == 0
+            after = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+            assert after == before
+    finally:
+        in_flight.rmdir()
+
+
+def test_damaged_checkpoints_do_not_block_readers(trained, tmp_path, capsys, monkeypatch):
+    root, base = trained
+    if len(checkpoint_steps(root / "run")) < 2:  # this test run alone
+        assert main([*base, "--lr", "0.01"]) == 0
+    run = shutil.copytree(root / "run", tmp_path / "run")
+    steps = checkpoint_steps(run)
+    ckpts = run / "checkpoints"
+    # A torn metrics file of the oldest evaluated step (Orbax parses them to list the steps)...
+    evaluated = sorted(int(p.parent.parent.name) for p in ckpts.glob("*/metrics/metrics"))
+    torn = ckpts / str(evaluated[0]) / "metrics" / "metrics"
+    torn.write_text(torn.read_text()[: np.random.default_rng().integers(1, 10)])
+    # ...and zeroed arrays in the newest: its restore fails and the previous one is used.
+    for f in (ckpts / str(steps[-1]) / "state").rglob("d/*"):
+        f.write_bytes(b"\0" * f.stat().st_size)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    capsys.readouterr()
+    assert main(["convert", str(run), str(tmp_path / "hf")]) == 0, capsys.readouterr().err
+    assert f"wrote step {steps[-2]} of" in capsys.readouterr().out
+    time.sleep(0.5)  # the reads Orbax abandoned complete in the background
+    gc.collect()
+    assert [str(u.exc_value) for u in unraisable] == []  # no "Event loop is closed" tracebacks
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("zoo train: error: ") and err[-1].endswith("."), err
+    assert not any("Traceback" in line or "ERROR" in line for line in err), err
+    return err[-1]
+
+
+def test_full_disk_and_read_only_output_are_one_sentence(trained, tmp_path, capsys):
+    _, base = trained
+    base = base[: base.index("--out")]
+    disk = tmp_path / "disk"
+    with mounted_tmpfs(disk, "700k"):  # checkpoint 2 fits, checkpoint 4 does not
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        line = _one_error_line(capsys)
+        assert "checkpoint 4" in line and "no space left on device" in line, line
+        assert zoo_train.load_run(disk / "run").step == 2  # the earlier checkpoint is intact
+    with mounted_tmpfs(disk, "64k"):  # one page left: the lock's; the metrics file gets none
+        (disk / "filler").write_bytes(b"x" * (64 - 4) * 1024)
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        line = _one_error_line(capsys)
+        assert "metrics.jsonl: no space left on device" in line, line
+    with mounted_tmpfs(disk, "64k", read_only=True):
+        assert main([*base, "--out", str(disk / "run"), "--lr", "0.01"]) == 2
+        assert "read-only file system" in _one_error_line(capsys)
+
+
+def test_a_checkpoint_that_cannot_be_deleted_is_one_sentence(trained, tmp_path, capsys):
+    _, base = trained
+    run = tmp_path / "run"
+    args = [*base[: base.index("--out")], "--out", str(run), "--lr", "0.01", "--set", "keep=1"]
+    assert main([*args, "--stop-at", "2"]) == 0
+    with mounted_tmpfs(run / "checkpoints" / "2" / "pinned", "64k"):  # a mount point: EBUSY
+        assert main([*args, "--stop-at", "4"]) == 2  # saving 4 rotates 2 out
+        line = _one_error_line(capsys)
+    assert "Deleting checkpoint 2" in line and "device or resource busy" in line, line
+    assert checkpoint_steps(run)[-1] == 4  # the newer checkpoint is committed
 
 
 def test_finetune_from_run_reports_kernel_change(trained, capsys):

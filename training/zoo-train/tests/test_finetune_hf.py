@@ -120,3 +120,50 @@ def test_convert_round_trip_and_generate(workspace, capsys):
     assert capsys.readouterr().out.startswith("ab")
     # Converting onto a non-empty destination is refused.
     assert main(["convert", str(root / "hf"), str(root / "as_zoo")]) == 2
+
+
+def _snapshot(directory):
+    return {p.relative_to(directory): p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+
+
+def test_exports_never_clobber_and_replace_whole(workspace, tmp_path, capsys):
+    root = workspace
+    source = _snapshot(root / "hf")
+    common = ["--data", str(root / "corpus"), "--steps", "1", "--out", str(tmp_path / "ft")]
+    # Into the source model: refused before any training, the source untouched.
+    assert main(["finetune", "--from-hf", str(root / "hf"), *common,
+                 "--export-hf", str(root / "hf")]) == 2  # fmt: skip
+    assert "is the model being read" in capsys.readouterr().err
+    assert _snapshot(root / "hf") == source and not (tmp_path / "ft").exists()
+    # Into a directory holding another model: refused, unless --overwrite.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"model_type": "gpt2", "seed": str(tmp_path)}))
+    assert main(["convert", str(root / "hf"), str(other)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert json.loads((other / "config.json").read_text())["seed"] == str(tmp_path)
+    assert main(["convert", str(root / "hf"), str(other), "--overwrite"]) == 0
+    assert not (other / "config.json").exists() and (other / "checkpoints").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]  # no temporary siblings
+
+
+def test_a_failed_export_leaves_the_old_directory(tmp_path):
+    from zoo_train._export import atomic_directory
+
+    dest = tmp_path / "export"
+    dest.mkdir()
+    (dest / "model.safetensors").write_bytes(b"old")
+
+    def killed_midway():
+        with atomic_directory(dest) as target:
+            (target / "model.safetensors").write_bytes(b"half")
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        killed_midway()
+    assert (dest / "model.safetensors").read_bytes() == b"old"
+    with atomic_directory(dest) as target:
+        (target / "model.safetensors").write_bytes(b"new")
+        assert (dest / "model.safetensors").read_bytes() == b"old"  # until the block ends
+    assert (dest / "model.safetensors").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]

@@ -12,12 +12,14 @@ from ._hf_io import from_hf_state_dict as from_hf_state_dict
 from ._hf_io import hf_state_dict as hf_state_dict
 from ._hf_io import load_hf as load_hf
 from ._hf_io import save_hf as save_hf
+from ._memory import host_memory_bytes as host_memory_bytes
 from ._model import KVCache as KVCache
 from ._model import LanguageModel as LanguageModel
 from ._model import Transformer as Transformer
 from ._model import build as build
 from ._model import document_positions as document_positions
 from ._model import num_params as num_params
+from ._model import param_bytes as param_bytes
 from ._presets import get as get
 from ._presets import presets as presets
 from ._sampling import sample_logits as sample_logits

@@ -9,6 +9,7 @@ reported together, by name), then fills the leaves. Layers are stacked per scan 
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -21,13 +22,16 @@ import numpy as np
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
 from ._hf_weights import Rule, ignorable, rules
+from ._memory import check_fits_host
 from ._model import Transformer, build
-from ._safetensors_files import TensorFiles, write_tensor_files
+from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
 from ._tokenizer import HFTokenizer, Tokenizer
 
 __all__ = ["from_hf_state_dict", "hf_state_dict", "load_hf", "save_hf"]
 
 CONFIG_FILE = "config.json"
+
+logger = logging.getLogger("zoo_models")
 
 
 def _path_name(path: tuple[Any, ...]) -> str:
@@ -80,6 +84,36 @@ def _shape_of(tensors: Mapping[str, Any], name: str) -> tuple[int, ...]:
     return tuple(np.shape(tensors[name]))
 
 
+def _dtype_of(tensors: Mapping[str, Any], name: str) -> str:
+    """The stored dtype's name (``float16``, ``bfloat16``, ``int32``, ...), from the header for
+    files."""
+    if isinstance(tensors, TensorFiles):
+        return tensors.dtype(name)
+    return jnp.dtype(np.asarray(tensors[name]).dtype).name
+
+
+def _check_finite(name: str, array: np.ndarray, source: str) -> None:
+    if array.dtype.kind in "iub":  # refused above by dtype; nothing to check in a mapping's ints
+        return
+    if not bool(np.isfinite(array).all()):
+        raise ValueError(
+            f"{source}: tensor {name} holds NaN or infinite values; the checkpoint is damaged "
+            "or diverged, so load another one."
+        )
+
+
+def _note_casts(casts: dict[tuple[str, str], list[str]], source: str) -> None:
+    for (stored, wanted), names in sorted(casts.items()):
+        logger.warning(
+            "note: %s: %d tensor(s) stored as %s are cast to %s (e.g. %s)",
+            source,
+            len(names),
+            stored,
+            wanted,
+            names[0],
+        )
+
+
 def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
     """Expected name → stored name, for checkpoints saved from a bare base model.
 
@@ -100,7 +134,9 @@ def from_hf_state_dict(
     """A :class:`Transformer` for ``config`` from Hugging Face-named tensors.
 
     ``tensors`` maps names to arrays (numpy, jax, or anything ``np.asarray`` takes). Every
-    tensor is checked first; the error names each missing, mis-shaped or unexpected one.
+    tensor is checked first; the error names each missing, mis-shaped, unexpected or
+    non-floating-point one (integer and bool tensors are refused; other float dtypes are cast to
+    the parameter dtype, with a note), and a tensor holding NaN or inf is refused by name.
     Weights are assembled on the host and each leaf is placed once: on its sharding from
     ``shardings`` (a tree of ``jax.sharding.Sharding`` structured like the model's arrays, e.g.
     from ``zoo_train.parallel.tree_shardings``), else on the default device. With shardings no
@@ -127,6 +163,9 @@ def from_hf_state_dict(
             got = _shape_of(tensors, stored)
             if got != want:
                 wrong.append(f"{stored} has shape {got}, expected {want}")
+            dtype = _dtype_of(tensors, stored)
+            if dtype not in FLOAT_DTYPES:
+                wrong.append(f"{stored} holds {dtype} values, not float16/bfloat16/float32 weights")
     unexpected = sorted(n for n in names - used if not ignorable(n, config))
     problems = []
     if missing:
@@ -142,16 +181,24 @@ def from_hf_state_dict(
 
     values: dict[str, Any] = {}
     stacked: dict[str, list[Any]] = {}
+    casts: dict[tuple[str, str], list[str]] = {}
     for rule, layer in instances:
-        arrays = [np.asarray(tensors[alias.get(n, n)]) for n in rule.names(layer)]
+        arrays = []
+        for n in rule.names(layer):
+            arrays.append(np.asarray(tensors[alias.get(n, n)]))
+            _check_finite(alias.get(n, n), arrays[-1], source)
         for rel, array in zip(rule.ours, rule.to_ours(arrays), strict=True):
             key, group = _leaf_key(config, rel, layer)
-            array = np.asarray(array).astype(shapes[key].dtype)
+            array = np.asarray(array)
+            if array.dtype != shapes[key].dtype:
+                casts.setdefault((array.dtype.name, shapes[key].dtype.name), []).append(key)
+            array = array.astype(shapes[key].dtype)
             if group is None:
                 values[key] = array
             else:
                 stacked.setdefault(key, [None] * shapes[key].shape[0])[group] = array
     values.update({key: np.stack(parts) for key, parts in stacked.items()})
+    _note_casts(casts, source)
     unfilled = sorted(set(shapes) - set(values))
     if unfilled:
         raise RuntimeError(f"no checkpoint tensor maps to model leaves {', '.join(unfilled)}.")
@@ -229,11 +276,17 @@ def load_hf(
         raise ValueError(f"{path} has no {CONFIG_FILE}; pass a Hugging Face checkpoint directory.")
     try:
         hf = json.loads(config_file.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{config_file} is not valid JSON ({e}).") from None
+    if not isinstance(hf, dict):
+        raise ValueError(
+            f"{config_file} holds a JSON {type(hf).__name__}, not an object of model settings; "
+            "pass a Hugging Face config.json."
+        )
     if dtype is not None:
         config_changes["param_dtype"] = _dtype_name(dtype)
     config = from_hf_config(hf, **config_changes)
+    check_fits_host(config, source=str(config_file))
     if callable(shardings):
         shardings = shardings(eqx.filter_eval_shape(build, config, key=jax.random.key(0)))
     return from_hf_state_dict(config, TensorFiles(path), source=str(path), shardings=shardings)

@@ -342,10 +342,29 @@ def _build(c: ModelConfig, key: PRNGKeyArray) -> Transformer:
     )
 
 
+def _sizes(config: ModelConfig, n_layers: int) -> tuple[int, int]:
+    """``(parameters, bytes)`` of ``config`` with ``n_layers`` layers, from abstract shapes."""
+    shapes = eqx.filter_eval_shape(build, config.replace(n_layers=n_layers), key=jax.random.key(0))
+    leaves = [x for x in jax.tree_util.tree_leaves(shapes) if hasattr(x, "size")]
+    return sum(x.size for x in leaves), sum(x.size * x.dtype.itemsize for x in leaves)
+
+
+def _extrapolated(config: ModelConfig, which: int) -> int:
+    # Every scan period of layers holds the same arrays: two small abstract models give the
+    # whole one, however deep the configuration asks for (a hostile config.json may say 10**7).
+    one, two = _sizes(config, config.period)[which], _sizes(config, 2 * config.period)[which]
+    return one + (two - one) * (config.n_layers // config.period - 1)
+
+
 def num_params(config: ModelConfig) -> int:
-    """Number of parameters of a model built from ``config`` (computed without allocating)."""
-    shapes = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
-    return sum(x.size for x in jax.tree_util.tree_leaves(shapes) if hasattr(x, "size"))
+    """Number of parameters of a model built from ``config`` (computed without allocating, in
+    time independent of the depth)."""
+    return _extrapolated(config, 0)
+
+
+def param_bytes(config: ModelConfig) -> int:
+    """Bytes of the parameters of a model built from ``config`` (as :func:`num_params`)."""
+    return _extrapolated(config, 1)
 
 
 #: Another name for :class:`Transformer`.

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 __all__ = [
@@ -60,10 +60,59 @@ def parse_size(size: int | str) -> int:
     return value
 
 
+# The dtypes a float parameter may be read from (cast to the parameter dtype if they differ).
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# safetensors' header names → numpy's.
+_DTYPE_NAMES = {
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F32": "float32",
+    "F64": "float64",
+    "BOOL": "bool",
+    **{f"I{n}": f"int{n}" for n in (8, 16, 32, 64)},
+    **{f"U{n}": f"uint{n}" for n in (8, 16, 32, 64)},
+}
+
+
+def _open(file: pathlib.Path) -> Any:  # safetensors' handle type is private
+    """``safe_open(file)``, a file that is not safetensors (truncated, empty, a header that
+    lies about its size or offsets) as one sentence naming it."""
+    try:
+        return safe_open(file, framework="np")
+    except (SafetensorError, OSError) as e:
+        raise ValueError(
+            f"{file} is not a readable safetensors file ({_first_line(e)}); replace it with a "
+            "complete copy."
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0].rstrip(".") if text else type(error).__name__
+
+
+def _shard_path(directory: pathlib.Path, name: str, shard: Any) -> pathlib.Path:
+    """``directory / shard``, refusing a shard named outside ``directory`` (absolute, ``..``):
+    an index must not make the loader open arbitrary files. Judged on the name, so symbolic
+    links inside the directory (as in the Hugging Face cache) are still followed."""
+    if not isinstance(shard, str) or not shard:
+        raise ValueError(
+            f"{INDEX_FILE} in {directory} maps {name!r} to {shard!r}, not a shard file name."
+        )
+    parts = pathlib.PurePosixPath(shard.replace("\\", "/")).parts
+    if pathlib.PurePath(shard).is_absolute() or shard.startswith(("/", "\\")) or ".." in parts:
+        raise ValueError(
+            f"{INDEX_FILE} in {directory} names shard {shard!r} outside the model directory; "
+            "shards must be files inside it."
+        )
+    return directory / shard
+
+
 class TensorFiles(Mapping[str, np.ndarray]):
     """The tensors of a checkpoint directory, read lazily by name.
 
-    ``shape(name)`` reads only the header, so shapes can be checked before any data is read.
+    ``shape(name)`` and ``dtype(name)`` read only the header, so tensors can be checked before
+    any data is read. Shards named by an index must lie inside the directory.
     """
 
     def __init__(self, directory: str | pathlib.Path) -> None:
@@ -73,14 +122,21 @@ class TensorFiles(Mapping[str, np.ndarray]):
         if index.is_file():
             try:
                 weight_map = json.loads(index.read_text())["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
+            except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
                 raise ValueError(f"{index} is not a safetensors index (no 'weight_map').") from e
-            self._files = {name: directory / shard for name, shard in weight_map.items()}
+            if not isinstance(weight_map, dict):
+                raise ValueError(
+                    f"{index} is not a safetensors index ('weight_map' is a "
+                    f"{type(weight_map).__name__}, not an object of tensor names to shards)."
+                )
+            self._files = {
+                name: _shard_path(directory, name, shard) for name, shard in weight_map.items()
+            }
             for shard in sorted(set(self._files.values())):
                 if not shard.is_file():
                     raise ValueError(f"Shard {shard.name} named in {INDEX_FILE} is missing.")
         elif single.is_file():
-            with safe_open(single, framework="np") as f:
+            with _open(single) as f:
                 self._files = dict.fromkeys(f.keys(), single)
         else:
             others = sorted(p.name for p in directory.glob("*.bin")) + sorted(
@@ -93,19 +149,35 @@ class TensorFiles(Mapping[str, np.ndarray]):
     def _handle(self, name: str) -> Any:  # safetensors' handle type is private
         file = self._files[name]
         if file not in self._open:
-            self._open[file] = safe_open(file, framework="np")
+            self._open[file] = _open(file)
         return self._open[file]
 
-    def __getitem__(self, name: str) -> np.ndarray:
+    def _read(self, name: str, what: Any) -> Any:
+        # Shards named by an index are opened here first; a header that lies about a tensor
+        # (offsets past the end, a size that does not match its shape) fails on reading it.
         if name not in self._files:
             raise KeyError(name)
-        return self._handle(name).get_tensor(name)
+        handle = self._handle(name)
+        try:
+            return what(handle)
+        except SafetensorError as e:
+            raise ValueError(
+                f"Tensor {name!r} in {self._files[name]} cannot be read ({_first_line(e)}); "
+                "replace the file with a complete copy."
+            ) from None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._read(name, lambda h: h.get_tensor(name))
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The shape of tensor ``name`` from the file header."""
-        if name not in self._files:
-            raise KeyError(name)
-        return tuple(self._handle(name).get_slice(name).get_shape())
+        return tuple(self._read(name, lambda h: h.get_slice(name).get_shape()))
+
+    def dtype(self, name: str) -> str:
+        """The dtype name of tensor ``name`` from the file header (numpy's, e.g. ``"bfloat16"``,
+        ``"int32"``; safetensors' own for types numpy lacks, e.g. ``"F8_E4M3"``)."""
+        stored = str(self._read(name, lambda h: h.get_slice(name).get_dtype()))
+        return _DTYPE_NAMES.get(stored, stored)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._files)

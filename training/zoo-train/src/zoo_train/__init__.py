@@ -14,8 +14,10 @@ from ._compiler import step_compiler_options as step_compiler_options
 from ._config import OptimizerConfig as OptimizerConfig
 from ._config import TrainConfig as TrainConfig
 from ._errors import CheckpointMismatchError as CheckpointMismatchError
+from ._errors import CheckpointWriteError as CheckpointWriteError
 from ._errors import NonFiniteLossError as NonFiniteLossError
 from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
+from ._errors import RunLockedError as RunLockedError
 from ._errors import StoppedBySignalError as StoppedBySignalError
 from ._finetune import export_hf as export_hf
 from ._finetune import finetune as finetune
@@ -60,8 +62,8 @@ from ._state import init_train_state as init_train_state
 from ._step import accumulate_gradients as accumulate_gradients
 from ._step import make_eval_step as make_eval_step
 from ._step import make_train_step as make_train_step
-from ._step_metrics import PackedMetrics as PackedMetrics
 from ._step import split_micro_batches as split_micro_batches
+from ._step_metrics import PackedMetrics as PackedMetrics
 from ._usage import UsageError as UsageError
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"

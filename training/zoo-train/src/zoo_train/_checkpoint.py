@@ -11,17 +11,25 @@ Layout of ``<out>/checkpoints/<step>/``:
 
 Orbax writes each step into a temporary directory and renames it on commit, so a killed save
 leaves no step directory; a step that is present but unreadable or fails its checksums is
-reported and the previous one is used.
+reported and the previous one is used. Orbax parses every step's small JSON files (its commit
+record, ``metrics/``) whenever it lists the directory, so one torn file anywhere would stop it
+listing any step: a writer moves such a step aside first, with a report; a reader
+(``read_only=True``) does not list them at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
+import os
 import pathlib
+import re
 import shutil
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import equinox as eqx
@@ -31,7 +39,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as ocm
 
-from ._errors import CheckpointMismatchError, NoUsableCheckpointError
+from ._errors import CheckpointMismatchError, CheckpointWriteError, NoUsableCheckpointError
 from ._state import TrainState
 from .parallel import is_array_like
 
@@ -116,8 +124,41 @@ class Checkpointer:
     Saves are asynchronous by default; :meth:`wait` blocks until they are committed.
     """
 
-    def __init__(self, directory: str | pathlib.Path, *, keep: int = 3, async_save: bool = True):
+    def __init__(
+        self,
+        directory: str | pathlib.Path,
+        *,
+        keep: int = 3,
+        async_save: bool = True,
+        read_only: bool = False,
+    ):
+        """Open (``read_only=False``: create) the checkpoint directory ``directory``.
+
+        A reader (``read_only=True``) writes, moves and deletes nothing, so it can read a run
+        that is training; it lists steps once, here, and does not rank them (no
+        :meth:`best_step`). A writer first moves aside every step with a torn JSON piece,
+        reported in :attr:`set_aside_reports` and in the next :meth:`restore`'s ``skipped``.
+        """
         self.directory = pathlib.Path(directory).absolute()
+        self.read_only = read_only
+        self.set_aside_reports: list[str] = []
+        self._pending: int | None = None  # the step of the last save started
+        self._failed = False
+        _quiet_closed_loop_callbacks()
+        if read_only:
+            self._manager = ocp.CheckpointManager(
+                self.directory,
+                options=ocp.CheckpointManagerOptions(
+                    read_only=True,
+                    create=False,
+                    cleanup_tmp_directories=False,
+                    lightweight_initialize=True,  # no per-step JSON parsed just to list steps
+                    enable_async_checkpointing=False,
+                ),
+                item_names=("state", "meta"),
+            )
+            return
+        self._set_aside_torn()
         policy = ocm.preservation_policy.AnyPreservationPolicy(
             [
                 ocm.preservation_policy.LatestN(n=keep),
@@ -142,8 +183,9 @@ class Checkpointer:
         )
 
     def steps(self) -> list[int]:
-        """Committed steps, ascending."""
-        self._manager.reload()
+        """Committed steps, ascending (a reader's: as listed when it was opened)."""
+        if not self.read_only:
+            self._manager.reload()
         return sorted(self._manager.all_steps())
 
     def latest_step(self) -> int | None:
@@ -175,15 +217,34 @@ class Checkpointer:
             "fingerprints": fingerprints(copies),
         }
         metrics = None if eval_loss is None else {"eval_loss": float(eval_loss)}
-        self._manager.save(
-            int(step),
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave({_leaf_name(i): x for i, x in enumerate(copies)}),
-                meta=ocp.args.JsonSave(full_meta),
-            ),
-            metrics=metrics,
-            force=True,
-        )
+        with self._writing(int(step)):  # also reports the failure of the previous async save
+            self._manager.save(
+                int(step),
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave({_leaf_name(i): x for i, x in enumerate(copies)}),
+                    meta=ocp.args.JsonSave(full_meta),
+                ),
+                metrics=metrics,
+                force=True,
+            )
+        self._pending = int(step)
+
+    @contextlib.contextmanager
+    def _writing(self, step: int | None) -> Iterator[None]:
+        """Turn a failed write (a save, the async save before it, a deletion on rotation) into
+        one :class:`CheckpointWriteError` sentence; later calls (``close`` after a failure)
+        raise nothing more."""
+        if self._failed and step is None:  # waiting after a reported failure: nothing to add
+            with contextlib.suppress(Exception):
+                yield
+            return
+        try:
+            yield
+        except Exception as e:
+            self._failed = True
+            raise CheckpointWriteError(
+                _write_failure(e, self.directory, self._pending if step is None else step)
+            ) from e
 
     def read_meta(self, step: int) -> dict[str, Any]:
         """The JSON metadata of ``step``."""
@@ -261,7 +322,8 @@ class Checkpointer:
             CheckpointMismatchError: the checkpoints belong to a different run or model.
             NoUsableCheckpointError: checkpoints exist but none is readable.
         """
-        skipped: list[str] = []
+        skipped: list[str] = list(self.set_aside_reports)
+        self.set_aside_reports = []
         steps = self.steps()
         for step in reversed(steps):
             try:
@@ -277,7 +339,8 @@ class Checkpointer:
                 skipped.append(reason)
                 continue
             restored.skipped = skipped
-            self._set_aside([s for s in steps if s > step])
+            if not self.read_only:
+                self._set_aside([s for s in steps if s > step])
             return restored
         if steps:
             raise NoUsableCheckpointError(
@@ -293,28 +356,101 @@ class Checkpointer:
         if not steps:
             return
         if jax.process_index() == 0:
-            aside = self.directory.with_name(self.directory.name + "-unreadable")
-            aside.mkdir(exist_ok=True)
             for step in steps:
-                src = self.directory / str(step)
-                dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
-                if src.exists():
-                    shutil.move(str(src), str(dst))
-                    logger.warning("moved unreadable checkpoint %s to %s", src, dst)
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            multihost_utils.sync_global_devices("zoo-train: unreadable checkpoints set aside")
+                moved = _move_aside(self.directory, step)
+                if moved is not None:
+                    logger.warning("moved unreadable checkpoint %s to %s", *moved)
+        _sync("zoo-train: unreadable checkpoints set aside")
         self._manager.reload()
 
+    def _set_aside_torn(self) -> None:
+        # Before Orbax lists the directory: it would stop at the first torn JSON piece. Every
+        # process reads the same files and reaches the same verdict; process 0 alone moves.
+        torn = torn_steps(self.directory)
+        if torn and len(torn) == len(_step_dirs(self.directory)):
+            raise NoUsableCheckpointError(
+                f"None of the checkpoints {sorted(torn)} in {self.directory} can be read "
+                f"({'; '.join(f'{s}: {r}' for s, r in sorted(torn.items()))}); move them "
+                "away or pick another output directory (they are never overwritten)."
+            )
+        _sync("zoo-train: checkpoints scanned")
+        for step, reason in torn.items() if jax.process_index() == 0 else ():
+            moved = _move_aside(self.directory, step)
+            if moved is not None:
+                report = (
+                    f"checkpoint {step} in {self.directory} is unreadable ({reason}); moved it "
+                    f"to {moved[1]} and using the others"
+                )
+                logger.warning(report)
+                self.set_aside_reports.append(report)
+        _sync("zoo-train: torn checkpoints set aside")
+
     def wait(self) -> None:
-        """Block until every started save is committed."""
-        self._manager.wait_until_finished()
+        """Block until every started save is committed.
+
+        Raises:
+            CheckpointWriteError: a save failed (e.g. the disk is full); the committed
+                checkpoints before it are intact.
+        """
+        with self._writing(None):
+            self._manager.wait_until_finished()
 
     def close(self) -> None:
-        """Wait for saves and release the manager's resources."""
-        self._manager.wait_until_finished()
-        self._manager.close()
+        """Wait for saves and release the manager's resources (a failed save raises here, once:
+        not again if :meth:`wait` or :meth:`save` already reported it)."""
+        try:
+            self.wait()
+        finally:
+            with contextlib.suppress(Exception) if self._failed else contextlib.nullcontext():
+                self._manager.close()
+
+
+# The JSON files of a step that Orbax parses to list steps (its commit record, the metrics that
+# rank them). A torn ``meta/`` or array is found when that step is restored.
+_JSON_PIECES = ("_CHECKPOINT_METADATA", "metrics/metrics")
+
+
+def _step_dirs(directory: pathlib.Path) -> list[pathlib.Path]:
+    if not directory.is_dir():
+        return []
+    return [p for p in directory.iterdir() if p.name.isdigit() and p.is_dir()]
+
+
+def torn_steps(directory: pathlib.Path) -> dict[int, str]:
+    """``{step: reason}`` for the committed steps under ``directory`` with a JSON piece that
+    cannot be read or parsed (absent pieces are fine: unevaluated steps have no metrics)."""
+    torn: dict[int, str] = {}
+    for step_dir in _step_dirs(directory):
+        for piece in _JSON_PIECES:
+            path = step_dir / piece
+            try:
+                json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError included
+                torn[int(step_dir.name)] = f"{piece}: {_brief(e)}"
+                break
+    return torn
+
+
+def _move_aside(directory: pathlib.Path, step: int) -> tuple[pathlib.Path, pathlib.Path] | None:
+    """Move step ``step`` to ``<directory>-unreadable/<step>-<time>``; ``(from, to)``, or
+    ``None`` if it is gone."""
+    src = directory / str(step)
+    if not src.exists():
+        return None
+    aside = directory.with_name(directory.name + "-unreadable")
+    aside.mkdir(exist_ok=True)
+    dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.move(str(src), str(dst))
+    return src, dst
+
+
+def _sync(name: str) -> None:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def _agreed(error: Exception | None) -> None:
@@ -329,6 +465,69 @@ def _agreed(error: Exception | None) -> None:
         raise error
     if not ok:
         raise ValueError("another process could not read it")
+
+
+def _write_failure(error: Exception, directory: pathlib.Path, step: int | None) -> str:
+    # TensorStore reports an OS error inside a long message: "... [os_error_code='28']".
+    code = re.search(r"os_error_code='(\d+)'", str(error))
+    if code is not None:
+        reason = os.strerror(int(code.group(1))).lower()
+    elif isinstance(error, OSError) and error.strerror:
+        reason = error.strerror.lower()
+    else:
+        reason = _brief(error)
+    deleting = _deleting_step(error)
+    if deleting is not None:
+        return (
+            f"Deleting checkpoint {deleting} in {directory} (beyond the `keep` newest) failed: "
+            f"{reason}; the newer checkpoints are committed, so remove it by hand or fix the "
+            "directory, then run again."
+        )
+    # An async save's failure surfaces at the next call: the path in the message names its step.
+    named = re.search(r"/(\d+)\.orbax-checkpoint-tmp", str(error))
+    step = int(named.group(1)) if named is not None else step
+    what = f"checkpoint {step}" if step is not None else "a checkpoint"
+    return (
+        f"Writing {what} in {directory} failed: {reason}; free space or fix the directory, "
+        "then run again to resume from the last committed checkpoint."
+    )
+
+
+def _deleting_step(error: BaseException) -> int | None:
+    """The step Orbax's deleter was removing when ``error`` was raised, if it was (the error
+    itself, an OSError from ``rmtree``, does not say)."""
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        step = frame.f_locals.get("step")
+        in_deleter = frame.f_code.co_name == "delete" and "deleter" in frame.f_code.co_filename
+        if in_deleter and isinstance(step, int):
+            return step
+        tb = tb.tb_next
+    return None
+
+
+def _quiet_closed_loop_callbacks() -> None:
+    """Drop the "Event loop is closed" errors that follow a failed Orbax read or write.
+
+    Orbax runs each restore on an event loop of its own and closes it when a read fails; reads
+    of the other arrays still in flight in TensorStore then complete onto the closed loop, and
+    Python prints each callback's ``RuntimeError`` as an unraisable exception, dozens of
+    tracebacks after a one-line report. Nothing is lost (the step is reported and skipped);
+    only exactly that error is dropped, everything else reaches the previous hook.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "_zoo_closed_loop_filter", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        error = unraisable.exc_value
+        closed = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+        if not (closed and unraisable.object is None):
+            previous(unraisable)
+
+    hook._zoo_closed_loop_filter = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _brief(error: Exception) -> str:

@@ -8,8 +8,11 @@ import sys
 import time
 from typing import Any
 
+from ._capacity import check_state_fits
 from ._cli_data import check_data_paths, load_corpus, make_loaders
 from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
+from ._export import atomic_directory, check_export_target
+from ._lock import run_lock
 from ._requirements import check_requirement
 from ._settings import Settings
 from ._usage import UsageError
@@ -251,6 +254,18 @@ def run_training(s: Settings, *, command: str) -> int:
         check_requirement(s["attention.require"])
     _check_kernel(s["attention.implementation"])
     out = pathlib.Path(s["out"])
+    if command == "finetune" and s["export_hf"] is not None:  # refused now, not after training
+        if pathlib.Path(s["export_hf"]).resolve() == out.resolve():
+            raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
+        check_export_target(
+            s["export_hf"], sources=(s["from_hf"], s["from_run"]), overwrite=s["overwrite"]
+        )
+    # One training process per output directory; the checks above write nothing.
+    with run_lock(out, enabled=is_primary()):
+        return _run_locked(s, command=command, out=out)
+
+
+def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     mesh, rules = cli_mesh(s.mesh_text, s.sharding)
 
     from ._changes import provenance_changes
@@ -269,6 +284,10 @@ def run_training(s: Settings, *, command: str) -> int:
     else:
         tokenizer = byte_tokenizer()
         mc = preset_config(s, tokenizer)
+        try:  # before the model is built: a configuration may ask for any size
+            check_state_fits(mc, s["optimizer.name"], mesh)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     check_mesh_fits(mesh, rules, mc, batch_size=s["batch_size"])
     if mc.positional == "learned" and s["seq_len"] > mc.max_position:
         raise UsageError(
@@ -371,9 +390,11 @@ def run_training(s: Settings, *, command: str) -> int:
         from ._finetune import export_hf
         from ._runs import copy_tokenizer_files
 
-        path = export_hf(result.model, s["export_hf"])  # every process gathers, process 0 writes
-        if is_primary():
-            copy_tokenizer_files(out / "tokenizer", path)
+        with atomic_directory(s["export_hf"], enabled=is_primary()) as target:
+            path = export_hf(result.model, target)  # every process gathers, process 0 writes
+            if is_primary():
+                copy_tokenizer_files(out / "tokenizer", path)
+        path = pathlib.Path(s["export_hf"])
         _say(f"zoo: exported the model (adapters merged) to {path}")
     if s["sample_tokens"] > 0:
         from .parallel import mesh_context

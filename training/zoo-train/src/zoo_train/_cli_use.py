@@ -10,6 +10,7 @@ from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
 from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
+from ._export import atomic_directory, check_export_target
 from ._usage import UsageError
 
 
@@ -131,8 +132,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
     src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
-    if dst.exists() and any(dst.iterdir()):
-        raise UsageError(f"{str(dst)!r} exists and is not empty; choose a new destination.")
+    check_export_target(dst, sources=(src,), overwrite=args.overwrite)
     mesh, rules = cli_mesh(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules)
@@ -145,8 +145,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
             "directory (checkpoints/); pass one."
         )
     loaded = load_run(src, mesh=mesh, rules=rules)
-    export_hf(loaded.model, dst)
-    copy_tokenizer_files(src / "tokenizer", dst)
+    with atomic_directory(dst) as target:
+        export_hf(loaded.model, target)
+        copy_tokenizer_files(src / "tokenizer", target)
     merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
     print(f"zoo: wrote step {loaded.step} of {src} to {dst} in the Hugging Face format{merged}")
     return 0
@@ -177,22 +178,22 @@ def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path, mesh: Any, rules: dict[str,
         "tokenizer": tokenizer_spec(tokenizer),
         "init": {"kind": "hf", "path": str(src.resolve())},
     }
-    dst.mkdir(parents=True, exist_ok=True)
-    copy_tokenizer_files(src, dst)
-    checkpointer = Checkpointer(dst / CHECKPOINT_DIR, async_save=False)
-    try:
-        checkpointer.save(
-            0,
-            state,
-            {
-                "config": config.to_dict(),
-                "run_info": run_info,
-                "provenance": provenance(),
-                "mesh": mesh_record(mesh),
-                "data_state": None,
-            },
-        )
-    finally:
-        checkpointer.close()
+    with atomic_directory(dst) as target:
+        copy_tokenizer_files(src, target)
+        checkpointer = Checkpointer(target / CHECKPOINT_DIR, async_save=False)
+        try:
+            checkpointer.save(
+                0,
+                state,
+                {
+                    "config": config.to_dict(),
+                    "run_info": run_info,
+                    "provenance": provenance(),
+                    "mesh": mesh_record(mesh),
+                    "data_state": None,
+                },
+            )
+        finally:
+            checkpointer.close()
     print(f"zoo: wrote {src} to {dst} as a zoo checkpoint (step 0)")
     return 0

@@ -43,3 +43,13 @@ class StoppedBySignalError(RuntimeError):
         super().__init__(
             f"Stopped by {self.name} after step {step}; {what}; run the same command to resume."
         )
+
+
+class RunLockedError(RuntimeError):
+    """Another live process is training into the same output directory (the message names its
+    pid and host)."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written or rotated (full disk, read-only or vanished directory);
+    the committed checkpoints before it are intact."""

@@ -24,6 +24,7 @@ import zoo_layers
 from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
 from ._errors import CheckpointMismatchError, NonFiniteLossError, StoppedBySignalError
+from ._lock import holds_run_lock
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
 from ._plan import is_builder, plan_state
@@ -208,6 +209,7 @@ def _evaluate(
     return {"eval_loss": loss, "eval_ppl": math.exp(min(ce, 700.0)), "eval_tokens": weight}
 
 
+@holds_run_lock
 def train(
     model: PyTree,
     data: DataSource,
@@ -258,6 +260,7 @@ def train(
         CheckpointMismatchError: ``out`` holds checkpoints of a different configuration, data
             or model; nothing is overwritten.
         NoUsableCheckpointError: ``out`` holds checkpoints but none is readable.
+        RunLockedError: another process is training into ``out`` (held for the whole call).
         NonFiniteLossError: a NaN/inf loss with ``on_nonfinite="stop"``; the last good checkpoint
             is kept.
     """

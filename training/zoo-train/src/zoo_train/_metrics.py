@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import pathlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -53,17 +55,35 @@ class MetricsWriter:
         self._file.close()
         kept = [r for r in read_metrics(self.path) if int(r.get("step", 0)) <= step]
         tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(_clean(r)) + "\n" for r in kept), encoding="utf-8")
+        with _naming(self.path):
+            tmp.write_text("".join(json.dumps(_clean(r)) + "\n" for r in kept), encoding="utf-8")
         os.replace(tmp, self.path)
         self._file = self.path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
-        """Append ``record`` (NaN/inf become strings)."""
-        self._file.write(json.dumps(_clean(record)) + "\n")
-        self._file.flush()
+        """Append ``record`` (NaN/inf become strings).
+
+        Raises:
+            OSError: the write failed (e.g. a full disk), naming the file.
+        """
+        with _naming(self.path):
+            self._file.write(json.dumps(_clean(record)) + "\n")
+            self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        with _naming(self.path):
+            self._file.close()
+
+
+@contextlib.contextmanager
+def _naming(path: pathlib.Path) -> Iterator[None]:
+    # An OSError from writing or flushing names no file: add which one.
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
 
 
 def plot_loss_curve(

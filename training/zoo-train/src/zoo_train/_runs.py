@@ -100,7 +100,7 @@ def read_metas(run_dir: str | pathlib.Path) -> dict[int, dict[str, Any]]:
     """The metadata of every readable checkpoint of ``run_dir`` (``{}`` when there are none)."""
     if not checkpoint_steps(run_dir):
         return {}
-    checkpointer = Checkpointer(pathlib.Path(run_dir) / CHECKPOINT_DIR, async_save=False)
+    checkpointer = Checkpointer(pathlib.Path(run_dir) / CHECKPOINT_DIR, read_only=True)
     try:
         metas = {}
         for step in checkpointer.steps():
@@ -164,7 +164,7 @@ def load_run(
         trainable=None if lora is None else lora_filter(abstract),
         abstract_model=abstract,
     )
-    checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, async_save=False)
+    checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, read_only=True)
     try:
         restored = checkpointer.restore(plan.template)
     finally:

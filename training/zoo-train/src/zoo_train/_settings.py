@@ -80,6 +80,9 @@ SCHEMA: dict[str, Key] = {
     "from_hf": Key("str?", None, "fine-tune from a Hugging Face directory", True),
     "from_run": Key("str?", None, "fine-tune from a zoo run directory", True),
     "export_hf": Key("str?", None, "write the fine-tuned model here (Hugging Face format)", True),
+    "overwrite": Key(
+        "bool", False, "let --export-hf replace a non-empty directory or the source model", True
+    ),
     "lora.rank": Key("int", 0, "LoRA rank (0: full fine-tuning)", True),
     "lora.alpha": Key("float", 16.0, "LoRA alpha (the update is scaled by alpha / rank)", True),
     "lora.targets": Key("list", ["q", "k", "v", "o"], "LoRA targets: q k v o gate up down", True),

@@ -16,6 +16,7 @@ Commands (zoo COMMAND --help for each):
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -134,6 +135,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
         )
     _add_mesh_flag(p)
     if finetune:
+        _add_switch(p, "--overwrite", "overwrite", True, SCHEMA["overwrite"].help)
         p.add_argument(
             "--lora-targets",
             dest="lora.targets",
@@ -142,13 +144,13 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
             default=argparse.SUPPRESS,
             help="projections to adapt: q k v o gate up down (default: q k v o)",
         )
+    _add_switch(p, "--no-progress", "progress", False, "no progress bar")
+
+
+def _add_switch(p: argparse.ArgumentParser, flag: str, key: str, value: bool, help: str) -> None:
+    """A flag that sets the setting ``key`` to ``value`` (absent: the setting's own sources)."""
     p.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_const",
-        const=False,
-        default=argparse.SUPPRESS,
-        help="no progress bar",
+        flag, dest=key, action="store_const", const=value, default=argparse.SUPPRESS, help=help
     )
 
 
@@ -230,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conv.add_argument("source", metavar="SRC")
     conv.add_argument("dest", metavar="DST")
+    conv.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DST if it is not empty (written beside it, then swapped in)",
+    )
     _add_mesh_flag(conv, default=None)
 
     comp = sub.add_parser(
@@ -337,9 +344,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Errors a user causes: bad settings, bad data, an incompatible checkpoint directory.
     errors: list[type[BaseException]] = [ValueError, FileNotFoundError, NotADirectoryError]
-    from ._errors import NoUsableCheckpointError
+    from ._errors import CheckpointWriteError, NoUsableCheckpointError, RunLockedError
 
-    errors.append(NoUsableCheckpointError)
+    errors += [NoUsableCheckpointError, RunLockedError, CheckpointWriteError]
     if "zoo_attention" in sys.modules:
         errors.append(sys.modules["zoo_attention"].KernelUnavailableError)
     return tuple(errors)
@@ -363,8 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:  # reported by the command's own parser, so the hint names its --help
         args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    # Orbax logs through absl, warning on every save without an eval metric: noise here.
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    # Orbax logs through absl, warning on every save without an eval metric, and logs each
+    # failed write with its traceback from every thread it passed through: the error this
+    # command reports says it in one sentence (ZOO_DEBUG=1 shows them).
+    logging.getLogger("absl").setLevel(logging.ERROR if os.environ.get("ZOO_DEBUG") else 100)
     try:
         code = _run(args)
     except BaseException:
@@ -432,7 +441,26 @@ def _run(args: argparse.Namespace) -> int:
         if isinstance(err, _user_errors()) and not os.environ.get("ZOO_DEBUG"):
             print(f"{where()}: error: {_one_sentence(err)}", file=sys.stderr)
             return 2
+        if _storage_error(err) and not os.environ.get("ZOO_DEBUG"):
+            print(f"{where()}: error: {_storage_sentence(err)}", file=sys.stderr)
+            return 2
         raise
+
+
+# A full disk or quota, a read-only filesystem, missing permissions: the user's to fix.
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _storage_error(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in _STORAGE_ERRNOS
+
+
+def _storage_sentence(err: OSError) -> str:
+    where = f" {err.filename}" if err.filename else ""
+    return (
+        f"Cannot write{where}: {(err.strerror or str(err)).lower()}; free space or choose a "
+        "writable output directory (committed checkpoints are intact)."
+    )
 
 
 if __name__ == "__main__":

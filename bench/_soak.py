@@ -1,0 +1,157 @@
+"""Memory soak: host RSS and live device buffers over thousands of steps of a tiny model.
+
+A slow leak once cost 40% over budget. This runs ``zoo_train.train`` on a tiny Llama (two
+layers, width 32) for 5,000 steps (quick: 600) with a save and an evaluation every 100 steps,
+in a process of its own (``python -m bench._soak CONFIG``), and samples at every train record
+the process's RSS and ``jax.live_arrays()`` (count and bytes). After a warm-up (the first
+fifth of the steps: compilation, allocator growth) a least-squares line through the samples
+gives the slope per 1,000 steps; the target is no growth beyond noise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from ._results import new_result, table, target
+
+NAME = "soak"
+TITLE = "Memory soak: RSS and live buffers over thousands of steps"
+_EVERY = 100  # steps between saves and between evaluations
+_NOISE_MIB = 1.0  # per 1,000 steps: below this, flat
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ``ys`` against ``xs``."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+def _worker(config: dict[str, Any]) -> None:
+    """The soak itself (in its own process): prints one JSON line of samples."""
+    import jax
+    import numpy as np
+    import psutil
+
+    import zoo_models
+    import zoo_train
+    from zoo_train.data import PackedLoader
+
+    rng = np.random.default_rng(0)
+    docs = [rng.integers(0, 255, rng.integers(8, 200)).astype(np.int32) for _ in range(400)]
+    train = PackedLoader(docs, seq_len=32, seed=0, pad_id=255)
+    val = PackedLoader(docs[:16], seq_len=32, shuffle=False, pad_id=255)
+    model_config = zoo_models.get("llama-tiny").replace(
+        n_layers=2, d_model=32, mlp_hidden=64, vocab_size=256
+    )
+    proc = psutil.Process()
+    samples: list[list[float]] = []
+
+    def sample(record: dict[str, Any]) -> None:
+        if "loss" in record and "event" not in record:
+            arrays = jax.live_arrays()
+            samples.append(
+                [
+                    record["step"],
+                    proc.memory_info().rss,
+                    len(arrays),
+                    sum(a.nbytes for a in arrays),
+                ]
+            )
+
+    steps = config["steps"]
+    train_config = zoo_train.TrainConfig(
+        steps=steps,
+        batch_size=4,
+        log_every=config["log_every"],
+        eval_every=_EVERY,
+        eval_batches=1,
+        checkpoint_every=_EVERY,
+        keep=2,
+        progress=False,
+        plot=False,
+    )
+    with tempfile.TemporaryDirectory(prefix="zoo-soak-") as out:
+        zoo_train.train(
+            lambda: zoo_models.build(model_config, key=jax.random.key(0)),
+            train,
+            config=train_config,
+            out=out,
+            eval_data=val,
+            on_record=sample,
+        )
+    print(json.dumps({"samples": samples}), flush=True)
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """Run the soak in a subprocess; a result dict (see :mod:`bench._results`)."""
+    steps = 600 if quick else 5000
+    config = {"steps": steps, "log_every": 10 if quick else 25}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench._soak", json.dumps(config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ZOO_ATTENTION": os.environ.get("ZOO_ATTENTION", "xla")},
+        check=True,
+    )
+    samples = json.loads(proc.stdout.strip().splitlines()[-1])["samples"]
+    result = new_result(NAME, TITLE, quick)
+    warm = [s for s in samples if s[0] > steps // 5]
+    steps_k = [s[0] / 1000 for s in warm]
+    rss_slope = _slope(steps_k, [s[1] / 2**20 for s in warm])
+    count_slope = _slope(steps_k, [float(s[2]) for s in warm])
+    bytes_slope = _slope(steps_k, [s[3] / 2**20 for s in warm])
+    first, last = warm[0], warm[-1]
+    result["tables"].append(
+        table(
+            f"{steps:,} steps, a save and an evaluation every {_EVERY} (after {steps // 5:,} "
+            "steps of warm-up)",
+            ["measure", f"at step {first[0]}", f"at step {last[0]}", "slope per 1,000 steps"],
+            [
+                [
+                    "host RSS (MiB)",
+                    f"{first[1] / 2**20:.1f}",
+                    f"{last[1] / 2**20:.1f}",
+                    f"{rss_slope:+.2f} MiB",
+                ],
+                ["live device arrays", f"{first[2]}", f"{last[2]}", f"{count_slope:+.2f}"],
+                [
+                    "live device bytes (MiB)",
+                    f"{first[3] / 2**20:.3f}",
+                    f"{last[3] / 2**20:.3f}",
+                    f"{bytes_slope:+.4f} MiB",
+                ],
+            ],
+        )
+    )
+    result["targets"].append(
+        target(
+            f"RSS flat after warm-up (slope under {_NOISE_MIB} MiB per 1,000 steps)",
+            f"{rss_slope:+.2f} MiB per 1,000 steps",
+            abs(rss_slope) < _NOISE_MIB,
+        )
+    )
+    result["targets"].append(
+        target(
+            "live device buffers flat (no growth per 1,000 steps)",
+            f"{count_slope:+.2f} arrays, {bytes_slope:+.4f} MiB per 1,000 steps",
+            abs(count_slope) < 1.0,
+        )
+    )
+    result["data"] = {
+        "samples": samples,
+        "rss_mib_per_1000_steps": rss_slope,
+        "live_arrays_per_1000_steps": count_slope,
+        "live_mib_per_1000_steps": bytes_slope,
+    }
+    return result
+
+
+if __name__ == "__main__":
+    _worker(json.loads(sys.argv[1]))

@@ -1,0 +1,62 @@
+"""Refusing, before anything is allocated, a run whose state cannot fit the devices' memory.
+
+A configuration can ask for any size (``--set model_config.n_layers=100000000``); building it
+would exhaust the host or die in XLA with a traceback. The estimate is a floor: parameters,
+their gradients and the optimizer's moments (float32), from the configuration alone
+(``zoo_models.param_bytes`` extrapolates two small abstract models). Activations come on top,
+and ``zoo compile`` measures them for TPUs; this check only refuses what cannot fit at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# float32 values the optimizer keeps per trained parameter (Adafactor's factored moments are
+# a fraction of one: counted as none).
+_OPTIMIZER_VALUES = {"adamw": 2, "sgd": 1, "adafactor": 0}
+
+
+def state_bytes(model_config: Any, optimizer: str, *, full: bool = True) -> int:
+    """Bytes of the parameters, plus, when every parameter trains (``full``), their gradients
+    and the optimizer's state."""
+    import zoo_models
+
+    params = zoo_models.param_bytes(model_config)
+    if not full:
+        return params
+    values = _OPTIMIZER_VALUES.get(optimizer, 2)
+    return 2 * params + values * 4 * zoo_models.num_params(model_config)
+
+
+def memory_of(mesh: Any) -> tuple[int | None, str]:
+    """The memory of ``mesh``'s devices together, and how to name it. CPU devices share the
+    host's memory, which counts once."""
+    import zoo_models
+
+    devices = list(mesh.devices.flat)
+    limits = [(d.memory_stats() or {}).get("bytes_limit") for d in devices]
+    if devices and all(limits):
+        kind = devices[0].device_kind
+        return sum(limits), f"the {len(devices)} {kind} device(s)' memory"
+    return zoo_models.host_memory_bytes(), "this host's memory"
+
+
+def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool = True) -> None:
+    """Refuse a run whose parameters and optimizer state exceed the memory of ``mesh``.
+
+    Raises:
+        ValueError: one sentence with the parameter count and both figures.
+    """
+    import zoo_models
+
+    from .compile._memory import gib
+
+    need = state_bytes(model_config, optimizer, full=full)
+    have, where = memory_of(mesh)
+    if have is not None and need > have:
+        raise ValueError(
+            f"The model has {zoo_models.num_params(model_config):,} parameters: with "
+            f"{'gradients and ' + optimizer + ' state' if full else 'nothing else'} that is at "
+            f"least {gib(need)}, more than {where} ({gib(have)}); choose a "
+            "smaller model_config or more devices."
+        )
