@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 __all__ = [
@@ -60,6 +60,21 @@ def parse_size(size: int | str) -> int:
     return value
 
 
+def _unreadable(file: pathlib.Path, error: Exception) -> ValueError:
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return ValueError(
+        f"{file} is truncated or not a safetensors file ({reason}); copy the checkpoint again."
+    )
+
+
+def _open(file: pathlib.Path) -> Any:  # safetensors' handle type is private
+    """``safe_open`` with an empty, truncated or foreign file as one sentence."""
+    try:
+        return safe_open(file, framework="np")
+    except SafetensorError as e:
+        raise _unreadable(file, e) from None
+
+
 class TensorFiles(Mapping[str, np.ndarray]):
     """The tensors of a checkpoint directory, read lazily by name.
 
@@ -80,7 +95,7 @@ class TensorFiles(Mapping[str, np.ndarray]):
                 if not shard.is_file():
                     raise ValueError(f"Shard {shard.name} named in {INDEX_FILE} is missing.")
         elif single.is_file():
-            with safe_open(single, framework="np") as f:
+            with _open(single) as f:
                 self._files = dict.fromkeys(f.keys(), single)
         else:
             others = sorted(p.name for p in directory.glob("*.bin")) + sorted(
@@ -93,13 +108,16 @@ class TensorFiles(Mapping[str, np.ndarray]):
     def _handle(self, name: str) -> Any:  # safetensors' handle type is private
         file = self._files[name]
         if file not in self._open:
-            self._open[file] = safe_open(file, framework="np")
+            self._open[file] = _open(file)
         return self._open[file]
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._files:
             raise KeyError(name)
-        return self._handle(name).get_tensor(name)
+        try:
+            return self._handle(name).get_tensor(name)
+        except SafetensorError as e:
+            raise _unreadable(self._files[name], e) from None
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The shape of tensor ``name`` from the file header."""

@@ -25,16 +25,27 @@ def check_data_paths(paths: list[str]) -> None:
             )
 
 
-def load_corpus(paths: list[str], *, max_bytes: int) -> tuple[list[Document], str]:
-    """The documents of ``paths`` (the stdlib corpus when empty) and a short description."""
+def load_corpus(
+    paths: list[str], *, max_bytes: int, text_field: str = "text"
+) -> tuple[list[Document], str]:
+    """The documents of ``paths`` (the stdlib corpus when empty) and a short description;
+    ``text_field`` names the field of ``.jsonl`` lines that holds the text."""
     if not paths:
         docs = stdlib_corpus(max_bytes=max_bytes)
         return docs, f"the Python standard library ({len(docs)} files)"
-    docs = load_documents(paths)
+    docs = load_documents(paths, text_field=text_field, on_skipped=_say_skipped)
     if sum(len(d.text) for d in docs) == 0:  # pragma: no cover - load_documents drops empties
         raise UsageError(f"The data in {paths} is empty; pass files with text.")
     noun = "document" if len(docs) == 1 else "documents"
     return docs, f"{', '.join(paths)} ({len(docs)} {noun})"
+
+
+def _say_skipped(count: int, example: str) -> None:
+    noun = "file" if count == 1 else "files"
+    print(
+        f"zoo: warning: skipped {count} binary or non-UTF-8 {noun} in the data (e.g. {example}).",
+        file=sys.stderr,
+    )
 
 
 def make_loaders(

@@ -23,6 +23,7 @@ import zoo_layers
 from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
 from ._errors import CheckpointMismatchError, NonFiniteLossError
+from ._extension import run_changes, steps_change
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
 from ._plan import is_builder, plan_state
@@ -116,15 +117,6 @@ def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | Non
     return f"{show(saved)} → {show(now)}"
 
 
-def _differences(saved: Any, now: Any, prefix: str = "") -> list[str]:
-    if isinstance(saved, dict) and isinstance(now, dict):
-        out = []
-        for key in sorted(set(saved) | set(now)):
-            out += _differences(saved.get(key), now.get(key), f"{prefix}{key}.")
-        return out
-    return [] if saved == now else [f"{prefix[:-1]}: {saved!r} → {now!r}"]
-
-
 class _Window:
     """Means of the step metrics and the throughput since the last train record."""
 
@@ -196,6 +188,7 @@ def train(
     stop_at: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     mesh: Mesh | None = None,
+    start_info: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
     checkpoints.
@@ -225,6 +218,8 @@ def train(
         stop_at: end this call after this step (checkpointed), e.g. to split a run over jobs.
         on_record: called with every metrics record as it is written.
         mesh: the device mesh; default ``make_mesh(config.mesh)``.
+        start_info: JSON-ready facts written into the start (or resume) record of the
+            metrics, not compared on resume (e.g. parameter counts).
 
     Returns:
         A :class:`TrainResult`.
@@ -246,11 +241,9 @@ def train(
     mesh = make_mesh(config.mesh) if mesh is None else mesh
     rules = make_rules(config.sharding)
     check_batch(config.batch_size, mesh, rules)
+    compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
     if loss_fn is None:
-        loss_fn = make_lm_loss(
-            z_loss=config.z_loss,
-            compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
-        )
+        loss_fn = make_lm_loss(z_loss=config.z_loss, compute_dtype=compute_dtype)
     plan = plan_state(model, config, mesh, rules, trainable=trainable)
     model_config = getattr(plan.abstract_model, "config", None)
     if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
@@ -258,7 +251,9 @@ def train(
     identity = _identity(config, data, run_info)
 
     def check(meta: dict) -> None:
-        diffs = _differences(meta.get("identity"), identity)
+        diffs = run_changes(meta.get("identity"), identity)
+        if meta.get("step", 0) > config.steps:
+            diffs.append(f"steps: checkpoint {meta.get('step')} is past {config.steps}")
         if diffs:
             shown = "; ".join(diffs[:4]) + ("; …" if len(diffs) > 4 else "")
             raise CheckpointMismatchError(
@@ -336,6 +331,14 @@ def train(
         mesh_change = _mesh_change(restored.meta.get("mesh"), layout) if restored else None
         if mesh_change is not None:
             progress.write(f"zoo-train: the mesh changed since checkpoint {start}: {mesh_change}")
+        extended = steps_change(restored.meta.get("identity"), identity) if restored else None
+        extensions = list(restored.meta.get("extensions") or []) if restored else []
+        if extended is not None:
+            extensions.append({"at_step": start, **extended})
+            progress.write(
+                f"zoo-train: the run now ends at step {extended['to']} (was {extended['from']}); "
+                "the learning-rate schedule follows the new total"
+            )
         for report in skipped_reports:
             progress.write(f"zoo-train: {report}")
         logger.info("attention kernel: %s", label)
@@ -350,7 +353,11 @@ def train(
                 "provenance": prov,
                 "mesh": layout,
                 "mesh_changed": mesh_change,
+                "steps_changed": extended,
                 "config": _jsonable(config.to_dict()),
+                "compute_dtype": str(compute_dtype),
+                "run_info": _jsonable(run_info or {}),
+                **_jsonable(start_info or {}),
             }
         )
 
@@ -360,9 +367,19 @@ def train(
             "run_info": _jsonable(run_info or {}),
             "provenance": prov,
             "mesh": layout,
+            "extensions": extensions,
         }
         tokens_per_step = int(batch["input_ids"].size) if "input_ids" in batch else 0
         last_eval: dict[str, Any] | None = None
+        if restored is None and eval_data is not None:  # the curve starts at the untrained model
+            last_eval = {
+                "step": start,
+                **_evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches),
+            }
+            record(last_eval)
+            progress.write(
+                f"step {start}: eval loss {last_eval['eval_loss']:.4f}, ppl {last_eval['eval_ppl']:.2f}"
+            )
         window = _Window(tokens_per_step)
         step = start
         while step < end:

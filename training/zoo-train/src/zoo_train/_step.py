@@ -165,7 +165,11 @@ def make_train_step(
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
         updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
         new_params = optax.apply_updates(state.params, updates)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+        # In the old leaves' dtypes: float32 gradients would otherwise promote the moments of
+        # bfloat16 parameters, and the state would change type under a resumed run.
+        keep = lambda new, old: jax.tree.map(
+            lambda a, b: jnp.where(finite, a, b).astype(b.dtype), new, old
+        )
         new_state = TrainState(
             params=keep(new_params, state.params),
             frozen=state.frozen,

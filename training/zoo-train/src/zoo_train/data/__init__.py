@@ -12,3 +12,4 @@ from ._split import split_documents as split_documents
 from ._stdlib import stdlib_corpus as stdlib_corpus
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import byte_tokenizer as byte_tokenizer
+from ._tokenizer import leading_bos as leading_bos

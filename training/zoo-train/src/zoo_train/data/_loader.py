@@ -10,7 +10,7 @@ import numpy as np
 
 from ._documents import Document
 from ._packing import Batch, pack_documents, rows_to_batch
-from ._tokenizer import Tokenizer, encode_fast
+from ._tokenizer import Tokenizer, encode_fast, leading_bos
 
 
 @runtime_checkable
@@ -35,8 +35,11 @@ class DataSource(Protocol):
 
 
 def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[np.ndarray]:
-    """Encode each document and append the tokenizer's EOS (when it has one). int32 arrays."""
+    """Encode each document, with BOS first when the tokenizer's configuration adds it
+    (``tokenizer.add_bos``, as generation does) and the tokenizer's EOS (when it has one)
+    last. int32 arrays."""
     eos = tokenizer.eos_id
+    bos = leading_bos(tokenizer)
     out = []
     for doc in docs:
         ids = encode_fast(tokenizer, doc.text)
@@ -45,6 +48,8 @@ def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[n
             if isinstance(ids, bytes)
             else np.asarray(ids, dtype=np.int32)
         )
+        if bos is not None:
+            arr = np.concatenate([np.int32([bos]), arr])
         if eos is not None:
             arr = np.append(arr, np.int32(eos))
         out.append(arr)
