@@ -61,7 +61,7 @@ def tiny_tokenizer(
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS))
     rng = np.random.default_rng(0)
     lines = [" ".join(rng.choice(WORDS, 8)) for _ in range(200)]
-    lines += ["user assistant system: hello, what is 1 + 2? The answer is 3."]
+    lines += ["user assistant system: hello, what is 1 + 2? The answer is 3.\n"]
     tok.train_from_iterator(lines, trainer)
     if add_bos:
         tok.post_processor = processors.TemplateProcessing(

@@ -43,6 +43,17 @@ def flow(tmp_path_factory):
     root = tmp_path_factory.mktemp("flows")
     tiny_hf_llama(root / "hf16", dtype="bfloat16")
     write_corpus(root / "corpus", files=6, lines=12)
+    # Chat data beside the text: rendered with the tokenizer's template, loss on the replies.
+    chat = [
+        {
+            "messages": [
+                {"role": "user", "content": f"alpha {i}?"},
+                {"role": "assistant", "content": "beta " * i},
+            ]
+        }
+        for i in range(1, 9)
+    ]
+    (root / "corpus" / "chat.jsonl").write_text("".join(json.dumps(c) + "\n" for c in chat))
     said = io.StringIO()
     with contextlib.redirect_stderr(said):
         assert _finetune(root, "--steps", "4", "--export-hf", str(root / "export")) == 0

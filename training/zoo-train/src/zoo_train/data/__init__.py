@@ -5,6 +5,7 @@ from ._documents import load_documents as load_documents
 from ._loader import DataSource as DataSource
 from ._loader import PackedLoader as PackedLoader
 from ._loader import tokenize_documents as tokenize_documents
+from ._loader import tokenize_examples as tokenize_examples
 from ._packing import Batch as Batch
 from ._packing import pack_documents as pack_documents
 from ._packing import rows_to_batch as rows_to_batch

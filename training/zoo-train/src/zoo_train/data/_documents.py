@@ -10,6 +10,8 @@ import os
 import pathlib
 from collections.abc import Callable, Iterable, Sequence
 
+from ._chat import parse_example
+
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
 logger = logging.getLogger("zoo_train")
 
@@ -21,11 +23,15 @@ class Document:
     Attributes:
         id: a stable name (the path inside the directory given, or ``name:line`` for a JSON
             line), used for the train/validation split.
-        text: the document's text.
+        text: the document's text (for an instruction or chat example, its contents joined).
+        turns: an instruction or chat example's ``(role, content)`` pairs (``("prompt", …),
+            ("completion", …)`` for a prompt/completion pair; see :mod:`._chat`); empty for
+            plain text.
     """
 
     id: str
     text: str
+    turns: tuple[tuple[str, str], ...] = ()
 
 
 def _expand(source: str | os.PathLike[str]) -> list[tuple[pathlib.Path, str, bool]]:
@@ -81,11 +87,17 @@ def _read_jsonl(path: pathlib.Path, name: str, text_field: str) -> Iterable[Docu
                 raise ValueError(
                     f"{path}:{line_no} is not valid JSON ({e.msg}); fix the line."
                 ) from e
+            where = f"{path}:{line_no}"
+            turns = parse_example(record, where) if isinstance(record, dict) else None
+            if turns is not None:
+                yield Document(f"{name}:{line_no}", "\n".join(c for _, c in turns), turns)
+                continue
             if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
                 raise ValueError(
-                    f"{path}:{line_no} has no string field {text_field!r}; "
-                    f"give each JSON line a {text_field!r} field or name the field that holds "
-                    "the text with --set text_field=NAME."
+                    f"{path}:{line_no} has no string field {text_field!r}; give each JSON "
+                    f"line a {text_field!r} field (or `messages`, or `prompt` and "
+                    "`completion`), or name the field that holds the text with --set "
+                    "text_field=NAME."
                 )
             yield Document(f"{name}:{line_no}", record[text_field])
 
@@ -98,7 +110,8 @@ def load_documents(
 ) -> list[Document]:
     """Read documents from files, directories (recursive, hidden files skipped) and globs.
 
-    A ``.jsonl``/``.ndjson`` file gives one document per line (its ``text_field``); any other file
+    A ``.jsonl``/``.ndjson`` file gives one document per line: a chat example (``messages``), a
+    ``prompt``/``completion`` pair, or plain text (its ``text_field``); any other file
     is one document of UTF-8 text. Binary and non-UTF-8 files found in a directory or by a glob
     are skipped, and ``on_skipped(count, an example path)`` is told (default: a logged
     warning); a file named explicitly must be text. Empty documents are dropped. The order is
