@@ -110,3 +110,22 @@ def test_eval_refuses_rows_longer_than_the_positions(tmp_path, capsys):
         == 2
     )
     assert "exceeds the model's 16 positions" in capsys.readouterr().err
+
+
+def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
+    from zoo_train._cli_data import make_loaders
+    from zoo_train.data import Document, byte_tokenizer, split_rows
+
+    tok = byte_tokenizer()
+    docs = [Document(f"d{i}", "alpha beta gamma " * 20) for i in range(20)]
+    held = [Document("h", "delta " * 40)]
+    train, val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=held)
+    assert train.describe()["num_documents"] == 20 and val.describe()["num_documents"] == 1
+    assert _settings("finetune", eval_data=["x"])["eval_data"] == ["x"]
+    # A corpus of one file is split by its lines, not left without validation.
+    lines = [f"line {i}\n" for i in range(400)]
+    one = Document("corpus.txt", "".join(lines))
+    train_docs, val_docs = split_rows(one, val_fraction=0.05)
+    kept, held_out = train_docs[0].text.splitlines(True), val_docs[0].text.splitlines(True)
+    assert sorted(kept + held_out) == sorted(lines) and 5 < len(held_out) < 40
+    assert make_loaders([one], tok, seq_len=16, seed=0, val_fraction=0.05)[1] is not None

@@ -22,7 +22,7 @@ import zoo_train
 from zoo_train._inference import sample_ids
 from zoo_train._runs import load_run
 from zoo_train.cli import main
-from zoo_train.data import Document, tokenize_documents
+from zoo_train.data import Document, PackedLoader, load_documents, tokenize_documents
 
 PROMPT = "def alpha return"
 RUN_ARGS = [
@@ -157,7 +157,14 @@ def test_lora_from_continues_a_peft_adapter(flow):
     out = flow / "from_peft"
     args = ["finetune", "--from-hf", str(flow / "hf16"), "--data", str(flow / "corpus")]
     args += ["--out", str(out), *RUN_ARGS[:7], "--lora-from", str(flow / "peft_in")]
-    assert main([*args, "--steps", "1", "--lr", "1e-9"]) == 0
+    held_out = flow / "corpus" / "chat.jsonl"
+    assert main([*args, "--steps", "1", "--lr", "1e-9", "--eval-data", str(held_out)]) == 0
+    # --eval-data is what was evaluated (its reply tokens), not a split of --data.
+    tok = load_run(out).tokenizer
+    loader = PackedLoader.from_documents(load_documents(held_out), tok, seq_len=16, shuffle=False)
+    counted = sum(b["loss_mask"].sum() for b in loader.eval_batches(2, max_batches=8))
+    evals = [r for r in _records(out) if "eval_loss" in r]
+    assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval_tokens"] == counted
     # With a negligible lr the adapter comes back as it was, under the same names, computing
     # what PEFT computes.
     before = load_file(str(flow / "peft_in" / "adapter_model.safetensors"))

@@ -8,7 +8,14 @@ import sys
 from typing import Any
 
 from ._usage import UsageError
-from .data import Document, PackedLoader, load_documents, split_documents, stdlib_corpus
+from .data import (
+    Document,
+    PackedLoader,
+    load_documents,
+    split_documents,
+    split_rows,
+    stdlib_corpus,
+)
 
 
 def check_data_paths(paths: list[str]) -> None:
@@ -55,15 +62,23 @@ def make_loaders(
     seq_len: int,
     seed: int,
     val_fraction: float,
+    eval_docs: list[Document] | None = None,
 ) -> tuple[PackedLoader, PackedLoader | None]:
     """A shuffled training loader and an evaluation loader of the held-out documents.
 
-    The evaluation loader is ``None`` (with a note on stderr) when the split leaves it too
-    little text for one row.
+    With ``eval_docs`` (``--eval-data``) every document trains and those evaluate; else the
+    documents are split by :func:`split_documents`, or a single document by its lines
+    (:func:`split_rows`). The evaluation loader is ``None`` (with a note on stderr) when the
+    split leaves it too little text for one row.
     """
     if not 0.0 <= val_fraction < 1.0:
         raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
-    train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
+    if eval_docs is not None:
+        train_docs, val_docs = docs, eval_docs
+    elif len(docs) == 1 and not docs[0].turns:
+        train_docs, val_docs = split_rows(docs[0], val_fraction=val_fraction, seed=seed)
+    else:
+        train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
     try:
         train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
     except ValueError as e:

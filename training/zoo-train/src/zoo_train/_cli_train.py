@@ -327,8 +327,20 @@ def run_training(s: Settings, *, command: str) -> int:
     if command == "train":
         model, mc, init = _scratch_model(s, tokenizer, mesh, rules, resuming=bool(saved))
     docs, described = load_corpus(s["data"], max_bytes=s["max_bytes"], text_field=s["text_field"])
+    eval_docs = None
+    if s["eval_data"]:
+        check_data_paths(s["eval_data"])
+        eval_docs, _ = load_corpus(
+            s["eval_data"], max_bytes=s["max_bytes"], text_field=s["text_field"]
+        )
+        described += f", evaluated on {', '.join(s['eval_data'])}"
     train_data, val_data = make_loaders(
-        docs, tokenizer, seq_len=s["seq_len"], seed=s["seed"], val_fraction=s["val_fraction"]
+        docs,
+        tokenizer,
+        seq_len=s["seq_len"],
+        seed=s["seed"],
+        val_fraction=s["val_fraction"],
+        eval_docs=eval_docs,
     )
     config = _train_config(s)
     run_info = {

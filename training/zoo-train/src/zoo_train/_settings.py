@@ -36,6 +36,7 @@ class Key:
 SCHEMA: dict[str, Key] = {
     "model": Key("str", "llama-tiny", "model preset (see `zoo models`)"),
     "data": Key("list", [], "text files, directories, globs or .jsonl; empty = the stdlib corpus"),
+    "eval_data": Key("list", [], "held-out data evaluated instead of a split of `data`"),
     "out": Key("str", "runs/default", "output directory (checkpoints, metrics, loss curve)"),
     "steps": Key("int", 800, "optimizer steps"),
     "batch_size": Key("int", 16, "rows per micro-batch"),

@@ -139,13 +139,21 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
         dest="assignments",
         help="set any setting, e.g. --set optimizer.warmup_steps=20 --set model_config.n_layers=4",
     )
-    p.add_argument(
-        "--data",
-        nargs="+",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help="text files, directories, globs or .jsonl (default: the Python stdlib's source)",
-    )
+    for flag, help_text in (
+        (
+            "--data",
+            "text files, directories, globs or .jsonl (default: the Python stdlib's source)",
+        ),
+        ("--eval-data", "held-out data to evaluate on instead of a split of --data"),
+    ):
+        p.add_argument(
+            flag,
+            dest=flag[2:].replace("-", "_"),
+            nargs="+",
+            metavar="PATH",
+            default=argparse.SUPPRESS,
+            help=help_text,
+        )
     flags = _RUN_FLAGS + (_FINETUNE_FLAGS if finetune else [])
     for flag, key, kind, metavar in flags:
         default = (

@@ -10,6 +10,7 @@ from ._packing import Batch as Batch
 from ._packing import pack_documents as pack_documents
 from ._packing import rows_to_batch as rows_to_batch
 from ._split import split_documents as split_documents
+from ._split import split_rows as split_rows
 from ._stdlib import stdlib_corpus as stdlib_corpus
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import byte_tokenizer as byte_tokenizer
