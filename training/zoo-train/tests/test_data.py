@@ -151,4 +151,5 @@ def test_fast_byte_path_matches_the_tokenizer():
     docs = [Document("a", "plain ascii"), Document("b", "ünïcødé ✓ 𝄞")]
     got = tokenize_documents(docs, tok)
     for doc, ids in zip(docs, got, strict=True):
-        assert ids.tolist() == tok.encode(doc.text, add_eos=True)
+        # BOS first: the tokenizer has one, so its texts start with it (as in generation).
+        assert ids.tolist() == tok.encode(doc.text, add_bos=True, add_eos=True)

@@ -70,12 +70,13 @@ def test_lora_finetune_from_hf_exports_merged_model(workspace, capsys):
         "--lora-alpha", "8", "--lora-targets", "q", "v", "up", "--export-hf", str(root / "lora_hf"),
     ])  # fmt: skip
     assert code == 0
-    # Only the adapters are saved, for exactly the targeted projections.
+    # Only the adapters are saved (PEFT's names), for exactly the targeted projections.
     saved = load_file(str(root / "lora" / "adapter" / zoo_train.ADAPTER_FILE))
-    assert sorted({k.rsplit(".", 2)[-2] for k in saved}) == ["q_proj", "up", "v_proj"]
-    assert all(k.endswith((".lora_a", ".lora_b")) for k in saved)
+    assert sorted({k.rsplit(".", 3)[-3] for k in saved}) == ["q_proj", "up_proj", "v_proj"]
+    assert all(k.endswith((".lora_A.weight", ".lora_B.weight")) for k in saved)
     meta = json.loads((root / "lora" / "adapter" / zoo_train.ADAPTER_CONFIG).read_text())
-    assert meta["lora"] == {"rank": 4, "alpha": 8.0, "targets": ["q", "v", "up"]}
+    assert (meta["peft_type"], meta["r"], meta["lora_alpha"]) == ("LORA", 4, 8.0)
+    assert meta["target_modules"] == ["q_proj", "up_proj", "v_proj"]
     # The merged export matches the LoRA model in transformers; untargeted weights are untouched.
     run = zoo_train.load_run(root / "lora")
     assert run.lora is not None

@@ -134,7 +134,7 @@ def test_merge_matches_numpy(lora_run):
 def test_saved_adapters_hold_only_adapters_and_reload(lora_run):
     _, initial, result, _, out = lora_run
     saved = load_file(str(out / "adapter" / zoo_train.ADAPTER_FILE))
-    assert saved and all(k.endswith((".lora_a", ".lora_b")) for k in saved)
+    assert saved and all(k.endswith((".lora_A.weight", ".lora_B.weight")) for k in saved)
     n_saved = sum(v.size for v in saved.values())
     assert n_saved == zoo_train.count_params(initial, zoo_train.lora_filter(initial))
     reloaded = zoo_train.load_adapters(initial, out / "adapter")

@@ -243,3 +243,21 @@ def test_config_rejects_bad_values():
     cfg = zoo_train.TrainConfig(optimizer=OptimizerConfig(lr=1e-3))
     assert zoo_train.TrainConfig.from_dict(cfg.to_dict()) == cfg
     assert optax is not None
+
+
+def test_bfloat16_parameters_keep_the_state_dtypes():
+    # Float32 gradients promoted the AdamW moments of bfloat16 parameters to float32, so a run
+    # with bfloat16 parameters saved a state that no command could restore.
+    model = jax.tree.map(
+        lambda x: x.astype(jnp.bfloat16) if eqx.is_inexact_array(x) else x, _model(2)
+    )
+    opt, sched = zoo_train.make_optimizer(
+        OptimizerConfig(lr=1e-2, warmup_steps=0), 3, eqx.filter(model, eqx.is_inexact_array)
+    )
+    state = zoo_train.init_train_state(model, opt)
+    before = [x.dtype for x in jax.tree.leaves(eqx.filter(state, eqx.is_array))]
+    state, metrics = zoo_train.make_train_step(opt, zoo_train.make_lm_loss(), sched)(
+        loaders(1)[0].next_batch(4), state
+    )
+    assert bool(metrics["finite"])
+    assert [x.dtype for x in jax.tree.leaves(eqx.filter(state, eqx.is_array))] == before

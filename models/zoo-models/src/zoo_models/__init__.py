@@ -6,9 +6,12 @@ from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
 from ._hf_config import SUPPORTED_MODEL_TYPES as SUPPORTED_MODEL_TYPES
+from ._hf_config import checkpoint_dtype as checkpoint_dtype
 from ._hf_config import from_hf_config as from_hf_config
 from ._hf_config import to_hf_config as to_hf_config
 from ._hf_io import from_hf_state_dict as from_hf_state_dict
+from ._hf_io import generation_config as generation_config
+from ._hf_io import hf_leaf_names as hf_leaf_names
 from ._hf_io import hf_state_dict as hf_state_dict
 from ._hf_io import load_hf as load_hf
 from ._hf_io import save_hf as save_hf

@@ -21,15 +21,23 @@ import numpy as np
 
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import Rule, ignorable, rules
+from ._hf_weights import Rule, ignorable, rules, same
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
-from ._tokenizer import HFTokenizer, Tokenizer
+from ._tokenizer import ByteTokenizer, HFTokenizer, Tokenizer
 
-__all__ = ["from_hf_state_dict", "hf_state_dict", "load_hf", "save_hf"]
+__all__ = [
+    "from_hf_state_dict",
+    "generation_config",
+    "hf_leaf_names",
+    "hf_state_dict",
+    "load_hf",
+    "save_hf",
+]
 
 CONFIG_FILE = "config.json"
+GENERATION_CONFIG_FILE = "generation_config.json"
 
 logger = logging.getLogger("zoo_models")
 
@@ -214,6 +222,23 @@ def from_hf_state_dict(
     return jax.tree_util.tree_unflatten(treedef, placed)
 
 
+def hf_leaf_names(config: ModelConfig) -> dict[str, list[str]]:
+    """Model leaf path → the Hugging Face tensor it is, for leaves stored one-to-one (no
+    transpose, split or fusion): one name, or for a leaf stacked over layers one name per
+    entry along its leading axis, e.g. ``"stack.blocks.0.attn.q_proj.weight"`` →
+    ``["model.layers.0.self_attn.q_proj.weight", ...]``. Names adapter formats (PEFT) by."""
+    names: dict[str, list[str]] = {}
+    for rule, layer in _instances(config):
+        if len(rule.hf) != 1 or len(rule.ours) != 1 or rule.to_ours is not same:
+            continue
+        key, group = _leaf_key(config, rule.ours[0], layer)
+        slots = names.setdefault(key, [])
+        index = 0 if group is None else group
+        slots.extend([""] * (index + 1 - len(slots)))
+        slots[index] = rule.names(layer)[0]
+    return names
+
+
 def hf_state_dict(model: Transformer) -> dict[str, np.ndarray]:
     """The model's parameters as Hugging Face-named numpy arrays (the checkpoint layout)."""
     config = _config_of(model)
@@ -302,10 +327,11 @@ def save_hf(
     """Write ``model`` as a Hugging Face checkpoint that ``transformers`` loads.
 
     Writes ``config.json`` (with ``model_type`` and ``architectures``) and safetensors in the
-    model's parameter dtype; above ``max_shard_size`` (bytes, or e.g. ``"2GB"``) the weights
-    are sharded with a ``model.safetensors.index.json``. A ``tokenizer`` read from a
-    ``tokenizer.json`` (:class:`HFTokenizer`) is written beside the weights; the byte-level
-    tokenizer needs no file (``load_tokenizer`` falls back to it). Returns ``path``.
+    model's parameter dtype, and ``generation_config.json`` with the special ids; above
+    ``max_shard_size`` (bytes, or e.g. ``"2GB"``) the weights are sharded with a
+    ``model.safetensors.index.json``. A ``tokenizer`` (:class:`HFTokenizer` or
+    :class:`ByteTokenizer`) is written beside the weights as ``tokenizer.json`` and
+    ``tokenizer_config.json``, so ``AutoTokenizer`` loads the directory. Returns ``path``.
     """
     config = _config_of(model)
     hf = to_hf_config(config)  # refuses configs the family cannot express, before writing
@@ -315,6 +341,24 @@ def save_hf(
         raise ValueError(f"{path} is a file; save_hf needs a directory path.")
     write_tensor_files(path, tensors, max_shard_size=max_shard_size)
     (path / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
-    if isinstance(tokenizer, HFTokenizer):
+    generation = generation_config(config, tokenizer)
+    (path / GENERATION_CONFIG_FILE).write_text(json.dumps(generation, indent=2) + "\n")
+    if isinstance(tokenizer, HFTokenizer | ByteTokenizer):
         tokenizer.save(path)
     return path
+
+
+def generation_config(config: ModelConfig, tokenizer: Tokenizer | None = None) -> dict[str, Any]:
+    """``generation_config.json``: the special ids ``transformers`` generation stops and pads
+    with (the tokenizer's where the model config names none)."""
+    out: dict[str, Any] = {}
+    for name, value in (
+        ("bos_token_id", config.bos_token_id),
+        ("eos_token_id", config.eos_token_id),
+        ("pad_token_id", config.pad_token_id),
+    ):
+        if value is None and tokenizer is not None and name != "pad_token_id":
+            value = tokenizer.bos_id if name == "bos_token_id" else tokenizer.eos_id
+        if value is not None:
+            out[name] = int(value)
+    return out

@@ -21,12 +21,13 @@ from jaxtyping import Array
 
 from ._config import ModelConfig
 
-__all__ = ["Rule", "ignorable", "rules"]
+__all__ = ["Rule", "ignorable", "rules", "same"]
 
 Transform = Callable[[Sequence[Array]], list[Array]]
 
 
-def _same(xs: Sequence[Array]) -> list[Array]:
+def same(xs: Sequence[Array]) -> list[Array]:
+    """The identity transform: the tensor is the leaf."""
     return list(xs)
 
 
@@ -47,15 +48,15 @@ class Rule:
 
     hf: tuple[str, ...]
     ours: tuple[str, ...]
-    to_ours: Transform = _same
-    to_hf: Transform = _same
+    to_ours: Transform = same
+    to_hf: Transform = same
 
     def names(self, layer: int | None = None) -> tuple[str, ...]:
         """The Hugging Face names, for layer ``layer`` in a layer rule."""
         return tuple(n.format(i=layer) for n in self.hf)
 
 
-def _one(hf: str, ours: str, transform: Transform = _same) -> Rule:
+def _one(hf: str, ours: str, transform: Transform = same) -> Rule:
     # Both transforms in this module are their own inverses (identity, transpose).
     return Rule((hf,), (ours,), transform, transform)
 

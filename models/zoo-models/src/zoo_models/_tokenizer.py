@@ -12,6 +12,10 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import tokenizers
+import tokenizers.decoders
+import tokenizers.models
+import tokenizers.pre_tokenizers
+import tokenizers.processors
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "Tokenizer", "load_tokenizer"]
 
@@ -28,6 +32,11 @@ class Tokenizer(Protocol):
 
     @property
     def eos_id(self) -> int | None: ...
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether the tokenizer's own configuration puts BOS before a text."""
+        ...
 
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]: ...
 
@@ -79,6 +88,37 @@ class ByteTokenizer:
     def eos_id(self) -> int | None:
         return self._eos_id
 
+    @property
+    def add_bos(self) -> bool:
+        """A byte tokenizer with a BOS id starts every text with it."""
+        return self._bos_id is not None
+
+    def save(self, directory: str | pathlib.Path) -> None:
+        """Write these ids as a ``tokenizer.json`` that ``tokenizers`` and ``transformers``
+        load: a byte-level vocabulary with id ``b`` for byte ``b`` and the specials after."""
+        directory = pathlib.Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        alphabet = _byte_alphabet()
+        vocab = {alphabet[b]: b for b in range(256)}
+        tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(
+            add_prefix_space=False, use_regex=False
+        )
+        tok.decoder = tokenizers.decoders.ByteLevel()
+        specials = [t for t, i in (("<s>", self._bos_id), ("</s>", self._eos_id)) if i is not None]
+        tok.add_special_tokens(specials)
+        if self._bos_id is not None:
+            tok.post_processor = tokenizers.processors.TemplateProcessing(
+                single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", self._bos_id)]
+            )
+        tok.save(str(directory / "tokenizer.json"))
+        _write_config(
+            directory,
+            bos="<s>" if self._bos_id is not None else None,
+            eos="</s>" if self._eos_id is not None else None,
+            add_bos=self.add_bos,
+        )
+
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         """``text`` → byte ids, optionally wrapped in BOS/EOS."""
         return _add_specials(
@@ -113,7 +153,11 @@ class HFTokenizer:
     """A ``tokenizers.Tokenizer`` (from a ``tokenizer.json``) behind the zoo interface.
 
     ``encode`` adds no special tokens of its own template; BOS/EOS are added only on request,
-    the same as with :class:`ByteTokenizer`.
+    the same as with :class:`ByteTokenizer`. ``add_bos`` says whether the tokenizer's own
+    configuration starts a text with BOS (``add_bos_token`` in ``tokenizer_config.json``, else
+    what the ``tokenizer.json`` post-processor does), so that training, evaluation and
+    generation all follow it. ``chat_template`` is the Jinja template of
+    ``tokenizer_config.json``, if any.
     """
 
     def __init__(
@@ -122,10 +166,22 @@ class HFTokenizer:
         *,
         bos_token: str | None = None,
         eos_token: str | None = None,
+        add_bos: bool | None = None,
+        chat_template: str | None = None,
     ) -> None:
         self._tok = tokenizer
         self._bos_id = self._special_id(bos_token, "bos_token")
         self._eos_id = self._special_id(eos_token, "eos_token")
+        if add_bos is None:
+            add_bos = self._post_processor_adds_bos()
+        self._add_bos = bool(add_bos) and self._bos_id is not None
+        self.chat_template = chat_template
+
+    def _post_processor_adds_bos(self) -> bool:
+        if self._bos_id is None:
+            return False
+        ids = self._tok.encode("a", add_special_tokens=True).ids
+        return bool(ids) and ids[0] == self._bos_id
 
     def _special_id(self, token: str | None, what: str) -> int | None:
         if token is None:
@@ -161,6 +217,10 @@ class HFTokenizer:
     def eos_id(self) -> int | None:
         return self._eos_id
 
+    @property
+    def add_bos(self) -> bool:
+        return self._add_bos
+
     def encode(self, text: str, *, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         """``text`` → ids, optionally wrapped in BOS/EOS."""
         ids = self._tok.encode(text, add_special_tokens=False).ids
@@ -175,15 +235,49 @@ class HFTokenizer:
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self._tok.save(str(directory / "tokenizer.json"))
-        config: dict[str, str] = {}
-        if self._bos_id is not None:
-            config["bos_token"] = self._tok.id_to_token(self._bos_id)
-        if self._eos_id is not None:
-            config["eos_token"] = self._tok.id_to_token(self._eos_id)
-        (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+        _write_config(
+            directory,
+            bos=None if self._bos_id is None else self._tok.id_to_token(self._bos_id),
+            eos=None if self._eos_id is None else self._tok.id_to_token(self._eos_id),
+            add_bos=self._add_bos,
+            chat_template=self.chat_template,
+        )
 
     def __repr__(self) -> str:
         return f"HFTokenizer(vocab_size={self.vocab_size}, bos_id={self._bos_id}, eos_id={self._eos_id})"
+
+
+def _byte_alphabet() -> list[str]:
+    # GPT-2's printable stand-ins for the 256 bytes (what the ByteLevel pre-tokenizer emits).
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)]
+
+
+def _write_config(
+    directory: pathlib.Path,
+    *,
+    bos: str | None,
+    eos: str | None,
+    add_bos: bool,
+    chat_template: str | None = None,
+) -> None:
+    """``tokenizer_config.json`` as ``transformers`` reads it (a fast tokenizer of this file)."""
+    config: dict[str, object] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if bos is not None:
+        config["bos_token"] = bos
+    if eos is not None:
+        config["eos_token"] = eos
+    config["add_bos_token"] = add_bos
+    if chat_template is not None:
+        config["chat_template"] = chat_template
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
 def _token_content(value: object) -> str | None:
@@ -198,8 +292,8 @@ def _token_content(value: object) -> str | None:
 def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file).
 
-    Uses ``tokenizer.json`` when present (BOS/EOS from ``tokenizer_config.json`` if it names
-    them), else the built-in :class:`ByteTokenizer`.
+    Uses ``tokenizer.json`` when present (BOS/EOS, ``add_bos_token`` and ``chat_template``
+    from ``tokenizer_config.json`` if it names them), else the built-in :class:`ByteTokenizer`.
     """
     path = pathlib.Path(path)
     if not path.exists():
@@ -209,14 +303,22 @@ def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     file = path / "tokenizer.json"
     if not file.is_file():
         return ByteTokenizer()
-    bos = eos = None
+    config: dict[str, object] = {}
     config_file = path / "tokenizer_config.json"
     if config_file.is_file():
         config = json.loads(config_file.read_text())
-        bos = _token_content(config.get("bos_token"))
-        eos = _token_content(config.get("eos_token"))
+    bos = _token_content(config.get("bos_token"))
+    eos = _token_content(config.get("eos_token"))
     tok = tokenizers.Tokenizer.from_file(str(file))
     # A config naming a token the vocabulary lacks is not worth failing the load over.
     bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
     eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
-    return HFTokenizer(tok, bos_token=bos, eos_token=eos)
+    add_bos = config.get("add_bos_token")
+    template = config.get("chat_template")
+    return HFTokenizer(
+        tok,
+        bos_token=bos,
+        eos_token=eos,
+        add_bos=add_bos if isinstance(add_bos, bool) else None,
+        chat_template=template if isinstance(template, str) else None,
+    )

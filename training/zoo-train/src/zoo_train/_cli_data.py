@@ -8,7 +8,14 @@ import sys
 from typing import Any
 
 from ._usage import UsageError
-from .data import Document, PackedLoader, load_documents, split_documents, stdlib_corpus
+from .data import (
+    Document,
+    PackedLoader,
+    load_documents,
+    split_documents,
+    split_rows,
+    stdlib_corpus,
+)
 
 
 def check_data_paths(paths: list[str]) -> None:
@@ -25,16 +32,27 @@ def check_data_paths(paths: list[str]) -> None:
             )
 
 
-def load_corpus(paths: list[str], *, max_bytes: int) -> tuple[list[Document], str]:
-    """The documents of ``paths`` (the stdlib corpus when empty) and a short description."""
+def load_corpus(
+    paths: list[str], *, max_bytes: int, text_field: str = "text"
+) -> tuple[list[Document], str]:
+    """The documents of ``paths`` (the stdlib corpus when empty) and a short description;
+    ``text_field`` names the field of ``.jsonl`` lines that holds the text."""
     if not paths:
         docs = stdlib_corpus(max_bytes=max_bytes)
         return docs, f"the Python standard library ({len(docs)} files)"
-    docs = load_documents(paths)
+    docs = load_documents(paths, text_field=text_field, on_skipped=_say_skipped)
     if sum(len(d.text) for d in docs) == 0:  # pragma: no cover - load_documents drops empties
         raise UsageError(f"The data in {paths} is empty; pass files with text.")
     noun = "document" if len(docs) == 1 else "documents"
     return docs, f"{', '.join(paths)} ({len(docs)} {noun})"
+
+
+def _say_skipped(count: int, example: str) -> None:
+    noun = "file" if count == 1 else "files"
+    print(
+        f"zoo: warning: skipped {count} binary or non-UTF-8 {noun} in the data (e.g. {example}).",
+        file=sys.stderr,
+    )
 
 
 def make_loaders(
@@ -44,15 +62,23 @@ def make_loaders(
     seq_len: int,
     seed: int,
     val_fraction: float,
+    eval_docs: list[Document] | None = None,
 ) -> tuple[PackedLoader, PackedLoader | None]:
     """A shuffled training loader and an evaluation loader of the held-out documents.
 
-    The evaluation loader is ``None`` (with a note on stderr) when the split leaves it too
-    little text for one row.
+    With ``eval_docs`` (``--eval-data``) every document trains and those evaluate; else the
+    documents are split by :func:`split_documents`, or a single document by its lines
+    (:func:`split_rows`). The evaluation loader is ``None`` (with a note on stderr) when the
+    split leaves it too little text for one row.
     """
     if not 0.0 <= val_fraction < 1.0:
         raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
-    train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
+    if eval_docs is not None:
+        train_docs, val_docs = docs, eval_docs
+    elif len(docs) == 1 and not docs[0].turns:
+        train_docs, val_docs = split_rows(docs[0], val_fraction=val_fraction, seed=seed)
+    else:
+        train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
     try:
         train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
     except ValueError as e:

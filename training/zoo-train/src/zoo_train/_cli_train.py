@@ -10,11 +10,11 @@ from typing import Any
 
 from ._capacity import check_state_fits
 from ._cli_data import check_data_paths, load_corpus, make_loaders
-from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
+from ._cli_mesh import check_mesh_fits, check_positions, cli_mesh, load_hf_on_mesh
 from ._export import atomic_directory, check_export_target
 from ._lock import run_lock
 from ._requirements import check_requirement
-from ._settings import Settings
+from ._settings import SCHEMA, Settings
 from ._usage import UsageError
 from .parallel import is_primary
 
@@ -54,12 +54,19 @@ def join_processes(args: Any, s: Settings) -> None:
 
 def _train_config(s: Settings) -> Any:
     from ._config import OptimizerConfig, TrainConfig
+    from ._optim import default_warmup
     from .parallel import MeshConfig
 
+    warmup = s["optimizer.warmup_steps"]
+    try:
+        if warmup is None:
+            warmup = default_warmup(s["steps"], s["optimizer.warmup_fraction"])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     optimizer = OptimizerConfig(
         name=s["optimizer.name"],
         lr=s["lr"],
-        warmup_steps=min(s["optimizer.warmup_steps"], s["steps"]),
+        warmup_steps=min(warmup, s["steps"]),
         schedule=s["optimizer.schedule"],
         min_lr_ratio=s["optimizer.min_lr_ratio"],
         weight_decay=s["optimizer.weight_decay"],
@@ -155,11 +162,7 @@ def preset_config(s: Settings, tokenizer: Any | None = None) -> Any:
         config = config.replace(**changes)
     except (ValueError, TypeError) as e:
         raise UsageError(f"model_config: {e}") from None
-    if config.positional == "learned" and s["seq_len"] > config.max_position:
-        raise UsageError(
-            f"seq_len {s['seq_len']} exceeds the model's {config.max_position} positions; lower "
-            "--seq-len or raise model_config.max_position."
-        )
+    check_positions(config, s["seq_len"])
     return config
 
 
@@ -188,13 +191,27 @@ def _scratch_model(
     return init_sharded(build, mesh=mesh, shardings=shardings), config, init
 
 
+def checkpoint_dtype_of(source: pathlib.Path) -> str:
+    """The parameter dtype the Hugging Face directory ``source`` declares (float32 if none)."""
+    import json
+
+    import zoo_models
+
+    try:
+        declared = zoo_models.checkpoint_dtype(json.loads((source / "config.json").read_text()))
+    except (OSError, ValueError):
+        declared = None  # load_hf reports an unreadable config.json in its own words
+    return declared or "float32"
+
+
 def _source_model(
     s: Settings, out: pathlib.Path, mesh: Any, rules: dict[str, Any]
 ) -> tuple[Any, Any, dict[str, Any], dict[str, Any] | None]:
     """The model to fine-tune (placed on ``mesh``), its tokenizer, how it was obtained, and its
     checkpoint provenance."""
+    from ._cli_mesh import tokenizer_source
     from ._lora import merge_lora
-    from ._runs import copy_tokenizer_files, load_run
+    from ._runs import TOKENIZER_DIR, copy_tokenizer_files, load_run
 
     from_hf, from_run = s["from_hf"], s["from_run"]
     if (from_hf is None) == (from_run is None):
@@ -208,20 +225,26 @@ def _source_model(
             )
         changes = dict(s.model_config)
         _check_model_changes(changes)
+        # Float32 master weights whatever the checkpoint's dtype (see _precision).
+        changes.setdefault("param_dtype", "float32")
         model, tokenizer = load_hf_on_mesh(
-            source, mesh, rules, attention_implementation=impl, **changes
+            source, mesh, rules, tokenizer=s["tokenizer"], attention_implementation=impl, **changes
         )
         if is_primary():
-            copy_tokenizer_files(source, out)
-        return model, tokenizer, {"kind": "hf", "path": str(source.resolve())}, None
+            copy_tokenizer_files(tokenizer_source(source, s["tokenizer"]), out / TOKENIZER_DIR)
+        init = {"kind": "hf", "path": str(source.resolve()), "dtype": checkpoint_dtype_of(source)}
+        return model, tokenizer, init, None
     if s.model_config:
         raise UsageError("model_config cannot change a model loaded with --from-run; drop it.")
     loaded = load_run(from_run, attention_implementation=impl, mesh=mesh, rules=rules)
     model = merge_lora(loaded.model) if loaded.lora is not None else loaded.model
     src = pathlib.Path(from_run)
     if is_primary():
-        copy_tokenizer_files(src / "tokenizer", out)
+        copy_tokenizer_files(src / TOKENIZER_DIR, out / TOKENIZER_DIR)
     init = {"kind": "run", "path": str(src.resolve()), "step": loaded.step}
+    dtype = ((loaded.meta.get("run_info") or {}).get("init") or {}).get("dtype")
+    if dtype is not None:
+        init["dtype"] = dtype  # still exported in the dtype of the original checkpoint
     return model, loaded.tokenizer, init, loaded.meta.get("provenance")
 
 
@@ -247,9 +270,39 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
     )
 
 
+def _adapter_settings(s: Settings) -> Any:
+    """The LoRA settings of the PEFT adapter ``--lora-from`` continues; a different
+    ``--lora-rank`` is refused."""
+    from ._peft import read_peft_config
+
+    try:
+        lora = read_peft_config(s["lora.from"])
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if s["lora.rank"] not in (0, lora.rank):
+        raise UsageError(
+            f"The adapter in {s['lora.from']!r} has rank {lora.rank}, not {s['lora.rank']}; "
+            "drop --lora-rank (the adapter's own settings are used)."
+        )
+    return lora
+
+
+def _check_finetune_settings(s: Settings, command: str) -> None:
+    if s["lora.rank"] < 0:
+        raise UsageError(
+            f"--lora-rank must be positive for LoRA or 0 for full fine-tuning, got {s['lora.rank']}."
+        )
+    if command == "finetune" and s["model"] != SCHEMA["model"].default:
+        raise UsageError(
+            "--model names a preset for zoo train; zoo finetune takes its model from --from-hf "
+            "or --from-run, so drop --model."
+        )
+
+
 def run_training(s: Settings, *, command: str) -> int:
     """Run ``zoo train`` (``command="train"``) or ``zoo finetune``; returns the exit code."""
     check_data_paths(s["data"])
+    _check_finetune_settings(s, command)
     if s["attention.require"] is not None:
         check_requirement(s["attention.require"])
     _check_kernel(s["attention.implementation"])
@@ -269,8 +322,9 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     mesh, rules = cli_mesh(s.mesh_text, s.sharding)
 
     from ._changes import provenance_changes
-    from ._inference import evaluate_model, sample_text
-    from ._lora import LoRAConfig, count_params
+    from ._inference import sample_text
+    from ._lora import LoRAConfig
+    from ._parameters import describe_parameters, parameter_summary
     from ._runs import model_identity, read_metas, tokenizer_spec
     from .data import byte_tokenizer
     from .parallel import describe_mesh
@@ -289,13 +343,12 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
         except ValueError as e:
             raise UsageError(str(e)) from None
     check_mesh_fits(mesh, rules, mc, batch_size=s["batch_size"])
-    if mc.positional == "learned" and s["seq_len"] > mc.max_position:
-        raise UsageError(
-            f"seq_len {s['seq_len']} exceeds the model's {mc.max_position} positions; lower "
-            "--seq-len or raise model_config.max_position."
-        )
+    check_positions(mc, s["seq_len"])
     lora = None
-    if command == "finetune" and s["lora.rank"] > 0:
+    if command == "finetune" and s["lora.from"] is not None:
+        lora = _adapter_settings(s)
+        init["adapter"] = str(pathlib.Path(s["lora.from"]).resolve())
+    elif command == "finetune" and s["lora.rank"] > 0:
         try:
             targets = tuple(t for item in s["lora.targets"] for t in item.split(",") if t)
             lora = LoRAConfig(rank=s["lora.rank"], alpha=s["lora.alpha"], targets=targets)
@@ -304,9 +357,21 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
 
     if command == "train":
         model, mc, init = _scratch_model(s, tokenizer, mesh, rules, resuming=bool(saved))
-    docs, described = load_corpus(s["data"], max_bytes=s["max_bytes"])
+    docs, described = load_corpus(s["data"], max_bytes=s["max_bytes"], text_field=s["text_field"])
+    eval_docs = None
+    if s["eval_data"]:
+        check_data_paths(s["eval_data"])
+        eval_docs, _ = load_corpus(
+            s["eval_data"], max_bytes=s["max_bytes"], text_field=s["text_field"]
+        )
+        described += f", evaluated on {', '.join(s['eval_data'])}"
     train_data, val_data = make_loaders(
-        docs, tokenizer, seq_len=s["seq_len"], seed=s["seed"], val_fraction=s["val_fraction"]
+        docs,
+        tokenizer,
+        seq_len=s["seq_len"],
+        seed=s["seed"],
+        val_fraction=s["val_fraction"],
+        eval_docs=eval_docs,
     )
     config = _train_config(s)
     run_info = {
@@ -318,21 +383,12 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
 
     if not saved:
         _say(
-            f"zoo: {command} {mc.family} model ({count_params(model):,} parameters) on "
-            f"{described}: {train_data.num_tokens:,} training tokens, {config.steps} steps of "
-            f"{config.batch_size * config.grad_accum} x {s['seq_len']} tokens on mesh "
-            f"{describe_mesh(mesh)} -> {out}"
+            f"zoo: {command} {mc.family} model on {described}: {train_data.num_tokens:,} "
+            f"training tokens, {config.steps} steps of {config.batch_size * config.grad_accum} "
+            f"x {s['seq_len']} tokens on mesh {describe_mesh(mesh)} -> {out}"
         )
-        if val_data is not None:
-            first = evaluate_model(
-                model,
-                val_data,
-                batch_size=config.batch_size,
-                max_batches=config.eval_batches,
-                mesh=mesh,
-                rules=rules,
-            )
-            _say(f"zoo: eval loss before training {first['loss']:.4f} (ppl {first['ppl']:.2f})")
+    parameters = parameter_summary(model, mc, lora, init.get("dtype"))
+    _say("zoo: " + describe_parameters(parameters, s["compute_dtype"], mesh))
 
     def on_record(rec: dict[str, Any]) -> None:
         if rec.get("event") not in ("start", "resume"):
@@ -365,6 +421,8 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
             stop_at=s["stop_at"],
             on_record=on_record,
             mesh=mesh,
+            start_info={"parameters": parameters},
+            adapter_from=s["lora.from"],
         )
     else:
         from ._loop import train
@@ -379,6 +437,7 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
             stop_at=s["stop_at"],
             on_record=on_record,
             mesh=mesh,
+            start_info={"parameters": parameters},
         )
     if result.resumed_from is not None and result.start_step == result.step:
         _say(f"zoo: the run in {out} was already complete at step {result.step}; nothing to train.")
@@ -388,12 +447,13 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
         _say(f"zoo: LoRA adapters (only) in {out / 'adapter'}")
     if command == "finetune" and s["export_hf"] is not None:
         from ._finetune import export_hf
-        from ._runs import copy_tokenizer_files
+        from ._runs import TOKENIZER_DIR, export_tokenizer
 
+        # Every process gathers, process 0 writes; in the dtype the source checkpoint came in.
         with atomic_directory(s["export_hf"], enabled=is_primary()) as target:
-            path = export_hf(result.model, target)  # every process gathers, process 0 writes
+            path = export_hf(result.model, target, dtype=init.get("dtype"))
             if is_primary():
-                copy_tokenizer_files(out / "tokenizer", path)
+                export_tokenizer(tokenizer, out / TOKENIZER_DIR, path)
         path = pathlib.Path(s["export_hf"])
         _say(f"zoo: exported the model (adapters merged) to {path}")
     if s["sample_tokens"] > 0:

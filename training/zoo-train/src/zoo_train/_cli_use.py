@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from ._cli_data import check_data_paths, load_corpus, make_loaders
-from ._cli_mesh import check_mesh_fits, cli_mesh, load_hf_on_mesh
+from ._cli_mesh import check_mesh_fits, check_positions, cli_mesh, load_hf_on_mesh
 from ._export import atomic_directory, check_export_target
 from ._usage import UsageError
 
@@ -20,9 +20,11 @@ def load_model(
     attention_implementation: str | None = None,
     mesh: Any = None,
     rules: dict[str, Any] | None = None,
+    tokenizer: str | None = None,
 ) -> tuple[Any, Any, str]:
     """A model and tokenizer from a zoo run directory or a Hugging Face directory, its
-    parameters placed on ``mesh`` by the sharding ``rules`` (default: every device).
+    parameters placed on ``mesh`` by the sharding ``rules`` (default: every device);
+    ``tokenizer`` (a directory or ``tokenizer.json``) replaces the source's tokenizer.
 
     Returns:
         ``(model, tokenizer, description)``.
@@ -33,17 +35,24 @@ def load_model(
     rules = make_rules(rules)
     p = pathlib.Path(path)
     if (p / "config.json").is_file():
-        model, tokenizer = load_hf_on_mesh(
-            p, mesh, rules, attention_implementation=attention_implementation
+        model, tok = load_hf_on_mesh(
+            p, mesh, rules, tokenizer=tokenizer, attention_implementation=attention_implementation
         )
-        return model, tokenizer, f"Hugging Face model {p}"
+        return model, tok, f"Hugging Face model {p}"
     from ._runs import checkpoint_steps, load_run
 
     if checkpoint_steps(p):
         loaded = load_run(
             p, attention_implementation=attention_implementation, mesh=mesh, rules=rules
         )
-        return loaded.model, loaded.tokenizer, f"run {p} at step {loaded.step}"
+        tok = loaded.tokenizer
+        if tokenizer is not None:
+            import zoo_models
+
+            from ._cli_mesh import tokenizer_source
+
+            tok = zoo_models.load_tokenizer(tokenizer_source(p, tokenizer))
+        return loaded.model, tok, f"run {p} at step {loaded.step}"
     raise UsageError(
         f"{path!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face model "
         "directory (with config.json); pass one."
@@ -57,7 +66,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     mesh, rules = cli_mesh(args.mesh)
     model, tokenizer, what = load_model(
-        args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
     )
     check_mesh_fits(mesh, rules, model.config)
     print(f"zoo: sampling from {what}", file=sys.stderr)
@@ -88,9 +101,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_data_paths(data)
     mesh, rules = cli_mesh(args.mesh)
     model, tokenizer, what = load_model(
-        args.source, attention_implementation=args.attention_implementation, mesh=mesh, rules=rules
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
     )
     check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
+    check_positions(model.config, args.seq_len)
     docs, described = load_corpus(data, max_bytes=args.max_bytes)
     if data and args.val_fraction is None:
         # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
@@ -135,9 +153,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     check_export_target(dst, sources=(src,), overwrite=args.overwrite)
     mesh, rules = cli_mesh(args.mesh)
     if (src / "config.json").is_file():
-        return _hf_to_zoo(src, dst, mesh, rules)
+        return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
     from ._finetune import export_hf
-    from ._runs import checkpoint_steps, copy_tokenizer_files, load_run
+    from ._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run
 
     if not checkpoint_steps(src):
         raise UsageError(
@@ -145,26 +163,37 @@ def cmd_convert(args: argparse.Namespace) -> int:
             "directory (checkpoints/); pass one."
         )
     loaded = load_run(src, mesh=mesh, rules=rules)
+    init = (loaded.meta.get("run_info") or {}).get("init") or {}
     with atomic_directory(dst) as target:
-        export_hf(loaded.model, target)
-        copy_tokenizer_files(src / "tokenizer", target)
+        export_hf(loaded.model, target, dtype=init.get("dtype"))
+        export_tokenizer(loaded.tokenizer, src / TOKENIZER_DIR, target)
     merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
     print(f"zoo: wrote step {loaded.step} of {src} to {dst} in the Hugging Face format{merged}")
     return 0
 
 
-def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path, mesh: Any, rules: dict[str, Any]) -> int:
-
+def _hf_to_zoo(
+    src: pathlib.Path,
+    dst: pathlib.Path,
+    mesh: Any,
+    rules: dict[str, Any],
+    tokenizer_path: str | None = None,
+) -> int:
     from ._checkpoint import Checkpointer
+    from ._cli_mesh import tokenizer_source
+    from ._cli_train import checkpoint_dtype_of
     from ._config import OptimizerConfig, TrainConfig
     from ._loop import CHECKPOINT_DIR
     from ._optim import make_optimizer
     from ._provenance import provenance
-    from ._runs import copy_tokenizer_files, model_identity, tokenizer_spec
+    from ._runs import TOKENIZER_DIR, copy_tokenizer_files, model_identity, tokenizer_spec
     from ._state import init_train_state, trainable_params
     from .parallel import mesh_record
 
-    model, tokenizer = load_hf_on_mesh(src, mesh, rules)
+    # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
+    model, tokenizer = load_hf_on_mesh(
+        src, mesh, rules, tokenizer=tokenizer_path, param_dtype="float32"
+    )
     # Step 0 of a run with a stateless optimizer: the checkpoint holds the weights only.
     config = TrainConfig(
         steps=1,
@@ -176,10 +205,10 @@ def _hf_to_zoo(src: pathlib.Path, dst: pathlib.Path, mesh: Any, rules: dict[str,
         "model": None,
         "model_config": model_identity(model.config),
         "tokenizer": tokenizer_spec(tokenizer),
-        "init": {"kind": "hf", "path": str(src.resolve())},
+        "init": {"kind": "hf", "path": str(src.resolve()), "dtype": checkpoint_dtype_of(src)},
     }
     with atomic_directory(dst) as target:
-        copy_tokenizer_files(src, target)
+        copy_tokenizer_files(tokenizer_source(src, tokenizer_path), target / TOKENIZER_DIR)
         checkpointer = Checkpointer(target / CHECKPOINT_DIR, async_save=False)
         try:
             checkpointer.save(

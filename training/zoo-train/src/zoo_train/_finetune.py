@@ -12,7 +12,15 @@ from jaxtyping import PRNGKeyArray, PyTree
 
 from ._config import TrainConfig
 from ._loop import EvalSource, TrainResult, train
-from ._lora import LoRAConfig, apply_lora, lora_filter, merge_lora, save_adapters
+from ._lora import (
+    LoRAConfig,
+    apply_lora,
+    load_adapters,
+    lora_filter,
+    merge_lora,
+    save_adapters,
+)
+from ._precision import cast_model
 from .data import DataSource
 from .parallel import is_primary, to_host
 
@@ -53,15 +61,19 @@ def finetune(
     stop_at: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     mesh: Mesh | None = None,
+    start_info: dict[str, Any] | None = None,
+    adapter_from: str | pathlib.Path | None = None,
 ) -> TrainResult:
     """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
 
     With ``lora``, adapters are added (:func:`apply_lora`, seeded by ``key``) and only they
     train: the base is frozen by an ``eqx.partition`` spec (:func:`lora_filter`), so the
-    optimizer state holds adapter parameters only. At the end the adapters alone are written to
-    ``out/adapter/`` (``adapter_model.safetensors``, ``adapter_config.json``). Resuming works as
-    for :func:`train` (same ``out``); ``stop_at`` ends this call early and ``mesh`` lays the run
-    out on devices, as there.
+    optimizer state holds adapter parameters only; ``adapter_from`` (a PEFT adapter directory
+    with ``lora``'s settings) gives their starting values. At the end the adapters alone are
+    written to ``out/adapter/`` as a PEFT adapter directory (``adapter_model.safetensors``,
+    ``adapter_config.json``). Resuming works as
+    for :func:`train` (same ``out``); ``stop_at`` ends this call early, ``mesh`` lays the run
+    out on devices and ``start_info`` goes into the start record, as there.
 
     Returns:
         The :class:`TrainResult`; ``result.model`` carries the adapters (see :func:`merge_lora`).
@@ -70,6 +82,8 @@ def finetune(
     trainable = None
     if lora is not None:
         model = apply_lora(model, lora, key=jax.random.key(0) if key is None else key)
+        if adapter_from is not None:  # continue a PEFT adapter (a checkpoint, when resuming)
+            model = load_adapters(model, adapter_from)
         trainable = lora_filter(model)
         info["lora"] = lora.to_dict()
     result = train(
@@ -83,6 +97,7 @@ def finetune(
         stop_at=stop_at,
         on_record=on_record,
         mesh=mesh,
+        start_info=start_info,
     )
     if lora is not None:
         adapted = to_host(result.model)  # every process joins the gather; process 0 writes
@@ -98,15 +113,19 @@ def finetune(
     return result
 
 
-def export_hf(model: PyTree, path: str | pathlib.Path) -> pathlib.Path:
-    """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint.
+def export_hf(model: PyTree, path: str | pathlib.Path, *, dtype: str | None = None) -> pathlib.Path:
+    """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint,
+    its parameters in ``dtype`` (default: the model's own).
 
     In a multi-process run every process must call it (the weights are gathered from every
     host); process 0 writes.
     """
     import zoo_models
 
-    merged = to_host(merge_lora(model))
+    merged = merge_lora(model)
+    if dtype is not None:
+        merged = cast_model(merged, dtype)
+    merged = to_host(merged)
     if not is_primary():
         return pathlib.Path(path)
     return zoo_models.save_hf(merged, path)

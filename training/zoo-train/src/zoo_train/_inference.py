@@ -65,7 +65,16 @@ def evaluate_model(
     return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "tokens": weight}
 
 
-def sample_text(
+def sample_text(model: Any, tokenizer: Any, prompt: str, **settings: Any) -> str:
+    """Continue ``prompt`` by up to ``max_new_tokens`` tokens (stopping at EOS); the new text.
+
+    ``settings`` are those of :func:`sample_ids` (``max_new_tokens``, ``temperature``,
+    ``top_k``, ``top_p``, ``greedy``, ``seed``).
+    """
+    return tokenizer.decode(sample_ids(model, tokenizer, prompt, **settings))
+
+
+def sample_ids(
     model: Any,
     tokenizer: Any,
     prompt: str,
@@ -76,15 +85,20 @@ def sample_text(
     top_p: float | None = None,
     greedy: bool = False,
     seed: int = 0,
-) -> str:
-    """Continue ``prompt`` by up to ``max_new_tokens`` tokens (stopping at EOS); the new text.
+) -> list[int]:
+    """The new token ids continuing ``prompt`` (EOS and what follows it left out).
 
     Models with a learned position table (GPT-2) are limited to their ``max_position``.
+
+    The prompt is encoded as the tokenizer's configuration says (BOS first when it adds one),
+    as ``transformers`` does, so greedy ids match its ``generate`` on the same model.
     """
     import zoo_models
 
+    from .data import leading_bos
+
     ids = tokenizer.encode(prompt)
-    bos = getattr(tokenizer, "bos_id", None)
+    bos = leading_bos(tokenizer)  # as the training data had it
     if bos is not None:
         ids = [bos, *ids]
     if not ids:
@@ -113,4 +127,4 @@ def sample_text(
     new = [int(t) for t in to_host(out)[0, len(ids) :]]
     if eos is not None and eos in new:
         new = new[: new.index(eos)]
-    return tokenizer.decode(new)
+    return new

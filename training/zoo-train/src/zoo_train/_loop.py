@@ -24,6 +24,7 @@ import zoo_layers
 from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
 from ._errors import CheckpointMismatchError, NonFiniteLossError, StoppedBySignalError
+from ._extension import run_changes, steps_change
 from ._lock import holds_run_lock
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
@@ -122,15 +123,6 @@ def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | Non
     return f"{show(saved)} → {show(now)}"
 
 
-def _differences(saved: Any, now: Any, prefix: str = "") -> list[str]:
-    if isinstance(saved, dict) and isinstance(now, dict):
-        out = []
-        for key in sorted(set(saved) | set(now)):
-            out += _differences(saved.get(key), now.get(key), f"{prefix}{key}.")
-        return out
-    return [] if saved == now else [f"{prefix[:-1]}: {saved!r} → {now!r}"]
-
-
 class _Reporter:
     """What happens when a step's metrics are read: the non-finite check, the progress bar and
     the train record every ``log_every`` steps."""
@@ -223,6 +215,7 @@ def train(
     stop_at: int | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     mesh: Mesh | None = None,
+    start_info: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
     checkpoints.
@@ -252,6 +245,8 @@ def train(
         stop_at: end this call after this step (checkpointed), e.g. to split a run over jobs.
         on_record: called with every metrics record as it is written.
         mesh: the device mesh; default ``make_mesh(config.mesh)``.
+        start_info: JSON-ready facts written into the start (or resume) record of the
+            metrics, not compared on resume (e.g. parameter counts).
 
     Returns:
         A :class:`TrainResult`.
@@ -274,11 +269,9 @@ def train(
     mesh = make_mesh(config.mesh) if mesh is None else mesh
     rules = make_rules(config.sharding)
     check_batch(config.batch_size, mesh, rules)
+    compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
     if loss_fn is None:
-        loss_fn = make_lm_loss(
-            z_loss=config.z_loss,
-            compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
-        )
+        loss_fn = make_lm_loss(z_loss=config.z_loss, compute_dtype=compute_dtype)
     plan = plan_state(model, config, mesh, rules, trainable=trainable)
     model_config = getattr(plan.abstract_model, "config", None)
     if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
@@ -286,7 +279,9 @@ def train(
     identity = _identity(config, data, run_info)
 
     def check(meta: dict) -> None:
-        diffs = _differences(meta.get("identity"), identity)
+        diffs = run_changes(meta.get("identity"), identity)
+        if meta.get("step", 0) > config.steps:
+            diffs.append(f"steps: checkpoint {meta.get('step')} is past {config.steps}")
         if diffs:
             shown = "; ".join(diffs[:4]) + ("; …" if len(diffs) > 4 else "")
             raise CheckpointMismatchError(
@@ -372,6 +367,14 @@ def train(
         mesh_change = _mesh_change(restored.meta.get("mesh"), layout) if restored else None
         if mesh_change is not None:
             progress.write(f"zoo-train: the mesh changed since checkpoint {start}: {mesh_change}")
+        extended = steps_change(restored.meta.get("identity"), identity) if restored else None
+        extensions = list(restored.meta.get("extensions") or []) if restored else []
+        if extended is not None:
+            extensions.append({"at_step": start, **extended})
+            progress.write(
+                f"zoo-train: the run now ends at step {extended['to']} (was {extended['from']}); "
+                "the learning-rate schedule follows the new total"
+            )
         for report in skipped_reports:
             progress.write(f"zoo-train: {report}")
         logger.info("attention kernel: %s", label)
@@ -386,7 +389,11 @@ def train(
                 "provenance": prov,
                 "mesh": layout,
                 "mesh_changed": mesh_change,
+                "steps_changed": extended,
                 "config": _jsonable(config.to_dict()),
+                "compute_dtype": str(compute_dtype),
+                "run_info": _jsonable(run_info or {}),
+                **_jsonable(start_info or {}),
             }
         )
 
@@ -396,6 +403,7 @@ def train(
             "run_info": _jsonable(run_info or {}),
             "provenance": prov,
             "mesh": layout,
+            "extensions": extensions,
         }
         prof_meta = {
             "kernel": label,
@@ -405,6 +413,15 @@ def train(
         }
         tokens_per_step = int(batch["input_ids"].size) if "input_ids" in batch else 0
         last_eval: dict[str, Any] | None = None
+        if restored is None and eval_data is not None:  # the curve starts at the untrained model
+            last_eval = {
+                "step": start,
+                **_evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches),
+            }
+            record(last_eval)
+            progress.write(
+                f"step {start}: eval loss {last_eval['eval_loss']:.4f}, ppl {last_eval['eval_ppl']:.2f}"
+            )
         window = Window(tokens_per_step)
         reported = StepMetrics(
             _Reporter(

@@ -11,7 +11,6 @@ for ``lax.scan`` (leading layer axis) get stacked adapters, one per layer.
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 from typing import Any
 
@@ -223,61 +222,28 @@ def adapter_arrays(model: PyTree) -> dict[str, np.ndarray]:
 def save_adapters(
     model: PyTree, directory: str | pathlib.Path, config: LoRAConfig, **info: Any
 ) -> pathlib.Path:
-    """Write only the adapters: ``adapter_model.safetensors`` and ``adapter_config.json``.
+    """Write only the adapters, as a PEFT adapter directory (``adapter_model.safetensors`` and
+    ``adapter_config.json``) that ``peft.PeftModel.from_pretrained`` loads onto the
+    ``transformers`` base model (see :mod:`zoo_train._peft`).
 
-    ``info`` (JSON-ready, e.g. the base model's config and source) goes into the config file.
+    ``info["init"]["path"]``, when given, is recorded as the base model's path.
     """
-    from safetensors.numpy import save_file
+    from ._peft import save_peft_adapter
 
-    directory = pathlib.Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    arrays = adapter_arrays(model)
-    if not arrays:
-        raise ValueError("The model has no LoRA adapters to save.")
-    save_file(
-        {k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(directory / ADAPTER_FILE)
-    )
-    meta = {"lora": config.to_dict(), **info}
-    (directory / ADAPTER_CONFIG).write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    return directory
+    base = (info.get("init") or {}).get("path")
+    return save_peft_adapter(model, directory, config, base=base)
 
 
 def load_adapters(model: PyTree, directory: str | pathlib.Path) -> PyTree:
-    """Put the adapters saved by :func:`save_adapters` into a model with the same LoRA layout.
+    """Put the adapters of a PEFT adapter directory (as :func:`save_adapters` writes) into a
+    model with the same LoRA layout.
 
     Raises:
         ValueError: the saved adapters do not match the model's (names or shapes).
     """
-    from safetensors.numpy import load_file
+    from ._peft import load_peft_weights
 
-    saved = load_file(str(pathlib.Path(directory) / ADAPTER_FILE))
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(
-        model, is_leaf=lambda x: isinstance(x, LoRALinear)
-    )
-    out = []
-    expected = set()
-    for path, leaf in leaves:
-        if isinstance(leaf, LoRALinear):
-            name = _path_name(path)
-            new = {}
-            for part in ("lora_a", "lora_b"):
-                full = f"{name}.{part}"
-                expected.add(full)
-                if full not in saved or saved[full].shape != getattr(leaf, part).shape:
-                    raise ValueError(
-                        f"The adapters in {directory} do not fit this model ({full}); load them "
-                        "into a model with the same LoRA rank and targets."
-                    )
-                new[part] = jnp.asarray(saved[full], getattr(leaf, part).dtype)
-            leaf = eqx.tree_at(lambda m: (m.lora_a, m.lora_b), leaf, (new["lora_a"], new["lora_b"]))
-        out.append(leaf)
-    extra = set(saved) - expected
-    if extra:
-        raise ValueError(
-            f"The adapters in {directory} hold {sorted(extra)[0]!r}, which this model lacks; "
-            "use the same LoRA targets."
-        )
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return load_peft_weights(model, directory)
 
 
 def count_params(tree: PyTree, spec: PyTree[bool] | None = None) -> int:

@@ -1,6 +1,15 @@
-"""Mixed precision: float32 master weights, a compute dtype for the forward pass."""
+"""Mixed precision: float32 master weights, a compute dtype for the forward pass.
+
+The parameter policy: fine-tuning keeps float32 master weights whatever dtype a checkpoint is
+stored in (a bfloat16 checkpoint is upcast on load, and exported in bfloat16 again); the
+forward pass runs in the compute dtype. ``model_config.param_dtype`` overrides the parameters'
+dtype; the optimizer state then follows the parameters' dtype.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,3 +38,13 @@ def cast_floating(tree: PyTree, dtype: jnp.dtype) -> PyTree:
         return x
 
     return jax.tree.map(cast, tree)
+
+
+def cast_model(model: Any, dtype: str) -> Any:
+    """A zoo model with its floating parameters, and its config's ``param_dtype``, in ``dtype``
+    (e.g. to export float32 master weights in the dtype the checkpoint came in)."""
+    cast = cast_floating(model, jnp.dtype(dtype))
+    config = getattr(cast, "config", None)
+    if config is None or config.param_dtype == dtype:
+        return cast
+    return dataclasses.replace(cast, config=config.replace(param_dtype=dtype))

@@ -68,15 +68,33 @@ def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
     return {"kind": "hf", "dir": TOKENIZER_DIR}
 
 
-def copy_tokenizer_files(source: pathlib.Path, run_dir: pathlib.Path) -> None:
-    """Copy a Hugging Face directory's tokenizer files into ``run_dir/tokenizer``."""
-    files = [source / f for f in _TOKENIZER_FILES if (source / f).is_file()]
+def tokenizer_files(source: pathlib.Path) -> list[pathlib.Path]:
+    """The tokenizer files of a directory, or of the directory of a ``tokenizer.json`` file."""
+    if source.is_file():
+        return [source, *(source.parent / f for f in _TOKENIZER_FILES[1:])]
+    return [source / f for f in _TOKENIZER_FILES if (source / f).is_file()]
+
+
+def copy_tokenizer_files(source: pathlib.Path, target: pathlib.Path) -> None:
+    """Copy the tokenizer files of ``source`` (a directory or a ``tokenizer.json``) into the
+    directory ``target``."""
+    files = [f for f in tokenizer_files(source) if f.is_file()]
     if not files:
         return
-    target = run_dir / TOKENIZER_DIR
     target.mkdir(parents=True, exist_ok=True)
     for f in files:
-        shutil.copy2(f, target / f.name)
+        name = "tokenizer.json" if f == source else f.name
+        shutil.copy2(f, target / name)
+
+
+def export_tokenizer(tokenizer: Any, source: pathlib.Path, target: pathlib.Path) -> None:
+    """Put the tokenizer beside exported weights in ``target``, where ``AutoTokenizer`` looks:
+    the files it was read from (``source``), or the byte tokenizer written as a
+    ``tokenizer.json``."""
+    if tokenizer_files(source):
+        copy_tokenizer_files(source, target)
+    elif hasattr(tokenizer, "save"):
+        tokenizer.save(target)
 
 
 def load_run_tokenizer(spec: dict[str, Any], run_dir: pathlib.Path) -> Any:

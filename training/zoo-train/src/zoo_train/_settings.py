@@ -36,6 +36,7 @@ class Key:
 SCHEMA: dict[str, Key] = {
     "model": Key("str", "llama-tiny", "model preset (see `zoo models`)"),
     "data": Key("list", [], "text files, directories, globs or .jsonl; empty = the stdlib corpus"),
+    "eval_data": Key("list", [], "held-out data evaluated instead of a split of `data`"),
     "out": Key("str", "runs/default", "output directory (checkpoints, metrics, loss curve)"),
     "steps": Key("int", 800, "optimizer steps"),
     "batch_size": Key("int", 16, "rows per micro-batch"),
@@ -52,6 +53,7 @@ SCHEMA: dict[str, Key] = {
     "keep": Key("int", 3, "checkpoints kept besides the best"),
     "seed": Key("int", 0, "seed of the model init, data order and split"),
     "val_fraction": Key("float", 0.05, "fraction of documents held out for evaluation"),
+    "text_field": Key("str", "text", "the field of each .jsonl line that holds its text"),
     "max_bytes": Key("int", 3_000_000, "size of the stdlib corpus (when `data` is empty)"),
     "compute_dtype": Key("str", "auto", "auto, float32 or bfloat16"),
     "z_loss": Key("float", 0.0, "weight of the z-loss"),
@@ -63,7 +65,15 @@ SCHEMA: dict[str, Key] = {
     "prompt": Key("str", "def ", "prompt of the final sample"),
     "temperature": Key("float", 0.8, "sampling temperature of the final sample"),
     "optimizer.name": Key("str", "adamw", "adamw, sgd or adafactor"),
-    "optimizer.warmup_steps": Key("int", 100, "linear warm-up steps"),
+    "optimizer.warmup_steps": Key(
+        "int?", None, "linear warm-up steps (none: warmup_fraction of the run)"
+    ),
+    "optimizer.warmup_fraction": Key(
+        "float",
+        0.125,
+        "warm-up as a fraction of the run when warmup_steps is none (at least 10 steps, at "
+        "most half the run)",
+    ),
     "optimizer.schedule": Key("str", "cosine", "cosine, linear or constant"),
     "optimizer.min_lr_ratio": Key("float", 0.1, "final lr as a fraction of lr"),
     "optimizer.weight_decay": Key("float", 0.1, "decoupled weight decay"),
@@ -83,9 +93,15 @@ SCHEMA: dict[str, Key] = {
     "overwrite": Key(
         "bool", False, "let --export-hf replace a non-empty directory or the source model", True
     ),
+    "tokenizer": Key(
+        "str?", None, "tokenizer directory or tokenizer.json (none: the model's own)", True
+    ),
     "lora.rank": Key("int", 0, "LoRA rank (0: full fine-tuning)", True),
     "lora.alpha": Key("float", 16.0, "LoRA alpha (the update is scaled by alpha / rank)", True),
     "lora.targets": Key("list", ["q", "k", "v", "o"], "LoRA targets: q k v o gate up down", True),
+    "lora.from": Key(
+        "str?", None, "continue training this PEFT adapter directory (its rank and targets)", True
+    ),
 }
 
 # `zoo finetune` starts from trained weights: a smaller learning rate, a short run.
@@ -95,7 +111,7 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "lr": 1e-4,
     "save_every": 50,
     "eval_every": 50,
-    "optimizer.warmup_steps": 10,
+    "optimizer.warmup_fraction": 0.05,
     "sample_tokens": 0,
 }
 

@@ -184,7 +184,11 @@ def make_train_step(
         # on the device, so a non-finite state is never kept, let alone saved.
         update_finite = _all_finite(new_params) & _all_finite(new_opt_state)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & update_finite
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, old)
+        # In the old leaves' dtypes: float32 gradients would otherwise promote the moments of
+        # bfloat16 parameters, and the state would change type under a resumed run.
+        keep = lambda new, old: jax.tree.map(
+            lambda a, b: jnp.where(finite, a, b).astype(b.dtype), new, old
+        )
         new_state = TrainState(
             params=keep(new_params, state.params),
             frozen=state.frozen,

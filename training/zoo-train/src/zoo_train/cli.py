@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ._settings import SCHEMA, resolve_settings
+from ._settings import FINETUNE_DEFAULTS, SCHEMA, resolve_settings
 from ._usage import UsageError
 
 PROG = "zoo"
@@ -62,8 +62,10 @@ _FINETUNE_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--from-hf", "from_hf", str, "DIR"),
     ("--from-run", "from_run", str, "DIR"),
     ("--export-hf", "export_hf", str, "DIR"),
+    ("--tokenizer", "tokenizer", str, "PATH"),
     ("--lora-rank", "lora.rank", int, "R"),
     ("--lora-alpha", "lora.alpha", float, "ALPHA"),
+    ("--lora-from", "lora.from", str, "ADAPTER_DIR"),
 ]
 
 
@@ -75,6 +77,31 @@ MESH_HELP = (
 
 def _add_mesh_flag(p: argparse.ArgumentParser, *, default: Any = argparse.SUPPRESS) -> None:
     p.add_argument("--mesh", metavar="AXIS=N,...", default=default, help=MESH_HELP)
+
+
+def _add_tokenizer_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        default=None,
+        help="tokenizer directory or tokenizer.json (default: the model's own; required for a "
+        "Hugging Face directory without one)",
+    )
+
+
+def _versions() -> str:
+    """``zoo --version``: every installed zoo distribution and its version."""
+    from importlib import metadata
+
+    names = sorted(
+        {
+            d.metadata["Name"]
+            for d in metadata.distributions()
+            if (d.metadata["Name"] or "").lower().startswith("zoo-")
+        },
+        key=str.lower,
+    )
+    return "\n".join(f"{n} {metadata.version(n)}" for n in names)
 
 
 def _add_process_flags(p: argparse.ArgumentParser) -> None:
@@ -115,16 +142,26 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
         dest="assignments",
         help="set any setting, e.g. --set optimizer.warmup_steps=20 --set model_config.n_layers=4",
     )
-    p.add_argument(
-        "--data",
-        nargs="+",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help="text files, directories, globs or .jsonl (default: the Python stdlib's source)",
-    )
+    for flag, help_text in (
+        (
+            "--data",
+            "text files, directories, globs or .jsonl (default: the Python stdlib's source)",
+        ),
+        ("--eval-data", "held-out data to evaluate on instead of a split of --data"),
+    ):
+        p.add_argument(
+            flag,
+            dest=flag[2:].replace("-", "_"),
+            nargs="+",
+            metavar="PATH",
+            default=argparse.SUPPRESS,
+            help=help_text,
+        )
     flags = _RUN_FLAGS + (_FINETUNE_FLAGS if finetune else [])
     for flag, key, kind, metavar in flags:
-        default = SCHEMA[key].default
+        default = (
+            FINETUNE_DEFAULTS.get(key, SCHEMA[key].default) if finetune else SCHEMA[key].default
+        )
         p.add_argument(
             flag,
             dest=key,
@@ -162,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_versions(),
+        help="print the version of every installed zoo package",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parser.set_defaults(_commands=sub.choices)
 
@@ -198,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--num-samples", type=int, default=1, metavar="N")
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    _add_tokenizer_flag(gen)
     _add_mesh_flag(gen, default=None)
 
     ev = sub.add_parser(
@@ -221,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
     ev.add_argument("--attention-implementation", metavar="KERNEL", default=None)
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_tokenizer_flag(ev)
     _add_mesh_flag(ev, default=None)
 
     conv = sub.add_parser(
@@ -237,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace DST if it is not empty (written beside it, then swapped in)",
     )
+    _add_tokenizer_flag(conv)
     _add_mesh_flag(conv, default=None)
 
     comp = sub.add_parser(

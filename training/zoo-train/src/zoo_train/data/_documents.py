@@ -5,11 +5,15 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import logging
 import os
 import pathlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+from ._chat import parse_example
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
+logger = logging.getLogger("zoo_train")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,15 +21,26 @@ class Document:
     """One training document.
 
     Attributes:
-        id: a stable name (``path`` or ``path:line``), used for the train/validation split.
-        text: the document's text.
+        id: a stable name (the path inside the directory given, or ``name:line`` for a JSON
+            line), used for the train/validation split.
+        text: the document's text (for an instruction or chat example, its contents joined).
+        turns: an instruction or chat example's ``(role, content)`` pairs (``("prompt", …),
+            ("completion", …)`` for a prompt/completion pair; see :mod:`._chat`); empty for
+            plain text.
     """
 
     id: str
     text: str
+    turns: tuple[tuple[str, str], ...] = ()
 
 
-def _expand(source: str | os.PathLike[str]) -> list[pathlib.Path]:
+def _expand(source: str | os.PathLike[str]) -> list[tuple[pathlib.Path, str, bool]]:
+    """``(file, document id, named explicitly)`` for each file of ``source``.
+
+    Ids do not depend on how a path is spelled: a file inside a directory is named by its
+    path relative to that directory, a file named directly by its name, a glob's matches by
+    their absolute paths.
+    """
     text = os.fspath(source)
     if any(c in text for c in "*?["):
         paths = [pathlib.Path(p) for p in sorted(glob.glob(text, recursive=True))]
@@ -34,7 +49,7 @@ def _expand(source: str | os.PathLike[str]) -> list[pathlib.Path]:
             raise ValueError(
                 f"The glob {text!r} matches no files; pass an existing path or pattern."
             )
-        return files
+        return [(p, p.resolve().as_posix(), False) for p in files]
     path = pathlib.Path(text)
     if path.is_dir():
         files = sorted(
@@ -44,13 +59,24 @@ def _expand(source: str | os.PathLike[str]) -> list[pathlib.Path]:
         )
         if not files:
             raise ValueError(f"The directory {text!r} holds no files; pass one with text files.")
-        return files
+        return [(p, p.relative_to(path).as_posix(), False) for p in files]
     if path.is_file():
-        return [path]
+        return [(path, path.name, True)]
     raise ValueError(f"The data source {text!r} does not exist; pass a file, directory or glob.")
 
 
-def _read_jsonl(path: pathlib.Path, text_field: str) -> Iterable[Document]:
+def _text(path: pathlib.Path) -> str | None:
+    """The file's text, or ``None`` for a binary (a NUL byte) or non-UTF-8 file."""
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read_jsonl(path: pathlib.Path, name: str, text_field: str) -> Iterable[Document]:
     with path.open(encoding="utf-8", errors="replace") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -61,39 +87,65 @@ def _read_jsonl(path: pathlib.Path, text_field: str) -> Iterable[Document]:
                 raise ValueError(
                     f"{path}:{line_no} is not valid JSON ({e.msg}); fix the line."
                 ) from e
+            where = f"{path}:{line_no}"
+            turns = parse_example(record, where) if isinstance(record, dict) else None
+            if turns is not None:
+                yield Document(f"{name}:{line_no}", "\n".join(c for _, c in turns), turns)
+                continue
             if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
                 raise ValueError(
-                    f"{path}:{line_no} has no string field {text_field!r}; "
-                    f"give each JSON line a {text_field!r} field or change `text_field`."
+                    f"{path}:{line_no} has no string field {text_field!r}; give each JSON "
+                    f"line a {text_field!r} field (or `messages`, or `prompt` and "
+                    "`completion`), or name the field that holds the text with --set "
+                    "text_field=NAME."
                 )
-            yield Document(f"{path}:{line_no}", record[text_field])
+            yield Document(f"{name}:{line_no}", record[text_field])
 
 
 def load_documents(
     sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     text_field: str = "text",
+    on_skipped: Callable[[int, str], None] | None = None,
 ) -> list[Document]:
     """Read documents from files, directories (recursive, hidden files skipped) and globs.
 
-    A ``.jsonl``/``.ndjson`` file gives one document per line (its ``text_field``); any other file
-    is one document, decoded as UTF-8 (undecodable bytes become U+FFFD). Empty documents are
-    dropped. The order is deterministic: sources in the given order, files sorted by path.
+    A ``.jsonl``/``.ndjson`` file gives one document per line: a chat example (``messages``), a
+    ``prompt``/``completion`` pair, or plain text (its ``text_field``); any other file
+    is one document of UTF-8 text. Binary and non-UTF-8 files found in a directory or by a glob
+    are skipped, and ``on_skipped(count, an example path)`` is told (default: a logged
+    warning); a file named explicitly must be text. Empty documents are dropped. The order is
+    deterministic: sources in the given order, files sorted by path. Document ids (which decide
+    the train/validation split) do not depend on how the paths are spelled.
 
     Raises:
-        ValueError: a source that does not exist or matches nothing, or a bad JSON line.
+        ValueError: a source that does not exist or matches nothing, a binary or non-UTF-8
+            file named explicitly, or a bad JSON line.
     """
     if isinstance(sources, str | os.PathLike):
         sources = [sources]
     docs: list[Document] = []
+    skipped: list[pathlib.Path] = []
     for source in sources:
-        for path in _expand(source):
+        for path, name, explicit in _expand(source):
             if path.suffix in _JSONL_SUFFIXES:
-                docs.extend(d for d in _read_jsonl(path, text_field) if d.text)
-            else:
-                text = path.read_bytes().decode("utf-8", errors="replace")
-                if text:
-                    docs.append(Document(str(path), text))
+                docs.extend(d for d in _read_jsonl(path, name, text_field) if d.text)
+                continue
+            text = _text(path)
+            if text is None and explicit:
+                raise ValueError(
+                    f"{str(path)!r} is a binary or non-UTF-8 file; pass text files (UTF-8)."
+                )
+            if text is None:
+                skipped.append(path)
+            elif text:
+                docs.append(Document(name, text))
+    if skipped:
+        (on_skipped or _log_skipped)(len(skipped), str(skipped[0]))
     if not docs:
         raise ValueError(f"No non-empty documents found in {list(map(os.fspath, sources))!r}.")
     return docs
+
+
+def _log_skipped(count: int, example: str) -> None:
+    logger.warning("skipped %d binary or non-UTF-8 file(s) in the data (e.g. %s)", count, example)

@@ -8,9 +8,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._chat import encode_example
 from ._documents import Document
 from ._packing import Batch, pack_documents, rows_to_batch
-from ._tokenizer import Tokenizer, encode_fast
+from ._tokenizer import Tokenizer, encode_fast, leading_bos
 
 
 @runtime_checkable
@@ -35,8 +36,11 @@ class DataSource(Protocol):
 
 
 def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[np.ndarray]:
-    """Encode each document and append the tokenizer's EOS (when it has one). int32 arrays."""
+    """Encode each document, with BOS first when the tokenizer's configuration adds it
+    (``tokenizer.add_bos``, as generation does) and the tokenizer's EOS (when it has one)
+    last. int32 arrays."""
     eos = tokenizer.eos_id
+    bos = leading_bos(tokenizer)
     out = []
     for doc in docs:
         ids = encode_fast(tokenizer, doc.text)
@@ -45,10 +49,37 @@ def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[n
             if isinstance(ids, bytes)
             else np.asarray(ids, dtype=np.int32)
         )
+        if bos is not None:
+            arr = np.concatenate([np.int32([bos]), arr])
         if eos is not None:
             arr = np.append(arr, np.int32(eos))
         out.append(arr)
     return out
+
+
+def tokenize_examples(
+    docs: Sequence[Document], tokenizer: Tokenizer
+) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Token ids of ``docs`` and, when any is an instruction or chat example, each token's
+    loss weight (1 on what the model should say, 0 on the rest; plain documents all 1).
+
+    Plain documents are encoded by :func:`tokenize_documents`, examples by
+    :func:`~._chat.encode_example` (with BOS and EOS as for plain text).
+    """
+    if not any(d.turns for d in docs):
+        return tokenize_documents(docs, tokenizer), None
+    bos, eos = leading_bos(tokenizer), tokenizer.eos_id
+    ids: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for doc in docs:
+        if doc.turns:
+            tokens, weight = encode_example(doc.turns, tokenizer, bos=bos, eos=eos)
+        else:
+            (tokens,) = tokenize_documents([doc], tokenizer)
+            weight = np.ones(len(tokens), np.float32)
+        ids.append(tokens)
+        weights.append(weight)
+    return ids, weights
 
 
 class PackedLoader:
@@ -60,7 +91,9 @@ class PackedLoader:
 
     Batches are dicts of numpy arrays ``[n, seq_len]``: ``input_ids``, ``targets``,
     ``positions``, ``segment_ids`` (int32) and ``loss_mask`` (float32); see
-    :func:`rows_to_batch`.
+    :func:`rows_to_batch`. ``weights`` (one float array per document, its tokens' loss
+    weights, e.g. from :func:`tokenize_examples`) are packed with the tokens and multiply the
+    loss mask.
     """
 
     def __init__(
@@ -71,9 +104,18 @@ class PackedLoader:
         seed: int = 0,
         shuffle: bool = True,
         pad_id: int = 0,
+        weights: Sequence[np.ndarray] | None = None,
     ) -> None:
         if seq_len < 1:
             raise ValueError(f"`seq_len` must be at least 1, got {seq_len}.")
+        if weights is not None:
+            if [len(w) for w in weights] != [len(d) for d in token_docs]:
+                raise ValueError("`weights` must hold one weight per token of each document.")
+            # Packed as integers like the tokens (each weight is 0 or 1).
+            weights = [
+                np.asarray(w, np.int32) for w, d in zip(weights, token_docs, strict=True) if len(d)
+            ]
+        self._weights = weights
         self._docs = [np.asarray(d, dtype=np.int32) for d in token_docs if len(d) > 0]
         if not self._docs:
             raise ValueError("The loader got no non-empty documents; pass at least one.")
@@ -92,10 +134,12 @@ class PackedLoader:
         for d in self._docs:
             digest.update(np.int64(len(d)).tobytes())
             digest.update(d.tobytes())
+        for w in self._weights or []:
+            digest.update(w.tobytes())
         self._digest = digest.hexdigest()[:16]
         self._epoch = 0
         self._row = 0
-        self._cache: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+        self._cache: tuple[int, tuple[np.ndarray, ...]] | None = None
 
     @classmethod
     def from_documents(
@@ -107,15 +151,11 @@ class PackedLoader:
         seed: int = 0,
         shuffle: bool = True,
     ) -> PackedLoader:
-        """Tokenize ``docs`` (with EOS after each) and build a loader; pads with EOS (or 0)."""
+        """Tokenize ``docs`` (:func:`tokenize_examples`: EOS after each, loss weights for
+        instruction and chat examples) and build a loader; pads with EOS (or 0)."""
         pad = tokenizer.eos_id if tokenizer.eos_id is not None else 0
-        return cls(
-            tokenize_documents(docs, tokenizer),
-            seq_len=seq_len,
-            seed=seed,
-            shuffle=shuffle,
-            pad_id=pad,
-        )
+        ids, weights = tokenize_examples(docs, tokenizer)
+        return cls(ids, seq_len=seq_len, seed=seed, shuffle=shuffle, pad_id=pad, weights=weights)
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The document order of ``epoch``."""
@@ -123,12 +163,21 @@ class PackedLoader:
             return np.arange(len(self._docs))
         return np.random.default_rng([self.seed, epoch]).permutation(len(self._docs))
 
-    def _rows(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _pack(self, order: np.ndarray | None, drop_remainder: bool) -> tuple[np.ndarray, ...]:
+        """``(tokens, segment_ids, positions[, weights])`` rows of the documents in ``order``."""
+        packed = pack_documents(
+            self._docs, self.seq_len, order=order, pad_id=self.pad_id, drop_remainder=drop_remainder
+        )
+        if self._weights is None:
+            return packed
+        weights = pack_documents(
+            self._weights, self.seq_len, order=order, pad_id=0, drop_remainder=drop_remainder
+        )[0]
+        return (*packed, weights.astype(np.float32))
+
+    def _rows(self, epoch: int) -> tuple[np.ndarray, ...]:
         if self._cache is None or self._cache[0] != epoch:
-            packed = pack_documents(
-                self._docs, self.seq_len, order=self.epoch_order(epoch), pad_id=self.pad_id
-            )
-            self._cache = (epoch, packed)
+            self._cache = (epoch, self._pack(self.epoch_order(epoch), True))
         return self._cache[1]
 
     def next_batch(self, n: int, rows: tuple[int, int] | None = None) -> Batch:
@@ -142,7 +191,7 @@ class PackedLoader:
         start, stop = (0, n) if rows is None else rows
         if not 0 <= start < stop <= n:
             raise ValueError(f"`rows` must be a range within the batch of {n}, got {rows!r}.")
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        parts: list[tuple[np.ndarray, ...]] = []
         done = 0  # rows of this batch taken so far
         while done < n:
             packed = self._rows(self._epoch)
@@ -156,29 +205,27 @@ class PackedLoader:
             done += take
             if self._row == self.rows_per_epoch:
                 self._epoch, self._row = self._epoch + 1, 0
-        tokens, seg, pos = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        return rows_to_batch(tokens, seg, pos)
+        return rows_to_batch(*(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))))
 
     def eval_batches(self, n: int, *, max_batches: int | None = None) -> Iterator[Batch]:
         """Every document once, in the given order, as batches of ``n`` rows (last one padded).
 
         Padding rows have an all-zero ``loss_mask``, so every batch has the same shape.
         """
-        tokens, seg, pos = pack_documents(
-            self._docs, self.seq_len, pad_id=self.pad_id, drop_remainder=False
-        )
-        count = -(-len(tokens) // n)
+        packed = self._pack(None, False)
+        count = -(-len(packed[0]) // n)
         if max_batches is not None:
             count = min(count, max_batches)
         for b in range(count):
-            sl = slice(b * n, (b + 1) * n)
-            t, s, p = tokens[sl], seg[sl], pos[sl]
-            if len(t) < n:
-                extra = n - len(t)
-                t = np.concatenate([t, np.full((extra, t.shape[1]), self.pad_id, np.int32)])
-                s = np.concatenate([s, np.zeros((extra, s.shape[1]), np.int32)])
-                p = np.concatenate([p, np.zeros((extra, p.shape[1]), np.int32)])
-            yield rows_to_batch(t, s, p)
+            rows = [a[b * n : (b + 1) * n] for a in packed]
+            extra = n - len(rows[0])
+            if extra:  # padding rows: pad tokens, segment 0 (no loss), zero weights
+                fills = [self.pad_id, 0, 0, 0][: len(rows)]
+                rows = [
+                    np.concatenate([r, np.full((extra, r.shape[1]), f, r.dtype)])
+                    for r, f in zip(rows, fills, strict=True)
+                ]
+            yield rows_to_batch(*rows)
 
     def state_dict(self) -> dict[str, Any]:
         """The position: ``{"epoch": int, "row": int}``."""
@@ -205,4 +252,6 @@ class PackedLoader:
             "num_documents": len(self._docs),
             "num_tokens": self.num_tokens,
             "sha256": self._digest,
+            # Only where there are weights: plain data keeps the identity it always had.
+            **({"weighted": True} if self._weights is not None else {}),
         }

@@ -68,15 +68,25 @@ def pack_documents(
     return tokens, segment_ids, positions
 
 
-def rows_to_batch(tokens: np.ndarray, segment_ids: np.ndarray, positions: np.ndarray) -> Batch:
+def rows_to_batch(
+    tokens: np.ndarray,
+    segment_ids: np.ndarray,
+    positions: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> Batch:
     """Turn packed rows ``[B, T + 1]`` into a model batch ``[B, T]``.
+
+    ``weights`` ``[B, T + 1]`` (packed like the tokens) is each token's loss weight as a
+    target, e.g. 0 on the prompt of an instruction example; default 1 everywhere.
 
     Returns:
         ``input_ids``, ``targets``, ``positions``, ``segment_ids`` (int32) and ``loss_mask``
-        (float32, 1 where the target is the next token of the same segment).
+        (float32, the target's weight where it is the next token of the same segment, else 0).
     """
     seg_in, seg_out = segment_ids[:, :-1], segment_ids[:, 1:]
     mask = (seg_in == seg_out) & (seg_in > 0)
+    if weights is not None:
+        mask = mask * weights[:, 1:]
     return {
         "input_ids": np.ascontiguousarray(tokens[:, :-1], dtype=np.int32),
         "targets": np.ascontiguousarray(tokens[:, 1:], dtype=np.int32),

@@ -38,3 +38,23 @@ def split_documents(
     train = [d for i, d in enumerate(docs) if i not in val_idx]
     val = [d for i, d in enumerate(docs) if i in val_idx]
     return train, val
+
+
+def split_rows(
+    doc: Document, *, val_fraction: float = 0.05, seed: int = 0
+) -> tuple[list[Document], list[Document]]:
+    """Split one document by its lines (rows), for a corpus of a single file: each line goes to
+    the validation side by the same seeded hash as :func:`split_documents` (of
+    ``"id:line number"``), and each side's lines, in order, form one document.
+
+    Raises:
+        ValueError: ``val_fraction`` outside ``[0, 1)``.
+    """
+    lines = doc.text.splitlines(keepends=True)
+    rows = [Document(f"{doc.id}:{i + 1}", line) for i, line in enumerate(lines)]
+    train, val = split_documents(rows, val_fraction=val_fraction, seed=seed)
+
+    def joined(part: list[Document], side: str) -> list[Document]:
+        return [Document(f"{doc.id}:{side}", "".join(r.text for r in part))] if part else []
+
+    return joined(train, "train"), joined(val, "validation")

@@ -61,3 +61,12 @@ def encode_fast(tokenizer: Tokenizer, text: str) -> list[int] | bytes:
     if isinstance(tokenizer, ByteTokenizer):
         return text.encode("utf-8")  # its ids are the UTF-8 bytes (specials only on request)
     return tokenizer.encode(text)
+
+
+def leading_bos(tokenizer: Tokenizer) -> int | None:
+    """The BOS id to put before every text, or ``None``: the tokenizer's own configuration
+    decides (``add_bos``, from ``add_bos_token`` or its post-processor), the same in training,
+    evaluation and generation."""
+    if not getattr(tokenizer, "add_bos", False):
+        return None
+    return getattr(tokenizer, "bos_id", None)

@@ -1,0 +1,89 @@
+"""Instruction and chat data: rendering with the tokenizer's chat template (as transformers
+renders it), and loss weights that are exactly zero off the assistant/completion tokens."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from cli_helpers import tiny_tokenizer
+
+import zoo_models
+from zoo_train.data import Document, PackedLoader, load_documents, tokenize_examples
+
+MESSAGES = [
+    {"role": "system", "content": "be brief"},
+    {"role": "user", "content": "what is alpha?"},
+    {"role": "assistant", "content": "beta gamma"},
+    {"role": "user", "content": "and?"},
+    {"role": "assistant", "content": "return self"},
+]
+
+
+def _turns(messages) -> tuple[tuple[str, str], ...]:
+    return tuple((m["role"], m["content"]) for m in messages)
+
+
+def test_plain_fallback_weights_match_a_hand_built_example():
+    tok = zoo_models.ByteTokenizer(bos=True, eos=True)  # no chat template: the plain format
+    docs = [
+        Document("c", "", (("user", "hi"), ("assistant", "yo"))),
+        Document("p", "", (("prompt", "Q: 1+2?"), ("completion", " 3"))),
+        Document("t", "ab"),  # plain text beside them: every token counts
+    ]
+    ids, weights = tokenize_examples(docs, tok)
+    prompt, reply = "user: hi\nassistant: ", "yo\n"
+    want_ids = [256, *(prompt + reply).encode(), 257]
+    want_w = [0] * (1 + len(prompt)) + [1] * (len(reply) + 1)  # BOS, prompt | reply, EOS
+    assert ids[0].tolist() == want_ids and weights[0].tolist() == want_w
+    assert ids[1].tolist() == [256, *b"Q: 1+2? 3", 257]
+    assert weights[1].tolist() == [0] * 8 + [1, 1, 1]
+    assert weights[2].tolist() == [1] * 4
+    # Packed (conversations kept apart by segment ids), the loss mask is each target's weight
+    # (and 0 across a document boundary); the last row is padding with no weight at all.
+    loader = PackedLoader(ids * 2, seq_len=45, shuffle=False, pad_id=257, weights=weights * 2)
+    stream = np.concatenate(ids * 2)
+    weight = np.concatenate(weights * 2)
+    owner = np.concatenate([[i] * len(d) for i, d in enumerate(ids * 2)])
+    want = weight[1:] * (owner[1:] == owner[:-1])  # no target across a document boundary
+    rows = list(loader.eval_batches(1))
+    assert len(rows) == 2
+    got_mask = np.concatenate([r["loss_mask"][0] for r in rows])
+    got_targets = np.concatenate([r["targets"][0] for r in rows])
+    # Row 1 holds tokens 0..45, row 2 tokens 46.. then padding (weight 0).
+    np.testing.assert_array_equal(got_targets[:45], stream[1:46])
+    np.testing.assert_array_equal(got_mask[:45], want[:45])
+    np.testing.assert_array_equal(got_mask[45 : 45 + len(stream) - 47], want[46:])
+    assert got_mask[45 + len(stream) - 47 :].sum() == 0
+    assert len(set(rows[0]["segment_ids"][0].tolist())) == 4
+
+
+def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_path):
+    from transformers import AutoTokenizer
+
+    tiny_tokenizer(tmp_path)
+    tok = zoo_models.load_tokenizer(tmp_path)
+    reference = AutoTokenizer.from_pretrained(tmp_path)
+    (ids,), (weights,) = tokenize_examples([Document("c", "", _turns(MESSAGES))], tok)
+    rendered = reference.apply_chat_template(MESSAGES, tokenize=False)
+    want = reference(rendered, add_special_tokens=False)["input_ids"]
+    assert ids.tolist() == [*want, tok.eos_id]  # the template decides BOS, as transformers
+    said = tok.decode(ids[weights == 1].tolist(), skip_special=False)
+    assert said.replace(" ", "") == "betagamma<|im_end|>\nreturnself<|im_end|>\n</s>"
+    assert weights.sum() < len(weights) / 2
+
+
+def test_jsonl_lines_of_messages_and_prompt_completion(tmp_path):
+    lines = [
+        {"messages": MESSAGES},
+        {"prompt": "Q?", "completion": " A."},
+        {"text": "plain"},
+    ]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    docs = load_documents(tmp_path / "d.jsonl")
+    assert [d.turns[0][0] if d.turns else None for d in docs] == ["system", "prompt", None]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    with pytest.raises(ValueError, match="no assistant message"):
+        load_documents(bad)

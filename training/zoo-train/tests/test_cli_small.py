@@ -1,0 +1,131 @@
+"""Small command-line and data behaviours, in process: warm-up, refusals, help, version, data
+files, document ids and positions."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from cli_helpers import tiny_tokenizer
+
+from zoo_train._cli_train import _train_config
+from zoo_train._optim import default_warmup, make_schedule
+from zoo_train._settings import resolve_settings
+from zoo_train.cli import build_parser, main
+from zoo_train.data import load_documents, split_documents
+
+
+def _settings(command: str, *assignments: str, **flags):
+    return resolve_settings(
+        command=command, config_file=None, assignments=list(assignments), flags=flags
+    )
+
+
+def test_warmup_is_a_fraction_of_the_run_and_short_runs_decay():
+    config = _train_config(_settings("finetune", steps=40)).optimizer
+    assert config.warmup_steps == 10  # 5 % of 40 is 2: the floor of 10 steps
+    schedule = make_schedule(config, 40)
+    assert float(schedule(39)) < 0.2 * config.lr  # decayed by the end (was still at peak)
+    assert _train_config(_settings("finetune")).optimizer.warmup_steps == 10  # 200 steps
+    assert _train_config(_settings("train")).optimizer.warmup_steps == 100  # 800 steps
+    assert _train_config(_settings("finetune", steps=4000)).optimizer.warmup_steps == 200
+    assert default_warmup(6, 0.05) == 3  # at most half the run
+    explicit = _settings("finetune", "optimizer.warmup_steps=7", steps=40)
+    assert _train_config(explicit).optimizer.warmup_steps == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--lora-rank", "-2"], "--lora-rank must be positive"),
+        (["--model", "llama-small"], "drop --model"),
+    ],
+)
+def test_finetune_refusals(tmp_path, capsys, args, needle):
+    flags = ["finetune", "--from-hf", str(tmp_path), "--out", str(tmp_path / "o"), *args]
+    assert main(flags) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_finetune_help_shows_its_own_defaults_and_version_lists_packages(capsys):
+    text = build_parser()._subparsers._group_actions[0].choices["finetune"].format_help()
+    text = " ".join(text.split())
+    assert "optimizer steps (default: 200)" in text
+    assert "peak learning rate (default: 0.0001)" in text
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    lines = capsys.readouterr().out.split("\n")
+    names = {line.split()[0] for line in lines if line}
+    assert {"zoo-train", "zoo-models", "zoo-layers", "zoo-attention"} <= names
+
+
+def test_text_field_setting(tmp_path):
+    (tmp_path / "d.jsonl").write_text(json.dumps({"content": "hello"}) + "\n")
+    with pytest.raises(ValueError, match="--set text_field=NAME"):
+        load_documents(tmp_path / "d.jsonl")
+    assert [d.text for d in load_documents(tmp_path / "d.jsonl", text_field="content")] == ["hello"]
+    assert _settings("train", "text_field=content")["text_field"] == "content"
+
+
+def test_binary_files_are_skipped_with_a_count_and_refused_by_name(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("plain text")
+    (data / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (data / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
+    told = []
+    docs = load_documents(data, on_skipped=lambda n, example: told.append((n, example)))
+    assert [d.text for d in docs] == ["plain text"]
+    assert told == [(2, str(data / "image.png"))]
+    with pytest.raises(ValueError, match="binary or non-UTF-8"):
+        load_documents(data / "image.png")
+
+
+def test_document_ids_do_not_depend_on_path_spelling(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    for i in range(30):
+        (data / "sub" / f"f{i}.txt").write_text(f"text {i}")
+    monkeypatch.chdir(tmp_path)
+    spellings = ["data", str(data), "./data/", str(data / "sub" / "..")]
+    splits = [split_documents(load_documents(p), val_fraction=0.2) for p in spellings]
+    ids = [([d.id for d in train], [d.id for d in val]) for train, val in splits]
+    assert all(i == ids[0] for i in ids) and ids[0][1]
+
+
+def test_eval_refuses_rows_longer_than_the_positions(tmp_path, capsys):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=256, n_embd=16, n_layer=1, n_head=2, n_positions=16)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    tiny_tokenizer(pathlib.Path(tmp_path / "gpt2"))
+    (tmp_path / "t.txt").write_text("alpha beta " * 40)
+    assert (
+        main(["eval", str(tmp_path / "gpt2"), "--data", str(tmp_path / "t.txt"), "--seq-len", "32"])
+        == 2
+    )
+    assert "exceeds the model's 16 positions" in capsys.readouterr().err
+
+
+def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
+    from zoo_train._cli_data import make_loaders
+    from zoo_train.data import Document, byte_tokenizer, split_rows
+
+    tok = byte_tokenizer()
+    docs = [Document(f"d{i}", "alpha beta gamma " * 20) for i in range(20)]
+    held = [Document("h", "delta " * 40)]
+    train, val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=held)
+    assert train.describe()["num_documents"] == 20 and val.describe()["num_documents"] == 1
+    assert _settings("finetune", eval_data=["x"])["eval_data"] == ["x"]
+    # A corpus of one file is split by its lines, not left without validation.
+    lines = [f"line {i}\n" for i in range(400)]
+    one = Document("corpus.txt", "".join(lines))
+    train_docs, val_docs = split_rows(one, val_fraction=0.05)
+    kept, held_out = train_docs[0].text.splitlines(True), val_docs[0].text.splitlines(True)
+    assert sorted(kept + held_out) == sorted(lines) and 5 < len(held_out) < 40
+    assert make_loaders([one], tok, seq_len=16, seed=0, val_fraction=0.05)[1] is not None
