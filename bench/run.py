@@ -21,6 +21,7 @@ from . import (
     _checkpoint_io,
     _compile_time,
     _flash_tpu,
+    _flash_traffic,
     _mesh,
     _tpu_fit,
     _train_throughput,
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[bool], dict[str, Any]]]] = {
     _compile_time.NAME: (_compile_time.TITLE, _compile_time.run),
     _checkpoint_io.NAME: (_checkpoint_io.TITLE, _checkpoint_io.run),
     _flash_tpu.NAME: (_flash_tpu.TITLE, _flash_tpu.run),
+    _flash_traffic.NAME: (_flash_traffic.TITLE, _flash_traffic.run),
     _mesh.NAME: (_mesh.TITLE, _mesh.run),
     _tpu_fit.NAME: (_tpu_fit.TITLE, _tpu_fit.run),
 }
