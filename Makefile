@@ -11,7 +11,7 @@ TPU_STAMP := $(TPU_VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 TPU_PIP := $(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
 
-.PHONY: install test lint format train bench bench-quick wheels clean \
+.PHONY: install test lint format train bench bench-quick wheels wheelhouse clean \
 	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-multidevice test-bench
 
 install: $(STAMP) $(TPU_STAMP)
@@ -67,8 +67,14 @@ wheels: install
 	$(BIN)/python -m pip --disable-pip-version-check -q wheel --no-deps --no-build-isolation -w dist $(PACKAGES)
 	@ls -1 dist
 
+# Every released version of every package, built from this repository's history, one wheel per
+# package version, into wheelhouse/: `pip install --find-links wheelhouse zoo-flash-tpu==0.1.1`
+# then works offline. Wheels already built from the same commit are kept.
+wheelhouse: install
+	$(BIN)/python scripts/wheelhouse.py --out wheelhouse
+
 clean:
-	rm -rf $(VENV) $(TPU_VENV) dist .test-reports
+	rm -rf $(VENV) $(TPU_VENV) dist wheelhouse .test-reports
 
 # Benchmarks: tables printed last, JSON under bench/results/, plots, docs/benchmarks.md regenerated.
 bench: install

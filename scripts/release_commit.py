@@ -31,8 +31,7 @@ def _field(text: str, name: str) -> str | None:
 def release_commit(directory: str, version: str) -> str:
     """The commit of ``directory``'s package at ``version``; raises LookupError if none."""
     pyproject = f"{directory}/pyproject.toml"
-    dist = _field((ROOT / pyproject).read_text(), "name")
-    tag = f"{dist}-v{version}"
+    tag = f"{distribution(directory)}-v{version}"
     tags = _git("tag", "--list", tag).split()
     if tags:
         return _git("rev-list", "-n", "1", tag).strip()
@@ -46,16 +45,23 @@ def release_commit(directory: str, version: str) -> str:
     raise LookupError(f"no commit of {directory} at version {version} in this repository's history")
 
 
-def previous_versions(directory: str) -> list[str]:
-    """Versions ``directory``'s package had in history, newest first, current one excluded."""
+def released_versions(directory: str) -> list[str]:
+    """Every version ``directory``'s package carried in a commit, newest first."""
     pyproject = f"{directory}/pyproject.toml"
-    current = _field((ROOT / pyproject).read_text(), "version")
     seen: list[str] = []
     for commit in _git("log", "--format=%H", "--", pyproject).split():
         version = _field(_git("show", f"{commit}:{pyproject}"), "version")
-        if version and version != current and version not in seen:
+        if version and version not in seen:
             seen.append(version)
     return seen
+
+
+def distribution(directory: str) -> str:
+    """The distribution name in ``directory``'s ``pyproject.toml``."""
+    name = _field((ROOT / directory / "pyproject.toml").read_text(), "name")
+    if name is None:
+        raise LookupError(f"{directory}/pyproject.toml names no distribution")
+    return name
 
 
 if __name__ == "__main__":

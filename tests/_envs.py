@@ -2,7 +2,9 @@
 
 Third-party packages are not downloaded again: each environment sees the main ``.venv``'s
 third-party packages through a directory of links that leaves out every zoo distribution, so
-what zoo code an environment runs is exactly the wheels installed into it.
+what zoo code an environment runs is exactly the wheels installed into it. The test tools
+(pytest and its plugins) are left out too: no zoo wheel depends on them, so a user who
+installs the wheels does not have them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import sysconfig
 import venv
 from pathlib import Path
 
+from wheelhouse import pip_wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {
     "zoo-attention": "packages/zoo-attention",
@@ -26,17 +30,26 @@ PACKAGES = {
 }
 
 
+#: Test tools of the main environment that no zoo wheel declares (top-level names).
+TEST_TOOLS = ("pytest", "_pytest", "pytest_xdist", "xdist", "pluggy", "iniconfig", "py.py")
+
+
 def _is_zoo(name: str) -> bool:
     lowered = name.lower().replace("-", "_")
     return lowered.startswith(("zoo_", "_zoo_", "__editable__")) or lowered.endswith(".pth")
 
 
+def _is_test_tool(name: str) -> bool:
+    top = name.split("-")[0].lower() if name.endswith(".dist-info") else name.lower()
+    return top in TEST_TOOLS
+
+
 def third_party_site(into: Path) -> Path:
-    """A directory linking every entry of this interpreter's site-packages except zoo's own."""
+    """A directory linking this interpreter's site-packages except zoo's own and the test tools."""
     site = Path(sysconfig.get_paths()["purelib"])
     into.mkdir(parents=True, exist_ok=True)
     for entry in site.iterdir():
-        if not _is_zoo(entry.name) and entry.name != "__pycache__":
+        if not (_is_zoo(entry.name) or _is_test_tool(entry.name) or entry.name == "__pycache__"):
             (into / entry.name).symlink_to(entry)
     return into
 
@@ -45,33 +58,25 @@ def build_wheel(source: Path, dist: Path) -> Path:
     """Build one package's wheel (no dependencies, no isolated build) into ``dist``."""
     dist.mkdir(parents=True, exist_ok=True)
     before = set(dist.glob("*.whl"))
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--disable-pip-version-check",
-            "-q",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(dist),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    pip_wheel(source, dist)
     (wheel,) = set(dist.glob("*.whl")) - before
     return wheel
 
 
-def make_env(path: Path, site: Path, wheels: list[Path]) -> Path:
+def make_env(
+    path: Path,
+    site: Path,
+    wheels: list[Path],
+    *,
+    pins: tuple[str, ...] | list[str] = (),
+    find_links: tuple[Path, ...] | list[Path] = (),
+) -> Path:
     """Create a venv at ``path`` seeing ``site`` and install ``wheels`` (resolving zoo's ranges).
 
-    Returns the environment's python. Dependencies between the wheels are resolved by pip
-    against the versions offered, so an incompatible set fails here, as it would for a user.
+    ``pins`` are further requirements (``"zoo-flash-tpu==0.1.1"``) found in the ``find_links``
+    directories, as a user installs a pin from a wheelhouse. Returns the environment's python.
+    Dependencies between the wheels are resolved by pip against the versions offered, so an
+    incompatible set fails here, as it would for a user.
     """
     venv.EnvBuilder(with_pip=False).create(path)
     python = path / "bin" / "python"
@@ -82,9 +87,10 @@ def make_env(path: Path, site: Path, wheels: list[Path]) -> Path:
         text=True,
     ).stdout.strip()
     Path(purelib, "zoo_third_party.pth").write_text(f"{site}\n")
-    links = sorted({str(w.parent) for w in wheels})
+    links = sorted({str(w.parent) for w in wheels} | {str(d) for d in find_links})
     # Exactly these wheels: name==version, so a newer wheel beside one cannot be picked instead.
     names = ["{}=={}".format(*w.name.split("-")[:2]).replace("_", "-") for w in wheels]
+    names += list(pins)
     cmd = [
         sys.executable,
         "-m",

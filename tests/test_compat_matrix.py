@@ -1,25 +1,29 @@
 """The compatibility matrix: zoo built from wheels into fresh environments.
 
-(a) current everything; (b) the previous release of zoo-flash-tpu, built from the repository's
-history, with current layers, models and training; (c) no kernel package at all; (d) a kernel
-built for attention contract 2.0. Each trains a tiny model for a few steps and compares the
-logits it gives with the ``xla`` reference kernel's.
+(a) current everything; (b) zoo-flash-tpu 0.1.1, the README's pin, taken from a wheelhouse built
+from the repository's history, with current layers, models and training; (c) no kernel package
+at all; (d) a kernel built for attention contract 2.0. Each trains a tiny model for a few steps
+and compares the logits it gives with the ``xla`` reference kernel's. The environments hold no
+pytest, as a user's would not: ``zoo kernels verify`` runs there from the wheels alone.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
-from _envs import PACKAGES, ROOT, build_wheel, installed_zoo, make_env, run
-from release_commit import previous_versions, release_commit
+import wheelhouse
+from _envs import PACKAGES, ROOT, installed_zoo, make_env, run
 
 import zoo_attention
 
 DRIVER = Path(__file__).parent / "compat" / "drive.py"
+VERIFY = Path(__file__).parent / "compat" / "verify_few.py"
+# The release the top-level README pins in "Pin, upgrade, roll back a kernel".
+PINNED_FLASH = "0.1.1"
 # flash_tpu serves on CPU in Pallas TPU interpret mode; the training run asks for it first.
 FLASH = {"ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_ATTENTION": "flash_tpu,xla"}
 NON_KERNEL = ["zoo-attention", "zoo-layers", "zoo-models", "zoo-train"]
@@ -38,43 +42,59 @@ def _trained(report: dict) -> None:
     assert report["logits_finite"]
 
 
-def _previous_flash_release(build_root: Path) -> tuple[str, Path]:
-    """The newest earlier zoo-flash-tpu release, as a wheel built from its commit."""
-    versions = previous_versions(PACKAGES["zoo-flash-tpu"])
-    assert versions, "zoo-flash-tpu has no earlier release in this repository's history"
-    version = versions[0]
-    commit = release_commit(PACKAGES["zoo-flash-tpu"], version)
-    src = build_root / f"flash-tpu-{version}"
-    archive = build_root / f"flash-tpu-{version}.tar"
-    with archive.open("wb") as f:
-        subprocess.run(
-            ["git", "archive", commit, PACKAGES["zoo-flash-tpu"]], cwd=ROOT, stdout=f, check=True
-        )
-    with tarfile.open(archive) as tar:
-        tar.extractall(src, filter="data")
-    return version, build_wheel(
-        src / PACKAGES["zoo-flash-tpu"], build_root / f"dist-flash-{version}"
-    )
+def _release_wheel(package: str, version: str, into: Path) -> Path:
+    """``package`` at ``version``, built from its release commit as ``make wheelhouse`` does."""
+    (release,) = [r for r in wheelhouse.releases((PACKAGES[package],)) if r.version == version]
+    return wheelhouse.build(release, into)
 
 
-def test_a_current_everything(site, wheels, env_dir, tmp_path):
+def _current_version(name: str) -> str:
+    pyproject = (ROOT / PACKAGES[name] / "pyproject.toml").read_text()
+    return next(line.split('"')[1] for line in pyproject.splitlines() if line.startswith("version"))
+
+
+def test_a_current_everything_and_verify_without_pytest(site, wheels, env_dir, tmp_path):
     python = make_env(env_dir, site, list(wheels.values()))
     assert set(installed_zoo(python)) == set(PACKAGES)
     report = _drive(python, tmp_path, FLASH)
     _trained(report)
     assert report["served"][0]["kernel"] == "flash_tpu"
+    assert report["served"][0]["version"] == _current_version("zoo-flash-tpu")
     assert {"xla", "flash_tpu", "chunked"} <= set(report["kernels"])
     assert report["max_logit_diff_vs_xla"] < 1e-3
 
+    # `zoo kernels verify` from the wheels alone: no pytest here, as for a user.
+    assert run(python, "-c", "import pytest").returncode != 0, "pytest leaked into the env"
+    proc = run(python, str(VERIFY), "flash_tpu", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "2 passed, 0 failed" in proc.stdout  # one case and the named-scope check
+    assert "verifying flash_tpu " in proc.stderr
 
-def test_b_previous_flash_release_with_current_rest(site, wheels, build_root, env_dir, tmp_path):
-    version, old_wheel = _previous_flash_release(build_root)
-    python = make_env(env_dir, site, [wheels[n] for n in NON_KERNEL] + [old_wheel])
+
+def test_b_pinned_flash_release_from_wheelhouse_with_current_rest(
+    site, wheels, build_root, env_dir, tmp_path
+):
+    assert _current_version("zoo-flash-tpu") != PINNED_FLASH
+    house = build_root / "wheelhouse"
+    _release_wheel("zoo-flash-tpu", PINNED_FLASH, house)
+    # As the README's pin: `pip install --find-links wheelhouse zoo-flash-tpu==0.1.1`.
+    python = make_env(
+        env_dir,
+        site,
+        [wheels[n] for n in NON_KERNEL],
+        pins=[f"zoo-flash-tpu=={PINNED_FLASH}"],
+        find_links=[house],
+    )
     installed = installed_zoo(python)
-    assert installed["zoo-flash-tpu"] == version
+    assert installed["zoo-flash-tpu"] == PINNED_FLASH
     report = _drive(python, tmp_path, FLASH)
     _trained(report)
-    assert report["served"][0] == {**report["served"][0], "kernel": "flash_tpu", "version": version}
+    assert report["served"][0] == {
+        **report["served"][0],
+        "kernel": "flash_tpu",
+        "version": PINNED_FLASH,
+    }
     assert report["max_logit_diff_vs_xla"] < 1e-3
 
 
@@ -110,13 +130,28 @@ def test_wheel_carries_its_own_version_and_ranges(wheels, name):
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode()
-    pyproject = (ROOT / PACKAGES[name] / "pyproject.toml").read_text()
-    version = next(
-        line.split('"')[1] for line in pyproject.splitlines() if line.startswith("version")
-    )
-    assert f"Version: {version}" in text
+    assert f"Version: {_current_version(name)}" in text
     for line in text.splitlines():
         if line.startswith("Requires-Dist: zoo-"):
             # Inter-package requirements are ranges with an upper bound, never pins or open ends.
             assert "<" in line, line
             assert "==" not in line, line
+
+
+def test_wheelhouse_lists_every_release_of_every_package():
+    # Independently of the script: every version line a commit added to a pyproject.toml.
+    expected = set()
+    for name, directory in PACKAGES.items():
+        log = subprocess.run(
+            ["git", "log", "-p", "--format=", "--", f"{directory}/pyproject.toml"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        expected |= {(name, v) for v in re.findall(r'^\+version = "([^"]+)"', log, re.M)}
+    releases = wheelhouse.releases()
+    assert {(r.distribution, r.version) for r in releases} == expected
+    assert ("zoo-flash-tpu", PINNED_FLASH) in expected
+    wheel_names = [r.wheel_name for r in releases]
+    assert len(wheel_names) == len(set(wheel_names)), "one wheel per package version"

@@ -44,3 +44,21 @@ def xla_vjp(
 def max_error(got: jax.Array, want: jax.Array) -> float:
     """Largest absolute difference, in float64."""
     return float(np.max(np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))))
+
+
+def element_mask(cfg: Any, q_ids: np.ndarray | None, kv_ids: np.ndarray | None) -> np.ndarray:
+    """Element mask ``[B, Tp, Sp]`` of a ``FlashConfig`` straight from the contract's words.
+
+    Padding is never visible; ``q_ids``/``kv_ids`` are padded ``[B, Tp]``/``[B, Sp]`` or None.
+    """
+    i = np.arange(cfg.q_len_padded)[:, None]
+    j = np.arange(cfg.kv_len_padded)[None, :]
+    m = (i < cfg.q_len) & (j < cfg.kv_len)
+    if cfg.causal:
+        m &= j <= i
+    if cfg.window is not None:
+        m &= (j >= i - cfg.window[0]) & (j <= i + cfg.window[1])
+    m = np.broadcast_to(m, (cfg.batch, *m.shape)).copy()
+    if q_ids is not None:
+        m &= q_ids[:, :, None] == kv_ids[:, None, :]
+    return m

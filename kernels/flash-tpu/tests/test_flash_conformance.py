@@ -1,7 +1,31 @@
-"""The shared contract suite, run against flash_tpu in TPU interpret mode (NaN-poisoned memory)."""
+"""The shared contract suite, run against flash_tpu in TPU interpret mode (NaN-poisoned memory).
 
-from zoo_attention.testing import ConformanceSuite
+Plus grouped-query ratios 1, 2, 4 and 8 with segment ids and a local window together: the
+forward and dQ kernels take a whole group of query heads per grid step, and the mask of a
+step is built once for all of them.
+"""
+
+import pytest
+
+from zoo_attention.testing import ConformanceCase, ConformanceSuite, run_case
 
 
 class TestConformance(ConformanceSuite):
     implementation = "flash_tpu"
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+def test_gqa_groups_with_segments_and_window(group: int) -> None:
+    case = ConformanceCase(
+        name=f"gqa{group}-causal-segments-window",
+        batch=1,
+        q_len=160,
+        kv_len=160,
+        num_heads=8,
+        num_kv_heads=8 // group,
+        is_causal=True,
+        segments="shared",
+        window=(60, 0),
+    )
+    failures = run_case("flash_tpu", case)
+    assert not failures, "\n".join(failures)

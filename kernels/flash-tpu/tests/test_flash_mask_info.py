@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flash_helpers import element_mask
 
 from zoo_flash_tpu._config import FlashConfig
 from zoo_flash_tpu._layout import padded_ids
@@ -20,21 +21,6 @@ def _cfg(t: int, s: int, bq: int, bk: int, **kw) -> FlashConfig:  # type: ignore
         soft_cap=None, has_segments=kw.pop("segments", False), blocks=BlockSizes(bq, bk, bq, bk),
         vmem_limit_bytes=0,
     )  # fmt: skip
-
-
-def _brute(cfg: FlashConfig, q_ids: np.ndarray | None, kv_ids: np.ndarray | None) -> np.ndarray:
-    """Element mask ``[B, Tp, Sp]`` straight from the contract's words (padding never visible)."""
-    i = np.arange(cfg.q_len_padded)[:, None]
-    j = np.arange(cfg.kv_len_padded)[None, :]
-    m = (i < cfg.q_len) & (j < cfg.kv_len)
-    if cfg.causal:
-        m &= j <= i
-    if cfg.window is not None:
-        m &= (j >= i - cfg.window[0]) & (j <= i + cfg.window[1])
-    m = np.broadcast_to(m, (cfg.batch, *m.shape)).copy()
-    if q_ids is not None:
-        m &= q_ids[:, :, None] == kv_ids[:, None, :]
-    return m
 
 
 CONFIGS = [
@@ -64,7 +50,7 @@ def test_ranges_cover_every_visible_block_and_no_more(conf: dict, bq: int, bk: i
         q_ids = np.asarray(padded_ids(jnp.asarray(q_raw, jnp.int32), cfg.q_len_padded))
         kv_ids = np.asarray(padded_ids(jnp.asarray(kv_raw, jnp.int32), cfg.kv_len_padded))
         bounds = segment_bounds(jnp.asarray(q_ids), jnp.asarray(kv_ids), bq, bk)
-    mask = _brute(cfg, q_ids, kv_ids)
+    mask = element_mask(cfg, q_ids, kv_ids)
     nq, nk = cfg.q_len_padded // bq, cfg.kv_len_padded // bk
     blocks = mask.reshape(cfg.batch, nq, bq, nk, bk).any(axis=(2, 4))  # [B, nq, nk]
 
@@ -98,7 +84,7 @@ def test_full_blocks_need_no_mask(conf: dict) -> None:
     t, s = conf.pop("t"), conf.pop("s")
     bq = bk = 128
     cfg = _cfg(t, s, bq, bk, **conf)
-    mask = _brute(cfg, None, None)[0]
+    mask = element_mask(cfg, None, None)[0]
     # Padded query rows need no mask: count them as visible.
     mask[t:] = True
     mask[t:, s:] = False

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
+
+import jax
+import jax.numpy as jnp
 import pytest
+from jax.experimental.pallas import tpu as pltpu
 
 import zoo_attention
 from zoo_flash_tpu import GENERATIONS, KERNEL, BlockSizes, choose_block_sizes, generation_for
+from zoo_flash_tpu._api import make_config
 from zoo_flash_tpu._policy import INTERPRET, backward_vmem_bytes, forward_vmem_bytes
 
 
@@ -25,27 +32,71 @@ def test_table_is_keyed_by_device_kind(kind: str, name: str) -> None:
     assert gen.vmem_limit_bytes <= gen.vmem_bytes
 
 
-def test_unknown_kind_is_conservative_and_interpret_is_small() -> None:
-    assert generation_for("TPU v99").vmem_limit_bytes == GENERATIONS["TPU v4"].vmem_limit_bytes
-    assert generation_for(None) is INTERPRET
+def test_unknown_kind_is_conservative_logged_and_interpret_is_small(caplog) -> None:  # type: ignore[no-untyped-def]
+    with caplog.at_level(logging.WARNING, logger="zoo_flash_tpu"):
+        unknown = generation_for("TPU v99")
+        again = generation_for("TPU v99")
+    assert unknown is again and unknown.vmem_limit_bytes == GENERATIONS["TPU v4"].vmem_limit_bytes
+    assert [r.getMessage() for r in caplog.records if "'TPU v99'" in r.getMessage()] != []
+    assert sum("'TPU v99'" in r.getMessage() for r in caplog.records) == 1  # logged once
+    assert generation_for(None, interpret=True) is INTERPRET
     assert max(INTERPRET.preferred.__dict__.values()) <= 128
+
+
+def test_a_mosaic_compile_never_gets_the_interpret_row() -> None:
+    q = jax.ShapeDtypeStruct((1, 4096, 4, 128), jnp.bfloat16)
+    cfg = make_config(
+        q, q, scale=1.0, is_causal=True, has_segments=False, local_window=None,
+        logits_soft_cap=None, interpret=None,
+    )  # fmt: skip
+    assert generation_for(None) is not INTERPRET
+    assert cfg.blocks == choose_block_sizes(
+        GENERATIONS["TPU v4"], q_len=4096, kv_len=4096, head_dim=128, itemsize=2, heads=1
+    )
+
+
+@pytest.mark.parametrize(("kind", "chip"), [("TPU v4", "v4"), ("TPU v5 lite", "v5e"),
+                                            ("TPU v5p", "v5p"), ("TPU v6 lite", "v6e")])  # fmt: skip
+def test_vmem_sizes_are_jaxs_own(kind: str, chip: str) -> None:
+    info = pltpu.get_tpu_info_for_chip(pltpu.ChipVersion(chip), 1)
+    assert GENERATIONS[kind].vmem_bytes == info.vmem_capacity_bytes
+    assert GENERATIONS[kind].vmem_limit_bytes <= info.vmem_capacity_bytes
+
+
+def test_a_chip_jax_knows_but_the_table_does_not_gets_its_vmem_and_the_safe_limit() -> None:
+    row = generation_for("TPU7x")
+    assert (
+        row.vmem_bytes
+        == pltpu.get_tpu_info_for_chip(pltpu.ChipVersion("7x"), 1).vmem_capacity_bytes
+    )
+    assert row.vmem_limit_bytes == GENERATIONS["TPU v4"].vmem_limit_bytes
+    assert row.preferred == GENERATIONS["TPU v4"].preferred
 
 
 @pytest.mark.parametrize("kind", sorted(GENERATIONS))
 @pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
 @pytest.mark.parametrize("itemsize", [2, 4])
-def test_chosen_blocks_fit_the_budget(kind: str, head_dim: int, itemsize: int) -> None:
+@pytest.mark.parametrize("heads", [1, 8])
+def test_chosen_blocks_fit_the_budget(kind: str, head_dim: int, itemsize: int, heads: int) -> None:
     gen = GENERATIONS[kind]
     blocks = choose_block_sizes(
-        gen, q_len=131072, kv_len=131072, head_dim=head_dim, itemsize=itemsize
+        gen, q_len=131072, kv_len=131072, head_dim=head_dim, itemsize=itemsize, heads=heads
     )
     hp = -(-head_dim // 128) * 128
-    assert forward_vmem_bytes(blocks.block_q, blocks.block_kv, hp, itemsize) <= gen.budget_bytes
-    assert (
-        backward_vmem_bytes(blocks.block_q_bwd, blocks.block_kv_bwd, hp, itemsize)
-        <= gen.budget_bytes
-    )
+    fwd = forward_vmem_bytes(blocks.block_q, blocks.block_kv, hp, itemsize, heads)
+    bwd = backward_vmem_bytes(blocks.block_q_bwd, blocks.block_kv_bwd, hp, itemsize, heads)
+    assert max(fwd, bwd) <= gen.budget_bytes
     assert min(blocks.__dict__.values()) >= 128
+
+
+def test_more_heads_per_step_never_need_larger_blocks() -> None:
+    gen = GENERATIONS["TPU v4"]
+    sizes = [
+        choose_block_sizes(gen, q_len=65536, kv_len=65536, head_dim=256, itemsize=4, heads=p)
+        for p in (1, 2, 4, 8)
+    ]
+    for fewer, more in itertools.pairwise(sizes):
+        assert more.block_q * more.block_kv <= fewer.block_q * fewer.block_kv
 
 
 def test_blocks_never_exceed_the_padded_length_and_overrides_win() -> None:

@@ -26,3 +26,31 @@ def test_module_entry_point_runs():
         check=True,
     )
     assert "xla" in proc.stdout
+
+
+def test_verify_needs_no_pytest():
+    # `import pytest` fails in this child, as in an environment of zoo wheels alone.
+    code = (
+        "import sys; sys.modules['pytest'] = None\n"
+        "import zoo_attention.testing as t\n"
+        "from zoo_attention._cli import verify\n"
+        "assert t.CASES and t.run_case\n"
+        "try:\n"
+        "    t.ConformanceSuite\n"
+        "except ImportError:\n"
+        "    print('suite needs pytest')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "suite needs pytest"
+
+
+def test_unexpected_error_is_one_line_without_traceback(monkeypatch, capsys):
+    def broken(name):
+        raise RuntimeError("kernel table unreadable")
+
+    monkeypatch.setattr("zoo_attention._cli.verify", broken)
+    assert main(["verify", "xla"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip() == "zoo-attention verify: failed: RuntimeError: kernel table unreadable"

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 
 from ._config import FlashConfig
-from ._policy import BlockSizes, choose_block_sizes, generation_for
+from ._policy import BlockSizes, choose_block_sizes, generation_for, heads_per_step
 from ._vjp import flash_attention_vjp
 
 INTERPRET_VAR = "ZOO_FLASH_TPU_INTERPRET"
@@ -78,10 +78,18 @@ def make_config(
         raise ValueError(f"flash_tpu supports head_dim <= {MAX_HEAD_DIM}, got {h}.")
     if interpret is None and device_kind is None:
         device_kind = _device_kind()
-    # No device kind with interpret mode: the interpret row of the table (small blocks).
-    generation = generation_for(device_kind)
+    # No device kind: the interpret row (small blocks) in interpret mode, else the logged
+    # conservative row; never the interpret row for a Mosaic compile.
+    generation = generation_for(device_kind, interpret=interpret is not None)
+    heads = heads_per_step(n // k)
     blocks = choose_block_sizes(
-        generation, q_len=t, kv_len=s, head_dim=h, itemsize=dtype.itemsize, override=block_sizes
+        generation,
+        q_len=t,
+        kv_len=s,
+        head_dim=h,
+        itemsize=dtype.itemsize,
+        heads=heads,
+        override=block_sizes,
     )
     return FlashConfig(
         batch=b,
@@ -99,6 +107,7 @@ def make_config(
         blocks=blocks,
         vmem_limit_bytes=generation.vmem_limit_bytes,
         interpret=interpret,
+        heads_per_step=heads,
     )
 
 

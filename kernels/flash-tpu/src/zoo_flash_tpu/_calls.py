@@ -1,16 +1,22 @@
-"""The ``pallas_call`` wrappers: layouts, grids, BlockSpecs and compiler settings of each kernel.
+"""The ``pallas_call`` wrappers: grids, BlockSpecs, index maps and named operands of each kernel.
 
 Every index map receives the grid indices followed by the scalar-prefetched block ranges
-(SMEM). Key/value BlockSpecs map query head ``n`` to key/value head ``n // G``; the block
-index along a visited axis is ``min(lo + step, max(hi, lo))``, so steps past a row's last block
-fetch nothing new. Index maps divide with ``lax.div``: Python's ``//`` on a traced integer lowers
-through a query of the default device's TPU generation, which fails when compiling for a TPU
-from a CPU host.
+(SMEM). The block index along a visited axis is ``min(lo + step, max(hi, lo))``, so steps past a
+row's last block fetch nothing new.
+
+GQA: the forward and dQ kernels take ``P = cfg.heads_per_step`` query heads of one group per
+grid step. In the kernel layout the query heads of a group are adjacent column blocks, so one
+``(bq, P·Hp)`` block holds them all, and their one key/value head is column block
+``c // (G / P)`` of the ``[B, Sp, K·Hp]`` arrays: each key/value block is fetched once per
+``P`` query heads instead of once per query head.
+
+Index maps divide with ``lax.div``: Python's ``//`` on a traced integer lowers through a query of
+the default device's TPU generation, which fails when compiling for a TPU from a CPU host.
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -25,25 +31,32 @@ from ._dq_kernel import dq_kernel
 from ._fwd_kernel import forward_kernel
 from ._mask_info import BlockRanges, SegmentBounds, kv_ranges, q_ranges, segment_bounds
 from ._policy import LANES
+from ._refs import Operands, call
 
 SegmentIds = tuple[jax.Array, jax.Array] | None
+QUERY_MAJOR = ("parallel", "parallel", "parallel", "arbitrary")
 
 
-def _kv_head(n: jax.Array, group: int) -> jax.Array:
-    """Key/value head of query head ``n`` (``n // group``; both non-negative)."""
-    return jax.lax.div(n, jnp.int32(group))
+def kv_head_block(c: jax.Array, cfg: FlashConfig) -> jax.Array:
+    """Key/value head of query-head block ``c`` (``P`` heads from ``c·P``): ``c // (G / P)``."""
+    return jax.lax.div(c, jnp.int32(cfg.group_size // cfg.heads_per_step))
 
 
-def _visited(lo: jax.Array, hi: jax.Array, row: jax.Array, step: jax.Array) -> jax.Array:
+def visited(lo: jax.Array, hi: jax.Array, row: jax.Array, step: jax.Array) -> jax.Array:
+    """Block visited at ``step`` of ``row``: ``lo + step`` clamped into ``[lo, max(hi, lo)]``."""
     start = lo[row]
     return jnp.minimum(start + step, jnp.maximum(hi[row], start))
 
 
-def _prefetch(ranges: BlockRanges, seg: SegmentBounds | None) -> list[jax.Array]:
-    scalars = [ranges.lo, ranges.hi]
+def _prefetch(ops: Operands, ranges: BlockRanges, seg: SegmentBounds | None) -> None:
+    ops.prefetch += [("lo", ranges.lo), ("hi", ranges.hi)]
     if seg is not None:
-        scalars += [seg.q_min, seg.q_max, seg.kv_min, seg.kv_max]
-    return scalars
+        ops.prefetch += [
+            ("q_min", seg.q_min),
+            ("q_max", seg.q_max),
+            ("kv_min", seg.kv_min),
+            ("kv_max", seg.kv_max),
+        ]
 
 
 def _segments(
@@ -58,15 +71,52 @@ def _segments(
     return bounds, [q_ids[:, None, :], kv_ids[:, None, :]]
 
 
-def _compiler_params(cfg: FlashConfig, semantics: tuple[str, ...]) -> pltpu.CompilerParams:
-    return pltpu.CompilerParams(
-        dimension_semantics=semantics, vmem_limit_bytes=cfg.vmem_limit_bytes
-    )
+def _query_major(
+    cfg: FlashConfig, block_q: int, block_kv: int, segment_ids: SegmentIds
+) -> tuple[Operands, BlockRanges, dict[str, Callable[..., tuple]]]:
+    """Operands and index maps shared by the forward and dQ kernels.
+
+    Grid ``(B, N / P, Tp / bq, steps)``; the maps returned are for query-side blocks
+    ``(bq, P·Hp)``, key/value blocks ``(bk, Hp)`` and per-query rows ``(P, 1, bq)``.
+    """
+    nq = cfg.q_len_padded // block_q
+    seg, id_rows = _segments(cfg, segment_ids, block_q, block_kv)
+    ranges = kv_ranges(cfg, block_q, block_kv, seg)
+
+    def q_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+        return b, i, c
+
+    def kv_map(b, c, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
+        return b, visited(lo, hi, b * nq + i, j), kv_head_block(c, cfg)
+
+    def row_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+        return b, c, 0, i
+
+    ops = Operands()
+    _prefetch(ops, ranges, seg)
+    if seg is not None:
+        ops.inputs += [
+            (
+                "q_ids",
+                pl.BlockSpec((None, 1, block_q), lambda b, c, i, j, *pre: (b, 0, i)),
+                id_rows[0],
+            ),
+            (
+                "kv_ids",
+                pl.BlockSpec(
+                    (None, 1, block_kv),
+                    lambda b, c, i, j, lo, hi, *pre: (b, 0, visited(lo, hi, b * nq + i, j)),
+                ),
+                id_rows[1],
+            ),
+        ]
+        ops.scratch.append(("q_ids_col", pltpu.VMEM((block_q, LANES), jnp.int32)))
+    return ops, ranges, {"q": q_map, "kv": kv_map, "row": row_map}
 
 
 def forward(
     query: jax.Array, key: jax.Array, value: jax.Array, segment_ids: SegmentIds, cfg: FlashConfig
-) -> tuple[jax.Array, jax.Array]:
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """Forward pass.
 
     Args:
@@ -74,68 +124,54 @@ def forward(
         segment_ids: ``(q_ids [B, T], kv_ids [B, S])`` int32, or ``None``.
 
     Returns:
-        ``out [B, T, N, H]``, the same in the kernel layout ``[B, Tp, N * Hp]`` (kept for the
-        backward) and the log-sum-exp ``[B, N, 1, Tp]`` float32 (``+inf`` for rows that see
-        no key).
+        ``out [B, T, N, H]`` and the residuals in the kernel layout, as the backward kernels
+        read them: ``q`` pre-scaled ``[B, Tp, N·Hp]``, ``k``, ``v`` ``[B, Sp, K·Hp]``, ``out``
+        ``[B, Tp, N·Hp]`` and the log-sum-exp ``[B, N, 1, Tp]`` float32 (``+inf`` for rows
+        that see no key).
     """
     bq, bk = cfg.blocks.block_q, cfg.blocks.block_kv
-    tp, sp, hp, g = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded, cfg.group_size
-    nq = tp // bq
-    q = _layout.to_kernel(query, tp, hp)
+    tp, sp, hp, heads = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded, cfg.heads_per_step
+    # The scale is applied once here, fused into the layout copy, not to every score tile.
+    q = _layout.to_kernel(query * jnp.asarray(cfg.scale, query.dtype), tp, hp)
     k = _layout.to_kernel(key, sp, hp)
     v = _layout.to_kernel(value, sp, hp)
-    seg, id_rows = _segments(cfg, segment_ids, bq, bk)
-    ranges = kv_ranges(cfg, bq, bk, seg)
-
-    def q_map(b, n, i, j, *pre):  # type: ignore[no-untyped-def]
-        return b, i, n
-
-    def kv_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, _visited(lo, hi, b * nq + i, j), _kv_head(n, g)
-
-    def kv_ids_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, 0, _visited(lo, hi, b * nq + i, j)
-
-    in_specs = [
-        pl.BlockSpec((None, bq, hp), q_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
+    ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
+    ops.inputs += [
+        ("q", pl.BlockSpec((None, bq, heads * hp), maps["q"]), q),
+        ("k", pl.BlockSpec((None, bk, hp), maps["kv"]), k),
+        ("v", pl.BlockSpec((None, bk, hp), maps["kv"]), v),
     ]
-    scratch = [
-        pltpu.VMEM((bq, LANES), jnp.float32),  # running max m
-        pltpu.VMEM((bq, LANES), jnp.float32),  # normaliser l
-        pltpu.VMEM((bq, hp), jnp.float32),  # unnormalised output
-    ]
-    if seg is not None:
-        in_specs += [
-            pl.BlockSpec((None, 1, bq), lambda b, n, i, j, *pre: (b, 0, i)),
-            pl.BlockSpec((None, 1, bk), kv_ids_map),
-        ]
-        scratch.append(pltpu.VMEM((bq, LANES), jnp.int32))
-    grid_spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=6 if seg is not None else 2,
-        grid=(cfg.batch, cfg.num_heads, nq, ranges.steps),
-        in_specs=in_specs,
-        out_specs=[
-            pl.BlockSpec((None, bq, hp), q_map),
-            pl.BlockSpec((None, None, 1, bq), lambda b, n, i, j, *pre: (b, n, 0, i)),
-        ],
-        scratch_shapes=scratch,
-    )
-    kernel = functools.partial(forward_kernel, cfg=cfg, block_q=bq, block_kv=bk, steps=ranges.steps)
-    out, lse = pl.pallas_call(
-        kernel,
-        grid_spec=grid_spec,
-        out_shape=[
+    ops.outputs += [
+        (
+            "o",
+            pl.BlockSpec((None, bq, heads * hp), maps["q"]),
             jax.ShapeDtypeStruct(q.shape, q.dtype),
+        ),
+        (
+            "lse",
+            pl.BlockSpec((None, heads, 1, bq), maps["row"]),
             jax.ShapeDtypeStruct((cfg.batch, cfg.num_heads, 1, tp), jnp.float32),
-        ],
-        compiler_params=_compiler_params(cfg, ("parallel", "parallel", "parallel", "arbitrary")),
-        cost_estimate=_cost.forward_cost(cfg),
-        interpret=cfg.interpret if cfg.interpret is not None else False,
+        ),
+    ]
+    ops.scratch += [
+        ("m", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # running max
+        ("l", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # normaliser
+        ("acc", pltpu.VMEM((heads, bq, hp), jnp.float32)),  # unnormalised output
+    ]
+    out, lse = call(
+        forward_kernel,
+        ops,
+        grid=(cfg.batch, cfg.head_steps, tp // bq, ranges.steps),
+        semantics=QUERY_MAJOR,
+        cfg=cfg,
+        cost=_cost.forward_cost(cfg),
         name="zoo_flash_tpu_forward",
-    )(*_prefetch(ranges, seg), q, k, v, *id_rows)
-    return _layout.from_kernel(out, cfg.q_len, cfg.num_heads, cfg.head_dim), out, lse
+        block_q=bq,
+        block_kv=bk,
+        steps=ranges.steps,
+    )
+    attended = _layout.from_kernel(out, cfg.q_len, cfg.num_heads, cfg.head_dim)
+    return attended, (q, k, v, out, lse)
 
 
 def backward_delta(out: jax.Array, d_out: jax.Array, cfg: FlashConfig) -> jax.Array:
@@ -152,7 +188,10 @@ def backward_delta(out: jax.Array, d_out: jax.Array, cfg: FlashConfig) -> jax.Ar
         out_shape=jax.ShapeDtypeStruct(
             (cfg.batch, cfg.num_heads, 1, cfg.q_len_padded), jnp.float32
         ),
-        compiler_params=_compiler_params(cfg, ("parallel", "parallel", "parallel")),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "parallel"),
+            vmem_limit_bytes=cfg.vmem_limit_bytes,
+        ),
         cost_estimate=pl.CostEstimate(
             flops=2 * rows * hp,
             transcendentals=0,
@@ -161,19 +200,6 @@ def backward_delta(out: jax.Array, d_out: jax.Array, cfg: FlashConfig) -> jax.Ar
         interpret=cfg.interpret if cfg.interpret is not None else False,
         name="zoo_flash_tpu_backward_delta",
     )(out, d_out)
-
-
-def backward_inputs(
-    query: jax.Array, key: jax.Array, value: jax.Array, d_out: jax.Array, cfg: FlashConfig
-) -> tuple[jax.Array, ...]:
-    """q, k, v and dO in the kernel layout (shared by the three backward kernels)."""
-    tp, sp, hp = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded
-    return (
-        _layout.to_kernel(query, tp, hp),
-        _layout.to_kernel(key, sp, hp),
-        _layout.to_kernel(value, sp, hp),
-        _layout.to_kernel(d_out.astype(query.dtype), tp, hp),
-    )
 
 
 def backward_dq(
@@ -186,61 +212,42 @@ def backward_dq(
     segment_ids: SegmentIds,
     cfg: FlashConfig,
 ) -> jax.Array:
-    """dQ ``[B, T, N, H]`` from kernel-layout q, k, v, dO and the lse and delta rows."""
+    """dQ ``[B, T, N, H]`` from kernel-layout q (pre-scaled), k, v, dO and the lse/delta rows."""
     bq, bk = cfg.blocks.block_q_bwd, cfg.blocks.block_kv_bwd
-    hp, g = cfg.head_dim_padded, cfg.group_size
-    nq = cfg.q_len_padded // bq
-    seg, id_rows = _segments(cfg, segment_ids, bq, bk)
-    ranges = kv_ranges(cfg, bq, bk, seg)
-
-    def q_map(b, n, i, j, *pre):  # type: ignore[no-untyped-def]
-        return b, i, n
-
-    def kv_map(b, n, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, _visited(lo, hi, b * nq + i, j), _kv_head(n, g)
-
-    def row_map(b, n, i, j, *pre):  # type: ignore[no-untyped-def]
-        return b, n, 0, i
-
-    in_specs = [
-        pl.BlockSpec((None, bq, hp), q_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
-        pl.BlockSpec((None, bq, hp), q_map),
-        pl.BlockSpec((None, None, 1, bq), row_map),
-        pl.BlockSpec((None, None, 1, bq), row_map),
+    hp, heads = cfg.head_dim_padded, cfg.heads_per_step
+    ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
+    ops.inputs += [
+        ("q", pl.BlockSpec((None, bq, heads * hp), maps["q"]), q),
+        ("k", pl.BlockSpec((None, bk, hp), maps["kv"]), k),
+        ("v", pl.BlockSpec((None, bk, hp), maps["kv"]), v),
+        ("do", pl.BlockSpec((None, bq, heads * hp), maps["q"]), do),
+        ("lse", pl.BlockSpec((None, heads, 1, bq), maps["row"]), lse),
+        ("delta", pl.BlockSpec((None, heads, 1, bq), maps["row"]), delta),
     ]
-    scratch = [
-        pltpu.VMEM((bq, hp), jnp.float32),  # dq accumulator
-        pltpu.VMEM((bq, LANES), jnp.float32),  # lse as a column
-        pltpu.VMEM((bq, LANES), jnp.float32),  # delta as a column
-    ]
-    if seg is not None:
-        in_specs += [
-            pl.BlockSpec((None, 1, bq), lambda b, n, i, j, *pre: (b, 0, i)),
-            pl.BlockSpec(
-                (None, 1, bk),
-                lambda b, n, i, j, lo, hi, *pre: (b, 0, _visited(lo, hi, b * nq + i, j)),
-            ),
-        ]
-        scratch.append(pltpu.VMEM((bq, LANES), jnp.int32))
-    grid_spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=6 if seg is not None else 2,
-        grid=(cfg.batch, cfg.num_heads, nq, ranges.steps),
-        in_specs=in_specs,
-        out_specs=pl.BlockSpec((None, bq, hp), q_map),
-        scratch_shapes=scratch,
+    ops.outputs.append(
+        (
+            "dq",
+            pl.BlockSpec((None, bq, heads * hp), maps["q"]),
+            jax.ShapeDtypeStruct(q.shape, q.dtype),
+        )
     )
-    kernel = functools.partial(dq_kernel, cfg=cfg, block_q=bq, block_kv=bk, steps=ranges.steps)
-    dq = pl.pallas_call(
-        kernel,
-        grid_spec=grid_spec,
-        out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
-        compiler_params=_compiler_params(cfg, ("parallel", "parallel", "parallel", "arbitrary")),
-        cost_estimate=_cost.dq_cost(cfg),
-        interpret=cfg.interpret if cfg.interpret is not None else False,
+    ops.scratch += [
+        ("acc", pltpu.VMEM((heads, bq, hp), jnp.float32)),
+        ("lse_col", pltpu.VMEM((heads, bq, LANES), jnp.float32)),
+        ("delta_col", pltpu.VMEM((heads, bq, LANES), jnp.float32)),
+    ]
+    (dq,) = call(
+        dq_kernel,
+        ops,
+        grid=(cfg.batch, cfg.head_steps, cfg.q_len_padded // bq, ranges.steps),
+        semantics=QUERY_MAJOR,
+        cfg=cfg,
+        cost=_cost.dq_cost(cfg),
         name="zoo_flash_tpu_backward_dq",
-    )(*_prefetch(ranges, seg), q, k, v, do, lse, delta, *id_rows)
+        block_q=bq,
+        block_kv=bk,
+        steps=ranges.steps,
+    )
     return _layout.from_kernel(dq, cfg.q_len, cfg.num_heads, cfg.head_dim)
 
 
@@ -265,51 +272,58 @@ def backward_dkdv(
         return b, jb, h
 
     def q_map(b, h, jb, gi, i, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, _visited(lo, hi, b * nk + jb, i), h * g + gi
+        return b, visited(lo, hi, b * nk + jb, i), h * g + gi
 
     def row_map(b, h, jb, gi, i, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, h * g + gi, 0, _visited(lo, hi, b * nk + jb, i)
+        return b, h * g + gi, 0, visited(lo, hi, b * nk + jb, i)
 
-    in_specs = [
-        pl.BlockSpec((None, bq, hp), q_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
-        pl.BlockSpec((None, bk, hp), kv_map),
-        pl.BlockSpec((None, bq, hp), q_map),
-        pl.BlockSpec((None, None, 1, bq), row_map),
-        pl.BlockSpec((None, None, 1, bq), row_map),
+    ops = Operands()
+    _prefetch(ops, ranges, seg)
+    ops.inputs += [
+        ("q", pl.BlockSpec((None, bq, hp), q_map), q),
+        ("k", pl.BlockSpec((None, bk, hp), kv_map), k),
+        ("v", pl.BlockSpec((None, bk, hp), kv_map), v),
+        ("do", pl.BlockSpec((None, bq, hp), q_map), do),
+        ("lse", pl.BlockSpec((None, None, 1, bq), row_map), lse),
+        ("delta", pl.BlockSpec((None, None, 1, bq), row_map), delta),
     ]
-    scratch = [pltpu.VMEM((bk, hp), jnp.float32), pltpu.VMEM((bk, hp), jnp.float32)]
+    ops.outputs += [
+        ("dk", pl.BlockSpec((None, bk, hp), kv_map), jax.ShapeDtypeStruct(k.shape, k.dtype)),
+        ("dv", pl.BlockSpec((None, bk, hp), kv_map), jax.ShapeDtypeStruct(v.shape, v.dtype)),
+    ]
+    ops.scratch += [
+        ("dk_acc", pltpu.VMEM((bk, hp), jnp.float32)),
+        ("dv_acc", pltpu.VMEM((bk, hp), jnp.float32)),
+    ]
     if seg is not None:
-        in_specs += [
-            pl.BlockSpec(
-                (None, 1, bq),
-                lambda b, h, jb, gi, i, lo, hi, *pre: (b, 0, _visited(lo, hi, b * nk + jb, i)),
+        ops.inputs += [
+            (
+                "q_ids",
+                pl.BlockSpec(
+                    (None, 1, bq),
+                    lambda b, h, jb, gi, i, lo, hi, *pre: (b, 0, visited(lo, hi, b * nk + jb, i)),
+                ),
+                id_rows[0],
             ),
-            pl.BlockSpec((None, 1, bk), lambda b, h, jb, gi, i, *pre: (b, 0, jb)),
+            (
+                "kv_ids",
+                pl.BlockSpec((None, 1, bk), lambda b, h, jb, gi, i, *pre: (b, 0, jb)),
+                id_rows[1],
+            ),
         ]
-        scratch.append(pltpu.VMEM((bk, LANES), jnp.int32))
-    grid_spec = pltpu.PrefetchScalarGridSpec(
-        num_scalar_prefetch=6 if seg is not None else 2,
+        ops.scratch.append(("kv_ids_col", pltpu.VMEM((bk, LANES), jnp.int32)))
+    dk, dv = call(
+        dkdv_kernel,
+        ops,
         grid=(cfg.batch, cfg.num_kv_heads, nk, g, ranges.steps),
-        in_specs=in_specs,
-        out_specs=[pl.BlockSpec((None, bk, hp), kv_map), pl.BlockSpec((None, bk, hp), kv_map)],
-        scratch_shapes=scratch,
-    )
-    kernel = functools.partial(dkdv_kernel, cfg=cfg, block_q=bq, block_kv=bk, steps=ranges.steps)
-    dk, dv = pl.pallas_call(
-        kernel,
-        grid_spec=grid_spec,
-        out_shape=[
-            jax.ShapeDtypeStruct(k.shape, k.dtype),
-            jax.ShapeDtypeStruct(v.shape, v.dtype),
-        ],
-        compiler_params=_compiler_params(
-            cfg, ("parallel", "parallel", "parallel", "arbitrary", "arbitrary")
-        ),
-        cost_estimate=_cost.dkdv_cost(cfg),
-        interpret=cfg.interpret if cfg.interpret is not None else False,
+        semantics=("parallel", "parallel", "parallel", "arbitrary", "arbitrary"),
+        cfg=cfg,
+        cost=_cost.dkdv_cost(cfg),
         name="zoo_flash_tpu_backward_dkdv",
-    )(*_prefetch(ranges, seg), q, k, v, do, lse, delta, *id_rows)
+        block_q=bq,
+        block_kv=bk,
+        steps=ranges.steps,
+    )
     return (
         _layout.from_kernel(dk, cfg.kv_len, cfg.num_kv_heads, cfg.head_dim),
         _layout.from_kernel(dv, cfg.kv_len, cfg.num_kv_heads, cfg.head_dim),

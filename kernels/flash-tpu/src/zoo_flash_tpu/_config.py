@@ -27,6 +27,8 @@ class FlashConfig:
         blocks: the block sizes.
         vmem_limit_bytes: scoped VMEM limit passed to Mosaic.
         interpret: ``None`` to compile with Mosaic, else the ``pltpu.InterpretParams``.
+        heads_per_step: query heads of one group the forward and dQ kernels take per grid
+            step against one key/value block (a divisor of the group size; see ``_policy``).
     """
 
     batch: int
@@ -44,11 +46,24 @@ class FlashConfig:
     blocks: BlockSizes
     vmem_limit_bytes: int
     interpret: Any = None
+    heads_per_step: int = 1
+
+    def __post_init__(self) -> None:
+        if self.heads_per_step < 1 or self.group_size % self.heads_per_step:
+            raise ValueError(
+                f"heads_per_step={self.heads_per_step} must divide the group size "
+                f"{self.group_size} (num_heads {self.num_heads} / kv heads {self.num_kv_heads})."
+            )
 
     @property
     def group_size(self) -> int:
         """Query heads per key/value head."""
         return self.num_heads // self.num_kv_heads
+
+    @property
+    def head_steps(self) -> int:
+        """Grid extent of the forward and dQ kernels' head axis: ``N / heads_per_step``."""
+        return self.num_heads // self.heads_per_step
 
     @property
     def head_dim_padded(self) -> int:

@@ -2,7 +2,10 @@
 
 FLOPs count the MXU work of the blocks the position structure leaves (skipped blocks cost
 nothing), at the padded head dim the MXU actually runs. Bytes count what the grid moves
-between HBM and VMEM: each query-side block once, each key-side block once per visit.
+between HBM and VMEM: each query-side block once, each key-side block once per visit. In the
+forward and dQ kernels a visit serves ``heads_per_step`` query heads of a group, so key/value
+traffic is ``B · (N / P) · visited blocks · 2 · bk · Hp · itemsize``
+(:func:`forward_kv_bytes`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,29 @@ def _common(cfg: FlashConfig, block_q: int, block_kv: int) -> tuple[int, int, in
     return pairs, elements, q_side
 
 
+def kv_visit_bytes(cfg: FlashConfig, block_q: int, block_kv: int) -> int:
+    """HBM bytes of key and value blocks a query-major kernel fetches (forward or dQ).
+
+    Each visited (query block, key block) pair fetches one ``k`` and one ``v`` block once per
+    grid step of ``heads_per_step`` query heads. Steps past a row's range re-use the block in
+    VMEM and fetch nothing.
+    """
+    visits = visited_blocks(cfg, block_q, block_kv) * cfg.batch * cfg.head_steps
+    return visits * 2 * block_kv * cfg.head_dim_padded * cfg.itemsize
+
+
+def forward_kv_bytes(cfg: FlashConfig) -> int:
+    """Modelled key/value HBM traffic of one forward call (see :func:`kv_visit_bytes`)."""
+    return kv_visit_bytes(cfg, cfg.blocks.block_q, cfg.blocks.block_kv)
+
+
 def forward_cost(cfg: FlashConfig) -> pl.CostEstimate:
     """Forward: ``s = q k^T`` and ``p v`` (4·bq·bk·H FLOPs per block), one exp per score."""
     bq, bk = cfg.blocks.block_q, cfg.blocks.block_kv
-    pairs, elements, q_side = _common(cfg, bq, bk)
+    _, elements, q_side = _common(cfg, bq, bk)
     h = cfg.head_dim_padded
     transcendentals = elements * (2 if cfg.soft_cap is not None else 1)
-    kv_bytes = pairs * 2 * bk * h * cfg.itemsize
+    kv_bytes = forward_kv_bytes(cfg)
     lse_bytes = cfg.batch * cfg.num_heads * cfg.q_len_padded * 4
     return pl.CostEstimate(
         flops=4 * elements * h,
@@ -38,10 +57,10 @@ def forward_cost(cfg: FlashConfig) -> pl.CostEstimate:
 def dq_cost(cfg: FlashConfig) -> pl.CostEstimate:
     """dQ: ``s``, ``dO v^T`` and ``ds k`` (6·bq·bk·H FLOPs per block)."""
     bq, bk = cfg.blocks.block_q_bwd, cfg.blocks.block_kv_bwd
-    pairs, elements, q_side = _common(cfg, bq, bk)
+    _, elements, q_side = _common(cfg, bq, bk)
     h = cfg.head_dim_padded
     transcendentals = elements * (2 if cfg.soft_cap is not None else 1)
-    kv_bytes = pairs * 2 * bk * h * cfg.itemsize
+    kv_bytes = kv_visit_bytes(cfg, bq, bk)
     rows = 2 * cfg.batch * cfg.num_heads * cfg.q_len_padded * 4
     return pl.CostEstimate(
         flops=6 * elements * h,

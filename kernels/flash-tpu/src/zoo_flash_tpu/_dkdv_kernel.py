@@ -4,41 +4,35 @@ Grid ``(B, K, kv_blocks, G, q_steps)``: for GQA the ``G`` query heads sharing a 
 are a reduction axis, so dK/dV are summed in VMEM and never materialised per query head. The
 kernel works on the transposed scores ``sT = k @ q.T`` (``[block_kv, block_q]``) so that the
 per-query rows (lse, delta, segment ids) broadcast down the sublanes as loaded:
-``pT = exp(sT - lse)``, ``dv += pT @ dO``, ``dsT = pT * (v @ dO.T - delta)``, ``dk += dsT @ q``.
+``pT = exp(sT - lse)``, ``dv += pT @ dO``, ``dsT = pT * (v @ dO.T - delta)``, ``dk += dsT @ q``
+(``q`` is the forward's pre-scaled residual, so ``dk`` needs no further scale).
 """
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from . import _ops
 from ._config import FlashConfig
 from ._mask import block_fully_visible, segments_overlap, segments_uniform, visible
+from ._refs import Refs
 
 
-def dkdv_kernel(
-    *refs: jax.Array, cfg: FlashConfig, block_q: int, block_kv: int, steps: int
-) -> None:
-    """One grid step. Refs: prefetch (lo, hi[, q_min, q_max, kv_min, kv_max]), inputs
-    (q, k, v, dO, lse, delta[, q_ids, kv_ids]), outputs (dk, dv), scratch (dk acc, dv acc
-    [, kv_ids column])."""
+def dkdv_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: int) -> None:
+    """One grid step.
+
+    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, Hp)``,
+    ``k, v (bk, Hp)``, ``lse, delta (1, bq)``[, ``q_ids``, ``kv_ids``]; outputs
+    ``dk, dv (bk, Hp)``; scratch ``dk_acc, dv_acc (bk, Hp)``[, ``kv_ids_col``].
+    """
     seg = cfg.has_segments
-    n_pre = 6 if seg else 2
-    pre, refs = refs[:n_pre], refs[n_pre:]
-    n_in = 8 if seg else 6
-    ins, refs = refs[:n_in], refs[n_in:]
-    (dk_ref, dv_ref), scratch = refs[:2], refs[2:]
-    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref = ins[:6]
-    dk_acc, dv_acc = scratch[:2]
-
     b, _, jb, g, i = (pl.program_id(a) for a in range(5))
     nk = pl.num_programs(2)
     groups = pl.num_programs(3)
     nq = cfg.q_len_padded // block_q
     row = b * nk + jb
-    lo, hi = pre[0][row], pre[1][row]
+    lo, hi = r.lo[row], r.hi[row]
     ib = lo + i
     active = ib <= hi
     q_first = ib * block_q
@@ -48,25 +42,22 @@ def dkdv_kernel(
     )
     if seg:
         col = b * nq + jnp.minimum(ib, nq - 1)
-        q_min, q_max = pre[2][col], pre[3][col]
-        kv_min, kv_max = pre[4][row], pre[5][row]
+        q_min, q_max = r.q_min[col], r.q_max[col]
+        kv_min, kv_max = r.kv_min[row], r.kv_max[row]
         active = active & segments_overlap(q_min, q_max, kv_min, kv_max)
         full = full & segments_uniform(q_min, q_max, kv_min, kv_max)
-        kv_ids_col = scratch[2]
 
-    first_step = (g == 0) & (i == 0)
-
-    @pl.when(first_step)
+    @pl.when((g == 0) & (i == 0))
     def _init() -> None:
-        dk_acc[...] = jnp.zeros(dk_acc.shape, jnp.float32)
-        dv_acc[...] = jnp.zeros(dv_acc.shape, jnp.float32)
+        r.dk_acc[...] = jnp.zeros(r.dk_acc.shape, jnp.float32)
+        r.dv_acc[...] = jnp.zeros(r.dv_acc.shape, jnp.float32)
         if seg:
-            kv_ids_col[...] = _ops.row_to_column(ins[7][...])
+            r.kv_ids_col[...] = _ops.row_to_column(r.kv_ids[...])
 
     def step(masked: bool) -> None:
-        q = q_ref[...]
-        do = do_ref[...]
-        s = _ops.dot_nt(k_ref[...], q) * cfg.scale  # [block_kv, block_q]
+        q = r.q[...]
+        do = r.do[...]
+        s = _ops.dot_nt(r.k[...], q)  # [block_kv, block_q]; q is pre-scaled
         s, tanh = _ops.soft_cap(s, cfg.soft_cap)
         if masked:
             shape = (block_kv, block_q)
@@ -74,22 +65,23 @@ def dkdv_kernel(
                 _ops.positions(q_first, shape, 1),
                 _ops.positions(kv_first, shape, 0),
                 cfg,
-                ins[6][...] if seg else None,
-                kv_ids_col[:, :1] if seg else None,
+                r.q_ids[...] if seg else None,
+                r.kv_ids_col[:, :1] if seg else None,
             )
             s = jnp.where(mask, s, _ops.MASK_VALUE)
-        p = jnp.exp(s - lse_ref[...])  # masked entries and empty rows (lse = +inf) give 0
-        dv_acc[...] += _ops.dot_nn(p.astype(do.dtype), do)
-        dp = _ops.dot_nt(v_ref[...], do)
-        ds = p * (dp - delta_ref[...])
+        p = jnp.exp(s - r.lse[...])  # masked entries and empty rows (lse = +inf) give 0
+        r.dv_acc[...] += _ops.dot_nn(p.astype(do.dtype), do)
+        dp = _ops.dot_nt(r.v[...], do)
+        ds = p * (dp - r.delta[...])
         if tanh is not None:
             ds = ds * (1.0 - tanh * tanh)
-        dk_acc[...] += _ops.dot_nn(ds.astype(q.dtype), q)
+        # d logits / d k = scale * q, which is the pre-scaled q itself.
+        r.dk_acc[...] += _ops.dot_nn(ds.astype(q.dtype), q)
 
     pl.when(active & full)(lambda: step(False))
     pl.when(active & jnp.logical_not(full))(lambda: step(True))
 
     @pl.when((g == groups - 1) & (i == steps - 1))
     def _finish() -> None:
-        dk_ref[...] = (dk_acc[...] * cfg.scale).astype(dk_ref.dtype)
-        dv_ref[...] = dv_acc[...].astype(dv_ref.dtype)
+        r.dk[...] = r.dk_acc[...].astype(r.dk.dtype)
+        r.dv[...] = r.dv_acc[...].astype(r.dv.dtype)

@@ -1,75 +1,71 @@
 """Backward kernel body for dQ: one query block accumulates over its key blocks.
 
-Grid ``(B, N, q_blocks, kv_steps)`` like the forward. It recomputes ``p = exp(s - lse)`` from
-the saved log-sum-exp, then ``ds = p * (dO @ v.T - delta)`` and ``dq += ds @ k``; ``delta`` is
-``rowsum(dO * O)``. The per-query rows (lse, delta, segment ids) are turned into columns once
-per query block, at the first step.
+Grid ``(B, N / P, q_blocks, kv_steps)`` like the forward: the ``P`` query heads of a group share
+each key/value block and the element mask. It recomputes ``p = exp(s - lse)`` from the saved
+log-sum-exp, then ``ds = p * (dO @ v.T - delta)`` and ``dq += ds @ k``; ``delta`` is
+``rowsum(dO * O)``. ``q`` is the forward's pre-scaled residual, so ``s`` needs no scale and
+``dq`` gets it once at the end. The per-query rows (lse, delta, segment ids) are turned into
+columns once per query block, at the first step.
 """
 
 from __future__ import annotations
 
-import jax
+from typing import Any
+
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from . import _ops
 from ._config import FlashConfig
-from ._mask import visible
-from ._query_block import query_block_step
+from ._query_block import head_scores, query_block_step, step_mask
+from ._refs import Refs
 
 
-def dq_kernel(*refs: jax.Array, cfg: FlashConfig, block_q: int, block_kv: int, steps: int) -> None:
-    """One grid step. Refs: prefetch (lo, hi[, q_min, q_max, kv_min, kv_max]), inputs
-    (q, k, v, dO, lse, delta[, q_ids, kv_ids]), output dq, scratch (acc, lse column,
-    delta column[, q_ids column])."""
-    seg = cfg.has_segments
-    n_pre = 6 if seg else 2
-    pre, refs = refs[:n_pre], refs[n_pre:]
-    n_in = 8 if seg else 6
-    ins, refs = refs[:n_in], refs[n_in:]
-    dq_ref, scratch = refs[0], refs[1:]
-    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref = ins[:6]
-    acc_ref, lse_col, delta_col = scratch[:3]
+def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: int) -> None:
+    """One grid step.
 
-    step_at = query_block_step(pre, cfg, block_q, block_kv)
-    j, q_first, kv_first = step_at.j, step_at.q_first, step_at.kv_first
-    active, full = step_at.active, step_at.full
-    if seg:
-        q_ids_col = scratch[3]
+    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, P·Hp)``,
+    ``k, v (bk, Hp)``, ``lse, delta (P, 1, bq)``[, ``q_ids``, ``kv_ids``]; output
+    ``dq (bq, P·Hp)``; scratch ``acc (P, bq, Hp)``, ``lse_col, delta_col (P, bq, 128)``
+    [, ``q_ids_col``].
+    """
+    heads, hp = cfg.heads_per_step, cfg.head_dim_padded
+    at = query_block_step(r, cfg, block_q, block_kv)
 
-    @pl.when(j == 0)
+    @pl.when(at.j == 0)
     def _init() -> None:
-        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
-        lse_col[...] = _ops.row_to_column(lse_ref[...])
-        delta_col[...] = _ops.row_to_column(delta_ref[...])
-        if seg:
-            q_ids_col[...] = _ops.row_to_column(ins[6][...])
+        r.acc[...] = jnp.zeros(r.acc.shape, jnp.float32)
+
+        def head(h: Any, cols: Any) -> None:
+            r.lse_col[h] = _ops.row_to_column(r.lse[h])
+            r.delta_col[h] = _ops.row_to_column(r.delta[h])
+
+        _ops.for_each_head(heads, hp, head)
+        if cfg.has_segments:
+            r.q_ids_col[...] = _ops.row_to_column(r.q_ids[...])
 
     def step(masked: bool) -> None:
-        q = q_ref[...]
-        k = k_ref[...]
-        s = _ops.dot_nt(q, k) * cfg.scale
-        s, tanh = _ops.soft_cap(s, cfg.soft_cap)
-        if masked:
-            shape = (block_q, block_kv)
-            mask = visible(
-                _ops.positions(q_first, shape, 0),
-                _ops.positions(kv_first, shape, 1),
-                cfg,
-                q_ids_col[:, :1] if seg else None,
-                ins[7][...] if seg else None,
-            )
-            s = jnp.where(mask, s, _ops.MASK_VALUE)
-        p = jnp.exp(s - lse_col[:, :1])  # masked entries and empty rows (lse = +inf) give 0
-        dp = _ops.dot_nt(do_ref[...], v_ref[...])
-        ds = p * (dp - delta_col[:, :1])
-        if tanh is not None:
-            ds = ds * (1.0 - tanh * tanh)
-        acc_ref[...] += _ops.dot_nn(ds.astype(k.dtype), k)
+        k = r.k[...]
+        v = r.v[...]
+        mask = step_mask(r, cfg, at, block_q, block_kv) if masked else None
 
-    pl.when(active & full)(lambda: step(False))
-    pl.when(active & jnp.logical_not(full))(lambda: step(True))
+        def head(h: Any, cols: Any) -> None:  # P heads against the same k, v and mask
+            s, tanh = head_scores(r.q[:, cols], k, mask, cfg)
+            p = jnp.exp(s - r.lse_col[h][:, :1])  # masked entries, empty rows (lse=+inf): 0
+            dp = _ops.dot_nt(r.do[:, cols], v)
+            ds = p * (dp - r.delta_col[h][:, :1])
+            if tanh is not None:
+                ds = ds * (1.0 - tanh * tanh)
+            r.acc[h] = r.acc[h] + _ops.dot_nn(ds.astype(k.dtype), k)
 
-    @pl.when(j == steps - 1)
+        _ops.for_each_head(heads, hp, head)
+
+    pl.when(at.active & at.full)(lambda: step(False))
+    pl.when(at.active & jnp.logical_not(at.full))(lambda: step(True))
+
+    @pl.when(at.j == steps - 1)
     def _finish() -> None:
-        dq_ref[...] = (acc_ref[...] * cfg.scale).astype(dq_ref.dtype)
+        def head(h: Any, cols: Any) -> None:
+            r.dq[:, cols] = (r.acc[h] * cfg.scale).astype(r.dq.dtype)
+
+        _ops.for_each_head(heads, hp, head)

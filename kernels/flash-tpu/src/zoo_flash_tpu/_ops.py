@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.experimental import pallas as pl
 
 from ._policy import LANES
 
@@ -67,3 +71,22 @@ def soft_cap(s: jax.Array, cap: float | None) -> tuple[jax.Array, jax.Array | No
         return s, None
     t = jnp.tanh(s * (1.0 / cap))
     return cap * t, t
+
+
+def for_each_head(heads: int, head_dim_padded: int, body: Callable[[Any, Any], None]) -> None:
+    """Run ``body(h, cols)`` for the ``heads`` query heads of a grid step.
+
+    ``h`` indexes per-head scratch (leading axis); ``cols`` selects head ``h``'s lane-aligned
+    columns of a ``(rows, heads·Hp)`` block. A rolled loop, not an unrolled one: Mosaic's
+    compile time grows with the code of a step, and the heads share nothing but the key/value
+    block and the mask already in VMEM. One head is called directly (the MHA kernel as before).
+    """
+    if heads == 1:
+        body(0, slice(0, head_dim_padded))
+        return
+
+    def step(h: jax.Array, carry: int) -> int:
+        body(h, pl.ds(pl.multiple_of(h * head_dim_padded, head_dim_padded), head_dim_padded))
+        return carry
+
+    lax.fori_loop(0, heads, step, 0)

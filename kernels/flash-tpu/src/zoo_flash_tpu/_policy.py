@@ -10,10 +10,16 @@ their own :class:`BlockSizes`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import math
+from collections.abc import Callable
+
+from ._chip import chip_vmem_bytes
 
 LANES = 128  # every block edge is a multiple of the lane width
 MiB = 1024 * 1024
+_log = logging.getLogger("zoo_flash_tpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +71,16 @@ class Generation:
         return int(self.vmem_limit_bytes * 0.75)
 
 
-_V4 = Generation("v4", 16 * MiB, 14 * MiB, 275e12, BlockSizes(512, 512, 256, 512))
-_V5E = Generation("v5e", 128 * MiB, 64 * MiB, 197e12, BlockSizes(512, 1024, 512, 512))
-_V5P = Generation("v5p", 64 * MiB, 48 * MiB, 459e12, BlockSizes(512, 1024, 512, 512))
-_V6E = Generation("v6e", 128 * MiB, 96 * MiB, 918e12, BlockSizes(1024, 1024, 512, 1024))
+def _row(name: str, kind: str, vmem: int, limit: int, peak: float, pref: BlockSizes) -> Generation:
+    # VMEM from JAX's own chip table where it has the chip; the tuned limit never exceeds it.
+    vmem = chip_vmem_bytes(kind) or vmem
+    return Generation(name, vmem, min(limit, vmem), peak, pref)
+
+
+_V4 = _row("v4", "TPU v4", 16 * MiB, 14 * MiB, 275e12, BlockSizes(512, 512, 256, 512))
+_V5E = _row("v5e", "TPU v5 lite", 128 * MiB, 64 * MiB, 197e12, BlockSizes(512, 1024, 512, 512))
+_V5P = _row("v5p", "TPU v5", 64 * MiB, 48 * MiB, 459e12, BlockSizes(512, 1024, 512, 512))
+_V6E = _row("v6e", "TPU v6 lite", 128 * MiB, 96 * MiB, 918e12, BlockSizes(1024, 1024, 512, 1024))
 
 #: Keyed by ``jax.Device.device_kind``; each generation under every name libtpu reports.
 GENERATIONS: dict[str, Generation] = {
@@ -81,17 +93,49 @@ GENERATIONS: dict[str, Generation] = {
     "TPU v6e": _V6E,
 }
 
-#: Unknown TPU kinds get v4's conservative budget; interpret mode gets small blocks so CPU
-#: runs stay fast and multi-block paths are exercised at small lengths.
+#: Unknown TPU kinds get v4's conservative budget and blocks (see :func:`unknown_generation`);
+#: interpret mode gets small blocks so CPU runs stay fast and multi-block paths are exercised
+#: at small lengths. The interpret row is never used for a Mosaic compile.
 FALLBACK = dataclasses.replace(_V4, name="unknown")
 INTERPRET = Generation("interpret", 128 * MiB, 64 * MiB, 0.0, BlockSizes(128, 128, 128, 128))
 
 
-def generation_for(device_kind: str | None) -> Generation:
-    """The table entry for a device kind; ``None`` means interpret mode on a non-TPU backend."""
+def generation_for(device_kind: str | None, *, interpret: bool = False) -> Generation:
+    """The table entry for a device kind.
+
+    ``None`` means no TPU is named: the interpret-mode row when running in interpret mode,
+    else (a Mosaic compile for an unnamed target) the conservative row.
+    """
     if device_kind is None:
-        return INTERPRET
-    return GENERATIONS.get(device_kind, FALLBACK)
+        return INTERPRET if interpret else unknown_generation(None)
+    row = GENERATIONS.get(device_kind)
+    return row if row is not None else unknown_generation(device_kind)
+
+
+@functools.cache
+def unknown_generation(device_kind: str | None) -> Generation:
+    """The conservative row for a TPU the table does not know, logged once per device kind.
+
+    v4's blocks and VMEM limit (the smallest of the table), lowered further if JAX says the
+    chip has less VMEM than that.
+    """
+    vmem = chip_vmem_bytes(device_kind) if device_kind else None
+    row = FALLBACK
+    if vmem is not None:
+        row = dataclasses.replace(
+            FALLBACK,
+            vmem_bytes=vmem,
+            vmem_limit_bytes=min(FALLBACK.vmem_limit_bytes, vmem * 7 // 8),
+        )
+    _log.warning(
+        "zoo_flash_tpu: no block-size row for device kind %r; using the conservative row "
+        "(VMEM limit %d MiB%s, blocks %s). Pass block_sizes= to tune it.",
+        device_kind,
+        row.vmem_limit_bytes // MiB,
+        "" if vmem is None else f", chip VMEM {vmem // MiB} MiB from JAX",
+        row.preferred,
+    )
+    return row
 
 
 def round_up(x: int, multiple: int) -> int:
@@ -104,29 +148,54 @@ def padded_head_dim(head_dim: int) -> int:
     return round_up(head_dim, LANES)
 
 
-def forward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int) -> int:
-    """Estimated VMEM working set of one forward grid step (double-buffered blocks)."""
-    blocks = 2 * (2 * bq * head_dim + 2 * bk * head_dim) * itemsize  # q, o, k, v
-    rows = 2 * 2 * 8 * (bq + bk) * 4  # lse and segment-id rows, sublane-padded
-    scratch = bq * head_dim * 4 + 3 * bq * LANES * 4  # acc, m, l, q ids as a column
-    temps = 4 * bq * bk * 4  # scores, probabilities, mask, exp in float32
+#: Most query heads of one GQA group the forward and dQ kernels take per grid step: their
+#: bodies unroll over them, so this bounds code size (and the group's VMEM share).
+MAX_HEADS_PER_STEP = 8
+
+
+def heads_per_step(group: int, limit: int = MAX_HEADS_PER_STEP) -> int:
+    """Query heads per forward/dQ grid step: the largest divisor of ``group`` up to ``limit``.
+
+    Each key/value block is then loaded once per that many query heads (once per group when
+    the group has at most ``limit`` heads) instead of once per query head.
+    """
+    return max(d for d in range(1, min(group, limit) + 1) if group % d == 0)
+
+
+def forward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1) -> int:
+    """Estimated VMEM working set of one forward grid step (double-buffered blocks).
+
+    ``heads`` query heads share each key/value block; their scores are computed one head at a
+    time, so the float32 temporaries do not grow with them.
+    """
+    blocks = 2 * (2 * heads * bq * head_dim + 2 * bk * head_dim) * itemsize  # q, o; k, v
+    rows = 2 * 2 * 8 * (heads * bq + bk) * 4  # lse and segment-id rows, sublane-padded
+    scratch = heads * (bq * head_dim * 4 + 2 * bq * LANES * 4) + bq * LANES * 4  # acc, m, l; ids
+    temps = 5 * bq * bk * 4  # scores, probabilities, mask, exp in float32
     return blocks + rows + scratch + temps
 
 
-def backward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int) -> int:
+def backward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1) -> int:
     """Estimated VMEM working set of one dq or dk/dv grid step (the larger of the two)."""
-    blocks = 2 * (2 * bq * head_dim + 4 * bk * head_dim) * itemsize  # q, do; k, v, dk, dv
-    rows = 2 * 4 * 8 * (bq + bk) * 4  # lse, delta, segment-id rows
-    scratch = 2 * bk * head_dim * 4 + bq * head_dim * 4 + 3 * max(bq, bk) * LANES * 4
-    temps = 6 * bq * bk * 4  # s, p, dp, ds, mask, cast copies
-    return blocks + rows + scratch + temps
+    dq_blocks = 2 * (3 * heads * bq * head_dim + 2 * bk * head_dim) * itemsize  # q, do, dq; k, v
+    dkdv_blocks = 2 * (2 * bq * head_dim + 4 * bk * head_dim) * itemsize  # q, do; k, v, dk, dv
+    rows = 2 * 4 * 8 * (heads * bq + bk) * 4  # lse, delta, segment-id rows
+    dq_scratch = heads * (bq * head_dim * 4 + 2 * bq * LANES * 4) + bq * LANES * 4
+    dkdv_scratch = 2 * bk * head_dim * 4 + bk * LANES * 4
+    temps = 7 * bq * bk * 4  # s, p, dp, ds, mask, cast copies
+    return max(dq_blocks + dq_scratch, dkdv_blocks + dkdv_scratch) + rows + temps
 
 
 def _fit(
-    bq: int, bk: int, q_cap: int, kv_cap: int, budget: int, estimate: object, h: int, item: int
+    bq: int,
+    bk: int,
+    q_cap: int,
+    kv_cap: int,
+    budget: int,
+    estimate: Callable[[int, int], int],
 ) -> tuple[int, int]:
     bq, bk = min(bq, q_cap), min(bk, kv_cap)
-    while estimate(bq, bk, h, item) > budget and max(bq, bk) > LANES:  # type: ignore[operator]
+    while estimate(bq, bk) > budget and max(bq, bk) > LANES:
         if bk >= bq:
             bk = max(LANES, round_up(bk // 2, LANES))
         else:
@@ -141,6 +210,7 @@ def choose_block_sizes(
     kv_len: int,
     head_dim: int,
     itemsize: int,
+    heads: int = 1,
     override: BlockSizes | None = None,
 ) -> BlockSizes:
     """Block sizes for one call: ``override`` as given, else the generation's, fitted to VMEM.
@@ -150,6 +220,7 @@ def choose_block_sizes(
         q_len, kv_len: unpadded sequence lengths (blocks never exceed them rounded up to 128).
         head_dim: the unpadded head dim.
         itemsize: bytes per element of the inputs.
+        heads: query heads per forward/dQ grid step (:func:`heads_per_step`).
         override: the caller's sizes, used unchanged.
     """
     if override is not None:
@@ -159,10 +230,20 @@ def choose_block_sizes(
     pref = generation.preferred
     budget = generation.budget_bytes
     bq, bk = _fit(
-        pref.block_q, pref.block_kv, q_cap, kv_cap, budget, forward_vmem_bytes, h, itemsize
+        pref.block_q,
+        pref.block_kv,
+        q_cap,
+        kv_cap,
+        budget,
+        lambda bq, bk: forward_vmem_bytes(bq, bk, h, itemsize, heads),
     )
     bqb, bkb = _fit(
-        pref.block_q_bwd, pref.block_kv_bwd, q_cap, kv_cap, budget, backward_vmem_bytes, h, itemsize
+        pref.block_q_bwd,
+        pref.block_kv_bwd,
+        q_cap,
+        kv_cap,
+        budget,
+        lambda bq, bk: backward_vmem_bytes(bq, bk, h, itemsize, heads),
     )
     return BlockSizes(bq, bk, bqb, bkb)
 

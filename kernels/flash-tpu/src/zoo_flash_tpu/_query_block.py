@@ -1,7 +1,7 @@
-"""Where a query-major grid step is: its key block and whether it computes, with or without a mask.
+"""Where a query-major grid step is: its key block, whether it computes, and its element mask.
 
-The forward and dQ kernels share the grid ``(B, N, q_blocks, kv_steps)``: step ``j`` of query
-block ``i`` visits key block ``lo + j`` of that block's prefetched range ``[lo, hi]``.
+The forward and dQ kernels share the grid ``(B, N / P, q_blocks, kv_steps)``: step ``j`` of
+query block ``i`` visits key block ``lo + j`` of that block's prefetched range ``[lo, hi]``.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+from . import _ops
 from ._config import FlashConfig
-from ._mask import block_fully_visible, segments_overlap, segments_uniform
+from ._mask import block_fully_visible, segments_overlap, segments_uniform, visible
+from ._refs import Refs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,25 +37,45 @@ class QueryBlockStep:
     full: Any
 
 
-def query_block_step(
-    prefetch: tuple[jax.Array, ...], cfg: FlashConfig, block_q: int, block_kv: int
-) -> QueryBlockStep:
+def query_block_step(r: Refs, cfg: FlashConfig, block_q: int, block_kv: int) -> QueryBlockStep:
     """Read the step from the program ids and the prefetched ranges (lo, hi[, segment min/max])."""
     b, _, i, j = (pl.program_id(a) for a in range(4))
     nq = pl.num_programs(2)
     nk = cfg.kv_len_padded // block_kv
     row = b * nq + i
-    jb = prefetch[0][row] + j
-    active = jb <= prefetch[1][row]
+    jb = r.lo[row] + j
+    active = jb <= r.hi[row]
     q_first = i * block_q
     kv_first = jb * block_kv
     full = block_fully_visible(
         q_first, q_first + block_q - 1, kv_first, kv_first + block_kv - 1, cfg
     )
     if cfg.has_segments:
-        q_min, q_max = prefetch[2][row], prefetch[3][row]
+        q_min, q_max = r.q_min[row], r.q_max[row]
         col = b * nk + jnp.minimum(jb, nk - 1)
-        kv_min, kv_max = prefetch[4][col], prefetch[5][col]
+        kv_min, kv_max = r.kv_min[col], r.kv_max[col]
         active = active & segments_overlap(q_min, q_max, kv_min, kv_max)
         full = full & segments_uniform(q_min, q_max, kv_min, kv_max)
     return QueryBlockStep(j, q_first, kv_first, active, full)
+
+
+def step_mask(r: Refs, cfg: FlashConfig, at: QueryBlockStep, block_q: int, block_kv: int) -> Any:
+    """The ``(bq, bk)`` visibility of a partially visible block, shared by the step's heads."""
+    shape = (block_q, block_kv)
+    seg = cfg.has_segments
+    return visible(
+        _ops.positions(at.q_first, shape, 0),
+        _ops.positions(at.kv_first, shape, 1),
+        cfg,
+        r.q_ids_col[:, :1] if seg else None,
+        r.kv_ids[...] if seg else None,
+    )
+
+
+def head_scores(q: Any, k: Any, mask: Any, cfg: FlashConfig) -> tuple[Any, Any]:
+    """``q kᵀ`` of one head (q pre-scaled), soft-capped and masked, and the cap's tanh."""
+    s = _ops.dot_nt(q, k)
+    s, tanh = _ops.soft_cap(s, cfg.soft_cap)
+    if mask is not None:
+        s = jnp.where(mask, s, _ops.MASK_VALUE)
+    return s, tanh

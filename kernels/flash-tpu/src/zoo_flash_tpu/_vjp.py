@@ -1,8 +1,9 @@
 """The ``custom_vjp``: forward kernel, then the dQ and dK/dV kernels from O(T) residuals.
 
-Residuals are the inputs, the output (in the kernel layout, ready for the ``delta`` kernel)
-and the float32 log-sum-exp ``[B, N, 1, Tp]``; the
-score matrix is recomputed block by block in the backward kernels, never stored.
+Residuals are saved in the kernels' own HBM layout, as the forward made them: the pre-scaled
+``q`` ``[B, Tp, N·Hp]``, ``k`` and ``v`` ``[B, Sp, K·Hp]``, the output ``[B, Tp, N·Hp]`` and
+the float32 log-sum-exp ``[B, N, 1, Tp]``. The backward then relays out only the incoming
+``dO``; the score matrix is recomputed block by block in the backward kernels, never stored.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import functools
 
 import jax
 
-from . import _calls
+from . import _calls, _layout
 from ._config import FlashConfig
 
-Residuals = tuple[jax.Array, ...]
+Residuals = tuple[jax.Array | None, ...]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
@@ -26,7 +27,7 @@ def flash_attention_vjp(
     kv_ids: jax.Array | None,
     cfg: FlashConfig,
 ) -> jax.Array:
-    """Differentiable flash attention: ``[B, T, N, H]`` out for the layout of ``_calls.forward``."""
+    """Differentiable flash attention ``[B, T, N, H]`` (see ``_calls.forward``)."""
     ids = None if q_ids is None else (q_ids, kv_ids)
     return _calls.forward(query, key, value, ids, cfg)[0]
 
@@ -40,15 +41,15 @@ def _fwd(
     cfg: FlashConfig,
 ) -> tuple[jax.Array, Residuals]:
     ids = None if q_ids is None else (q_ids, kv_ids)
-    out, out_kernel, lse = _calls.forward(query, key, value, ids, cfg)
-    return out, (query, key, value, q_ids, kv_ids, out_kernel, lse)
+    out, kernel_layout = _calls.forward(query, key, value, ids, cfg)
+    return out, (*kernel_layout, q_ids, kv_ids)
 
 
 def _bwd(cfg: FlashConfig, res: Residuals, d_out: jax.Array) -> tuple[jax.Array | None, ...]:
-    query, key, value, q_ids, kv_ids, out_kernel, lse = res
+    q, k, v, out, lse, q_ids, kv_ids = res
     ids = None if q_ids is None else (q_ids, kv_ids)
-    q, k, v, do = _calls.backward_inputs(query, key, value, d_out, cfg)
-    delta = _calls.backward_delta(out_kernel, do, cfg)
+    do = _layout.to_kernel(d_out.astype(q.dtype), cfg.q_len_padded, cfg.head_dim_padded)
+    delta = _calls.backward_delta(out, do, cfg)
     dq = _calls.backward_dq(q, k, v, do, lse, delta, ids, cfg)
     dk, dv = _calls.backward_dkdv(q, k, v, do, lse, delta, ids, cfg)
     return dq, dk, dv, None, None

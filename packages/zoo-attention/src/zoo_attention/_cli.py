@@ -109,6 +109,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver = sub.add_parser("verify", help="run the conformance suite against one kernel")
     ver.add_argument("name")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as err:  # a user sees one sentence, never a traceback
+        print(f"zoo-attention {args.command}: failed: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "kernels":
         print(f"backend: {jax.default_backend()}")
         print(format_table(kernel_rows()))
