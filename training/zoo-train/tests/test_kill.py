@@ -1,5 +1,6 @@
-"""kill -9 a real training process while a checkpoint is being written, or stop it with SIGINT
-and SIGTERM, then resume: the same final state as an uninterrupted run, bit for bit."""
+"""kill -9 a real training process at a random moment and again while a checkpoint is being
+written, or stop it with SIGINT and SIGTERM, then resume: the same final state as an
+uninterrupted run, bit for bit."""
 
 import json
 import os
@@ -74,6 +75,20 @@ def _wait_for(condition, process: subprocess.Popen) -> None:
         time.sleep(0.01)
 
 
+def _kill_at_a_random_moment(out: pathlib.Path) -> None:
+    """Start a run, SIGKILL it at a random moment once it trains, and check what it left."""
+    victim = _start(out)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and victim.poll() is None:
+        if zoo_train.read_metrics(out / "metrics.jsonl"):  # training (or resuming) has begun
+            time.sleep(float(np.random.default_rng().uniform(0, 0.5)))
+            break
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert victim.returncode == -signal.SIGKILL, victim.stderr.read()[-2000:]
+
+
 def test_sigint_while_compiling_and_sigterm_mid_run_save_then_resume(tmp_path, reference):
     out = tmp_path / "run"
     # Ctrl-C while the loop starts (tracing, compiling): a clean exit, before step 1 with nothing
@@ -109,7 +124,8 @@ def test_sigint_while_compiling_and_sigterm_mid_run_save_then_resume(tmp_path, r
 
 def test_kill_during_save_then_resume_matches_uninterrupted(tmp_path, reference):
     out = tmp_path / "victim"
-    victim = _start(out)
+    _kill_at_a_random_moment(out)  # first a kill anywhere: compiling, stepping or saving
+    victim = _start(out)  # then one inside a save, in the resumed process
     ckpts = out / "checkpoints"
     in_flight = None
     deadline = time.monotonic() + 300
@@ -130,6 +146,7 @@ def test_kill_during_save_then_resume_matches_uninterrupted(tmp_path, reference)
     stdout, stderr = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, stderr[-2000:]
     report = json.loads(stdout.strip().splitlines()[-1])
+    assert "took over the lock" in stderr  # of the killed process, with a note
     # At most the steps since the last committed checkpoint are lost.
     assert report["resumed_from"] == committed[-1] and report["skipped"] == []
     assert committed[-1] <= killed_at < committed[-1] + 2 * 3 + 1
