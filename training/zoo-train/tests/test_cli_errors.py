@@ -203,7 +203,11 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, cap
     assert "parameters" in err and "GiB, more than this host's memory" in err, err
     assert not (tmp_path / "run" / "checkpoints").exists()
     config = zoo_models.get("llama-tiny").replace(n_layers=1, d_model=16, mlp_hidden=32)
-    zoo_models.save_hf(zoo_models.build(config, key=jax.random.key(0)), tmp_path / "hf")
+    zoo_models.save_hf(
+        zoo_models.build(config, key=jax.random.key(0)),
+        tmp_path / "hf",
+        tokenizer=zoo_models.ByteTokenizer(),
+    )
     hf = json.loads((tmp_path / "hf" / "config.json").read_text())
     hf["num_hidden_layers"] = 10**7
     (tmp_path / "hf" / "config.json").write_text(json.dumps(hf))

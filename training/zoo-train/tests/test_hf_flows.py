@@ -220,4 +220,4 @@ def test_broken_weights_and_positions_are_sentences(flow, capsys):
         (broken / "model.safetensors").write_bytes(data)
         assert main(["generate", str(broken)]) == 2
         err = capsys.readouterr().err
-        assert "truncated or not a safetensors file" in err and "Traceback" not in err
+        assert "is not a readable safetensors file" in err and "Traceback" not in err
