@@ -115,3 +115,18 @@ def test_save_hf_writes_the_tokenizer(tmp_path) -> None:
     assert (again.bos_id, again.eos_id) == (None, tok.eos_id)
     text = "the quick brown 🦊"
     assert again.encode(text, add_eos=True) == tok.encode(text, add_eos=True)
+
+
+@pytest.mark.parametrize("bos", [True, False])
+def test_byte_tokenizer_saves_a_tokenizer_json_transformers_reads(tmp_path, bos: bool) -> None:
+    from transformers import AutoTokenizer
+
+    tok = zoo_models.ByteTokenizer(bos=bos, eos=True)
+    tok.save(tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+    reloaded = zoo_models.load_tokenizer(tmp_path)
+    assert (reloaded.bos_id, reloaded.eos_id, reloaded.add_bos) == (tok.bos_id, tok.eos_id, bos)
+    for text in [*TEXTS, "tab\there \x00 nul"]:
+        want = tok.encode(text, add_bos=bos)
+        assert theirs(text)["input_ids"] == want == reloaded.encode(text, add_bos=reloaded.add_bos)
+        assert theirs.decode(want, skip_special_tokens=True) == text

@@ -149,3 +149,41 @@ def test_lora_config_rejects_bad_values():
         zoo_train.LoRAConfig(rank=0)
     with pytest.raises(ValueError, match="target"):
         zoo_train.LoRAConfig(targets=("qq",))
+
+
+def test_peft_names_follow_each_layer_of_the_checkpoint():
+    # Each PEFT tensor must sit on the layer it adapts, also when layers are stacked by a scan
+    # period (Gemma 2: blocks.0 holds layers 0 and 2): merged weight - base = scale · B A.
+    from zoo_train._peft import PREFIX, peft_tensors
+
+    shape = {"vocab_size": 32, "d_model": 16, "n_layers": 4, "n_heads": 2, "mlp_hidden": 24}
+    gemma = {"post_norms": True, "window_pattern": (True, False), "sliding_window": 4}
+    config = zoo_models.ModelConfig(family="gemma2", **shape, **gemma)
+    base = zoo_models.build(config, key=jax.random.key(0))
+    lora = zoo_train.LoRAConfig(rank=2, alpha=4.0, targets=("q", "gate"))
+    adapted = zoo_train.apply_lora(base, lora, key=jax.random.key(1))
+    adapted = jax.tree.map(  # B non-zero and different in every layer
+        lambda x: (
+            eqx.tree_at(
+                lambda m: m.lora_b,
+                x,
+                jax.random.normal(jax.random.key(x.lora_b.size), x.lora_b.shape),
+            )
+            if _is_lora(x)
+            else x
+        ),
+        adapted,
+        is_leaf=_is_lora,
+    )
+    before = zoo_models.hf_state_dict(base)
+    after = zoo_models.hf_state_dict(zoo_train.merge_lora(adapted))
+    tensors = peft_tensors(adapted)
+    modules = {k[len(PREFIX) :].rsplit(".", 2)[0] for k in tensors}
+    assert len(modules) == 2 * config.n_layers
+    for module in modules:
+        a = tensors[f"{PREFIX}{module}.lora_A.weight"].astype(np.float64)
+        b = tensors[f"{PREFIX}{module}.lora_B.weight"].astype(np.float64)
+        name = f"{module}.weight"
+        np.testing.assert_allclose(
+            after[name] - before[name], lora.scale * b @ a, rtol=1e-4, atol=1e-5, err_msg=name
+        )
