@@ -15,7 +15,7 @@ from zoo_train import OptimizerConfig, TrainConfig
 from zoo_train.cli import main
 from zoo_train.profile import compare, summarize
 from zoo_train.profile._hlo import parse_hlo
-from zoo_train.profile._summary import IDLE, _attribute
+from zoo_train.profile._summary import BETWEEN_OPS, HOST, IDLE, PROGRAM, _attribute
 from zoo_train.profile._trace import Span
 
 WINDOW = (3, 6)
@@ -115,19 +115,28 @@ def test_time_is_shared_between_overlapping_operations_like_a_brute_force_count(
     for i in range(40):
         start = float(rng.integers(0, 200))
         spans.append((Span(f"op{i}", start, float(rng.integers(1, 30))), f"c{i % 3}"))
+    for kind, category in ((HOST, "checkpoint"), (PROGRAM, BETWEEN_OPS)):
+        for _ in range(3):
+            start = float(rng.integers(0, 200))
+            spans.append((Span(kind, start, float(rng.integers(5, 60)), module=kind), category))
     start, end = 10.0, 190.0
     by_category, by_op = _attribute(spans, start, end)
     expect: dict[str, float] = {}
-    for t in np.arange(start, end):  # every unit of time: shared by the spans covering it
-        covering = [c for s, c in spans if s.start <= t < s.end]
+    ops = 0.0
+    for t in np.arange(start, end):  # every unit of time: shared by the first layer covering it
+        for layer in ("", HOST, PROGRAM):
+            covering = [c for s, c in spans if s.module == layer and s.start <= t < s.end]
+            if covering:
+                break
         for c in covering:
             expect[c] = expect.get(c, 0.0) + 1 / len(covering)
         if not covering:
             expect[IDLE] = expect.get(IDLE, 0.0) + 1
+        ops += bool(covering) and layer == ""
     assert by_category.keys() == expect.keys()
     for c in expect:
         assert by_category[c] == pytest.approx(expect[c])
-    assert sum(by_op.values()) + by_category.get(IDLE, 0.0) == pytest.approx(end - start)
+    assert sum(by_op.values()) == pytest.approx(ops)
 
 
 def test_hlo_names_the_kernel_scope_and_the_matmuls():

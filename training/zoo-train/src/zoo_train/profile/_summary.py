@@ -16,6 +16,11 @@ META_FILE = "zoo_profile.json"
 # Operations that only run others (each timed on its own): not counted themselves.
 _CONTAINERS = frozenset({"while", "conditional", "cond", "call"})
 IDLE = "host/idle"
+# A program running on the device with none of its operations timed at that instant: the
+# runtime's scheduling and waits, and on XLA:CPU the part of an operation that runs on the
+# intra-op thread pool after its own event has ended.
+BETWEEN_OPS = "program running, no op timed"
+HOST, PROGRAM = "<host>", "<program>"
 MATMUL = "matmul"
 OTHER = "other fused ops"
 EVAL = "eval"
@@ -113,11 +118,21 @@ def _window(trace: Trace) -> tuple[float, float, int]:
     return trace.ops[0].start, end, 1  # no step markers: the whole trace as one step
 
 
+def _layer(span: Span) -> int:
+    # What covers an instant: an operation before a host annotation (eval, checkpoint) before a
+    # program merely running (the runtime between its operations).
+    return {HOST: 1, PROGRAM: 2}.get(span.module, 0)
+
+
 def _attribute(
     spans: list[tuple[Span, str]], start: float, end: float
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Time by category and by operation over [start, end): time covered by several spans at
-    once is shared equally between them; time covered by none is idle."""
+    """Time by category and by operation over [start, end).
+
+    Each instant goes to the spans of the first layer covering it (operations, then host
+    annotations, then running programs), shared equally when several cover it at once (XLA:CPU
+    runs independent operations side by side); an instant nothing covers is idle.
+    """
     edges: list[tuple[float, int, int]] = []
     for i, (span, _) in enumerate(spans):
         a, b = max(span.start, start), min(span.end, end)
@@ -126,27 +141,25 @@ def _attribute(
     edges.sort(key=lambda e: (e[0], e[1]))
     by_category: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
-    active: set[int] = set()
-    ops_active = 0
+    active: list[set[int]] = [set(), set(), set()]
     t = start
     for time, kind, i in edges:
         if time > t:
             gap = time - t
-            # An XLA operation running hides host annotations it overlaps (eval, checkpoint).
-            shown = [j for j in active if spans[j][0].module != "host"] if ops_active else active
-            if not shown:
+            shown = next((layer for layer in active if layer), None)
+            if shown is None:
                 by_category[IDLE] += gap
-            for j in shown:
-                by_category[spans[j][1]] += gap / len(shown)
-                by_op[spans[j][0].name] += gap / len(shown)
+            else:
+                for j in shown:
+                    by_category[spans[j][1]] += gap / len(shown)
+                    if _layer(spans[j][0]) == 0:
+                        by_op[spans[j][0].name] += gap / len(shown)
             t = time
-        is_op = spans[i][0].module != "host"
+        layer = active[_layer(spans[i][0])]
         if kind > 0:
-            active.add(i)
-            ops_active += is_op
+            layer.add(i)
         else:
-            active.discard(i)
-            ops_active -= is_op
+            layer.discard(i)
     if end > t:
         by_category[IDLE] += end - t
     return by_category, by_op
@@ -168,7 +181,8 @@ def summarize(path: str | pathlib.Path, *, top: int = 10) -> Summary:
     classify = _Classifier(_programs(capture), meta, trace)
     start, end, steps = _window(trace)
     spans = [(op, c) for op in trace.ops if (c := classify(op)) is not None]
-    spans += [(dataclasses.replace(h, module="host"), HOST_CATEGORIES[h.name]) for h in trace.host]
+    spans += [(dataclasses.replace(h, module=HOST), HOST_CATEGORIES[h.name]) for h in trace.host]
+    spans += [(dataclasses.replace(p, module=PROGRAM), BETWEEN_OPS) for p in trace.programs]
     by_category, by_op = _attribute(spans, start, end)
     calls: dict[str, int] = defaultdict(int)
     category_of: dict[str, str] = {}

@@ -17,6 +17,8 @@ import jax
 
 XPLANE_SUFFIX = ".xplane.pb"
 STEP_EVENT = "train"  # the jax.profiler.StepTraceAnnotation of every train step
+# A whole execution of a program: the CPU client's wait for it, a device's "XLA Modules" line.
+PROGRAM_EVENT = "ThunkExecutor::Execute (wait for completion)"
 # Host annotations of the loop's other work, shown as their own categories.
 HOST_CATEGORIES = {"zoo.eval": "eval", "zoo.checkpoint": "checkpoint"}
 
@@ -44,6 +46,7 @@ class Trace:
     steps: list[Span]
     ops: list[Span]
     host: list[Span]
+    programs: list[Span]
 
 
 def trace_files(path: pathlib.Path) -> list[pathlib.Path]:
@@ -67,7 +70,7 @@ def _events(data: jax.profiler.ProfileData) -> Iterator[tuple[str, str, object]]
 
 
 def read_trace(file: pathlib.Path) -> Trace:
-    """Steps, operations and host annotations of one ``*.xplane.pb`` file.
+    """Steps, operations, host annotations and program executions of one ``*.xplane.pb`` file.
 
     An operation is an event that names its HLO instruction (``hlo_op``, as the CPU client
     records them) or one on a device plane's "XLA Ops" line (TPU, GPU).
@@ -76,6 +79,7 @@ def read_trace(file: pathlib.Path) -> Trace:
     steps: list[Span] = []
     ops: list[Span] = []
     host: list[Span] = []
+    programs: list[Span] = []
     for plane, line, event in _events(data):
         name = event.name
         start, duration = float(event.start_ns), float(event.duration_ns)
@@ -84,9 +88,11 @@ def read_trace(file: pathlib.Path) -> Trace:
             steps.append(Span(name, start, duration, step=int(stats["step_num"])))
         elif name in HOST_CATEGORIES:
             host.append(Span(name, start, duration))
+        elif name == PROGRAM_EVENT or (plane.startswith("/device:") and line == "XLA Modules"):
+            programs.append(Span(name, start, duration))
         elif "hlo_op" in stats or (plane.startswith("/device:") and line == "XLA Ops"):
             module = str(stats.get("hlo_module", ""))
             ops.append(Span(str(stats.get("hlo_op", name)), start, duration, module=module))
     steps.sort(key=lambda s: s.start)
     ops.sort(key=lambda s: s.start)
-    return Trace(path=file, steps=steps, ops=ops, host=host)
+    return Trace(path=file, steps=steps, ops=ops, host=host, programs=programs)
