@@ -16,9 +16,7 @@ META_FILE = "zoo_profile.json"
 # Operations that only run others (each timed on its own): not counted themselves.
 _CONTAINERS = frozenset({"while", "conditional", "cond", "call"})
 IDLE = "host/idle"
-# A program running on the device with none of its operations timed at that instant: the
-# runtime's scheduling and waits, and on XLA:CPU the part of an operation that runs on the
-# intra-op thread pool after its own event has ended.
+# A program running on the device before any of its operations was timed.
 BETWEEN_OPS = "program running, no op timed"
 HOST, PROGRAM = "<host>", "<program>"
 MATMUL = "matmul"
@@ -131,22 +129,29 @@ def _attribute(
 
     Each instant goes to the spans of the first layer covering it (operations, then host
     annotations, then running programs), shared equally when several cover it at once (XLA:CPU
-    runs independent operations side by side); an instant nothing covers is idle.
+    runs independent operations side by side); an instant nothing covers is idle. An instant
+    inside a running program that no operation covers goes to the operation that ended last
+    (ties: the later in ``spans``): XLA:CPU's event of an asynchronous operation (a dot on the
+    Eigen thread pool) ends when the work is handed out, and the work runs until the next
+    operation starts.
     """
     edges: list[tuple[float, int, int]] = []
     for i, (span, _) in enumerate(spans):
         a, b = max(span.start, start), min(span.end, end)
         if b > a:
             edges += [(a, 1, i), (b, -1, i)]
-    edges.sort(key=lambda e: (e[0], e[1]))
+    edges.sort()  # by time, ends before starts, then by span
     by_category: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
     active: list[set[int]] = [set(), set(), set()]
+    last_op: int | None = None  # the operation that ended last
     t = start
     for time, kind, i in edges:
         if time > t:
             gap = time - t
             shown = next((layer for layer in active if layer), None)
+            if shown is active[2] and last_op is not None:
+                shown = {last_op}
             if shown is None:
                 by_category[IDLE] += gap
             else:
@@ -160,6 +165,8 @@ def _attribute(
             layer.add(i)
         else:
             layer.discard(i)
+            if _layer(spans[i][0]) == 0:
+                last_op = i
     if end > t:
         by_category[IDLE] += end - t
     return by_category, by_op
