@@ -31,13 +31,22 @@ def state_bytes(model_config: Any, optimizer: str, *, full: bool = True) -> int:
 def memory_of(mesh: Any) -> tuple[int | None, str]:
     """The memory of ``mesh``'s devices together, and how to name it. CPU devices share the
     host's memory, which counts once."""
+    import jax
+
     import zoo_models
 
     devices = list(mesh.devices.flat)
-    limits = [(d.memory_stats() or {}).get("bytes_limit") for d in devices]
-    if devices and all(limits):
+    # A process can only ask its own devices; the others are taken to be alike.
+    local = [d for d in devices if d.process_index == jax.process_index()]
+    limits = [(d.memory_stats() or {}).get("bytes_limit") for d in local]
+    if local and all(limits):
         kind = devices[0].device_kind
-        return sum(limits), f"the {len(devices)} {kind} device(s)' memory"
+        return sum(limits) * len(devices) // len(
+            local
+        ), f"the {len(devices)} {kind} device(s)' memory"
+    hosts = len({d.process_index for d in devices})
+    if hosts > 1:
+        return zoo_models.host_memory_bytes() * hosts, f"the {hosts} hosts' memory"
     return zoo_models.host_memory_bytes(), "this host's memory"
 
 
