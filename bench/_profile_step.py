@@ -52,10 +52,12 @@ def run(quick: bool) -> dict[str, Any]:
             ["category", "ms / step", "share"],
             rows,
             [
-                f"Steps {summary.meta['steps'][0]}–{summary.meta['steps'][1]} of `zoo train`, "
+                f"Steps {summary.meta['steps'][0]}–{summary.meta['steps'][1]} of `zoo_train.train`, "
                 f"attention kernel {summary.meta.get('kernel')}; the loop's own clock gave "
                 f"{wall:,.1f} ms per step. Time during which several operations ran at once is "
-                "shared between them."
+                "shared between them; time inside the step's program that no operation's event "
+                "covers goes to the operation that ended last (XLA:CPU's Eigen dots are "
+                "asynchronous: their events end when the work is handed out)."
             ],
         )
     )
