@@ -40,6 +40,7 @@ def test_warmup_is_a_fraction_of_the_run_and_short_runs_decay():
     [
         (["--lora-rank", "-2"], "--lora-rank must be positive"),
         (["--model", "llama-small"], "drop --model"),
+        (["--model", "llama-tiny"], "drop --model"),  # the default preset's name too
     ],
 )
 def test_finetune_refusals(tmp_path, capsys, args, needle):

@@ -346,6 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("train", "finetune", "compile"):
         given = {k: v for k, v in vars(args).items() if k in SCHEMA or k == "mesh"}
+        if args.command == "finetune" and "model" in given:  # even the default preset's name
+            raise UsageError(
+                "--model names a preset for zoo train; zoo finetune takes its model from "
+                "--from-hf or --from-run, so drop --model."
+            )
         settings = resolve_settings(
             command=args.command,
             config_file=args.config,
