@@ -293,10 +293,15 @@ def _check_finetune_settings(s: Settings, command: str) -> None:
             f"--lora-rank must be positive for LoRA or 0 for full fine-tuning, got {s['lora.rank']}."
         )
     if command == "finetune" and s["model"] != SCHEMA["model"].default:
-        raise UsageError(
-            "--model names a preset for zoo train; zoo finetune takes its model from --from-hf "
-            "or --from-run, so drop --model."
-        )
+        raise finetune_model_error()
+
+
+def finetune_model_error() -> UsageError:
+    """A preset named for ``zoo finetune``, whose model comes from its source instead."""
+    return UsageError(
+        "--model names a preset for zoo train; zoo finetune takes its model from --from-hf "
+        "or --from-run, so drop --model."
+    )
 
 
 def run_training(s: Settings, *, command: str) -> int:

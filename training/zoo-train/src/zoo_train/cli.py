@@ -347,10 +347,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("train", "finetune", "compile"):
         given = {k: v for k, v in vars(args).items() if k in SCHEMA or k == "mesh"}
         if args.command == "finetune" and "model" in given:  # even the default preset's name
-            raise UsageError(
-                "--model names a preset for zoo train; zoo finetune takes its model from "
-                "--from-hf or --from-run, so drop --model."
-            )
+            from ._cli_train import finetune_model_error
+
+            raise finetune_model_error()
         settings = resolve_settings(
             command=args.command,
             config_file=args.config,

@@ -64,7 +64,7 @@ def _meta(capture: pathlib.Path) -> dict[str, Any]:
 
 
 class _Classifier:
-    def __init__(self, programs: dict[str, HloProgram], meta: dict[str, Any], trace: Trace):
+    def __init__(self, programs: dict[str, HloProgram], meta: dict[str, Any]) -> None:
         self.programs = programs
         self.eval_modules = set(meta.get("eval_modules", []))
         self._cache: dict[tuple[str, str], str | None] = {}
@@ -185,7 +185,7 @@ def summarize(path: str | pathlib.Path, *, top: int = 10) -> Summary:
     trace = read_trace(files[0])
     capture = files[0].parent
     meta = _meta(capture)
-    classify = _Classifier(_programs(capture), meta, trace)
+    classify = _Classifier(_programs(capture), meta)
     start, end, steps = _window(trace)
     spans = [(op, c) for op in trace.ops if (c := classify(op)) is not None]
     spans += [(dataclasses.replace(h, module=HOST), HOST_CATEGORIES[h.name]) for h in trace.host]
