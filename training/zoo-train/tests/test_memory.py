@@ -36,9 +36,10 @@ def test_live_buffers_and_rss_are_flat_over_200_steps(tmp_path):
     assert len(after_warmup) == 15
     buffers = [s[1] for s in after_warmup]
     rss = [s[2] for s in after_warmup]
-    # The count moves with a save in flight (copies of the state) and with the batches the
-    # prefetch thread has made; a leak per step or per save would make it rise from the first
-    # half of the run to the second instead.
+    # A save in flight holds copies of the state and the prefetch thread holds a varying number of
+    # batches, so peaks differ by a few buffers from save to save. The baseline between saves does
+    # not: a leak per step or per save would raise the lowest count from one half to the next.
     first, second = buffers[: len(buffers) // 2], buffers[len(buffers) // 2 :]
-    assert max(second) <= max(first) and min(second) <= min(first), buffers
+    assert min(second) <= min(first), buffers
+    assert max(buffers) < 3 * min(buffers), buffers
     assert max(rss) - rss[0] < 40 * 2**20, [r // 2**20 for r in rss]
