@@ -59,17 +59,25 @@ def test_an_error_while_producing_is_raised_by_next_in_its_turn():
         feed.close()
 
 
-def test_metrics_are_read_lag_steps_late_and_all_on_drain():
-    seen = []
-    metrics = StepMetrics(lambda step, m: seen.append((step, m["loss"])), lag=2)
+def test_steps_are_waited_for_lag_steps_late_and_read_only_when_due_or_drained():
+    seen, ready = [], []
+    metrics = StepMetrics(
+        lambda step, m: seen.append((step, m["loss"])),
+        on_ready=lambda step, t: ready.append(step),
+        due=lambda step: step % 4 == 0,
+        lag=2,
+    )
     rng = np.random.default_rng()
-    losses = rng.normal(size=6).astype(np.float32)
+    losses = rng.normal(size=10).astype(np.float32)
     for step, loss in enumerate(losses, start=1):
-        metrics.push(step, {"loss": jnp.asarray(loss)})
-        # Steps up to `step - 2` have been read, none later: the last two stay on the device.
-        assert [s for s, _ in seen] == list(range(1, max(step - 2, 0) + 1))
+        metrics.push(step, PackedMetrics.pack({"loss": jnp.asarray(loss), "finite": True}))
+        # Every step up to `step - 2` is seen finished; the last two may still run.
+        assert ready == list(range(1, max(step - 2, 0) + 1))
+        # Values are read only up to the last due step that is two steps old.
+        last_due = max((s for s in range(1, step - 1) if s % 4 == 0), default=0)
+        assert [s for s, _ in seen] == list(range(1, last_due + 1))
     metrics.drain()
-    assert [s for s, _ in seen] == list(range(1, 7))
+    assert ready == list(range(1, 11)) and [s for s, _ in seen] == list(range(1, 11))
     np.testing.assert_array_equal([v for _, v in seen], losses)
 
 

@@ -40,6 +40,7 @@ from ._stop import stop_requests
 from .data import Batch, DataSource
 from .parallel import (
     BatchLayout,
+    PackedBatch,
     batch_reader,
     check_batch,
     check_heads,
@@ -124,8 +125,8 @@ def _mesh_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> str | Non
 
 
 class _Reporter:
-    """What happens when a step's metrics are read: the non-finite check, the progress bar and
-    the train record every ``log_every`` steps."""
+    """What happens as steps finish (the progress bar, the clock) and when their metrics are
+    read, every ``log_every`` steps (the non-finite check, the train record)."""
 
     def __init__(
         self,
@@ -145,21 +146,31 @@ class _Reporter:
         self.label = label
         self.skipped = skipped
 
+    def due(self, step: int) -> bool:
+        """Whether a train record is written after ``step``."""
+        return step % self.config.log_every == 0 or step == self.end
+
+    def finished(self, step: int, t: float) -> None:
+        """Step ``step`` was seen finished at ``t`` (its metrics may not be read yet)."""
+        if step == self.start + 1:
+            self.window.start_clock(t)  # the first step's time is compilation, not training
+        else:
+            self.window.tick(t)
+        self.progress.update(1)
+
     def __call__(self, step: int, m: dict[str, Any]) -> None:
         if not m["finite"]:
             self._nonfinite(step, m)
-        first = step == self.start + 1
-        if first:
-            self.window.restart_clock()  # the first step's time is compilation, not training
-        self.window.add(m, timed=not first)
-        self.progress.update(1, loss=m["loss"], lr=m["lr"])
-        if step % self.config.log_every == 0 or step == self.end:
+        self.window.add(m)
+        if self.due(step):
             rec = self.window.record(step, lr=m["lr"])
             rec["skipped_total"] = self.skipped
             rec["kernel"] = self.label
             self.record(rec)
+            shown = {"loss": rec.get("loss", m["loss"]), "lr": m["lr"]}
             if rec["tokens_per_s"] is not None:
-                self.progress.update(0, loss=rec.get("loss", m["loss"]), tok_s=rec["tokens_per_s"])
+                shown["tok_s"] = rec["tokens_per_s"]
+            self.progress.update(0, **shown)
 
     def _nonfinite(self, step: int, m: dict[str, Any]) -> None:
         self.skipped += 1
@@ -190,7 +201,7 @@ def _evaluate(
 ) -> dict[str, float]:
     totals: dict[str, float] = {}
     for batch in source.eval_batches(layout.rows, max_batches=limit):
-        placed = layout.place(layout.local_part(batch))
+        placed = layout.place_packed(layout.local_part(batch))
         for k, v in jax.device_get(eval_step(placed, state)).items():
             totals[k] = totals.get(k, 0.0) + float(v)
     weight = totals.get("weight", 0.0)
@@ -344,9 +355,10 @@ def train(
         # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
         feed = Prefetcher(lambda: (next_batch(), data.state_dict()), max(end - start, 1))
         batch, data_state = feed.next()
+        shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
         micro = {
             k: jax.ShapeDtypeStruct((config.batch_size, *v.shape[1:]), v.dtype)
-            for k, v in batch.items()
+            for k, v in shapes.items()
         }
         with jax.set_mesh(mesh), zoo_layers.axis_rules(rules):
             eqx.filter_eval_shape(loss_fn, state.model, micro, jax.random.key(0))
@@ -411,7 +423,7 @@ def train(
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         }
-        tokens_per_step = int(batch["input_ids"].size) if "input_ids" in batch else 0
+        tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
         last_eval: dict[str, Any] | None = None
         if restored is None and eval_data is not None:  # the curve starts at the untrained model
             last_eval = {
@@ -423,19 +435,18 @@ def train(
                 f"step {start}: eval loss {last_eval['eval_loss']:.4f}, ppl {last_eval['eval_ppl']:.2f}"
             )
         window = Window(tokens_per_step)
-        reported = StepMetrics(
-            _Reporter(
-                config,
-                end,
-                start,
-                window,
-                progress,
-                record,
-                checkpointer,
-                label=label,
-                skipped=int(jax.device_get(state.skipped)),
-            )
+        reporter = _Reporter(
+            config,
+            end,
+            start,
+            window,
+            progress,
+            record,
+            checkpointer,
+            label=label,
+            skipped=int(jax.device_get(state.skipped)),
         )
+        reported = StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due)
 
         def save(step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
             reported.drain()  # a step is saved only once it is known to be finite

@@ -20,17 +20,21 @@ from ._state import TrainState
 from ._step_metrics import PackedMetrics
 from .parallel import (
     MeshFunction,
+    PackedBatch,
     batch_shardings,
     batch_shards,
     platform_of,
     replicated,
     state_shardings,
     tree_shardings,
+    unpacked,
 )
 from .parallel._rules import MeshAxes
 
-StepFn = Callable[[dict[str, jax.Array], TrainState], tuple[TrainState, dict[str, jax.Array]]]
-EvalFn = Callable[[dict[str, jax.Array], TrainState], dict[str, jax.Array]]
+# A batch: a dict of ``[B, ...]`` arrays, or the same packed for one transfer.
+Batch = dict[str, jax.Array] | PackedBatch
+StepFn = Callable[[Batch, TrainState], tuple[TrainState, dict[str, jax.Array]]]
+EvalFn = Callable[[Batch, TrainState], dict[str, jax.Array]]
 
 
 def _sums(loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax.Array) -> tuple:
@@ -160,7 +164,8 @@ def make_train_step(
     rules = rules or {}
     shards = 1 if mesh is None else batch_shards(mesh, rules)
 
-    def step(batch: dict[str, jax.Array], state: TrainState) -> tuple[TrainState, dict]:
+    def step(batch: Batch, state: TrainState) -> tuple[TrainState, dict]:
+        batch = unpacked(batch)
         key = jax.random.wrap_key_data(state.key)
         next_key, step_key = jax.random.split(key)
         grad_shardings = None if mesh is None else tree_shardings(state.params, mesh, rules)
@@ -226,8 +231,10 @@ def make_eval_step(
     state is used where it is.
     """
 
-    def eval_step(batch: dict[str, jax.Array], state: TrainState) -> dict:
-        loss_sum, aux = _sums(loss_fn, state.params, state.frozen, batch, jax.random.key(0))
+    def eval_step(batch: Batch, state: TrainState) -> dict:
+        loss_sum, aux = _sums(
+            loss_fn, state.params, state.frozen, unpacked(batch), jax.random.key(0)
+        )
         return {"loss_sum": loss_sum, **aux}
 
     return _mesh_function(

@@ -21,6 +21,8 @@ from ._mesh import make_mesh as make_mesh
 from ._mesh import mesh_record as mesh_record
 from ._mesh import mesh_sizes as mesh_sizes
 from ._mesh import platform_of as platform_of
+from ._packed_batch import PackedBatch as PackedBatch
+from ._packed_batch import unpacked as unpacked
 from ._processes import EXIT_PEER_LOST as EXIT_PEER_LOST
 from ._processes import ProcessConfig as ProcessConfig
 from ._processes import StartError as StartError

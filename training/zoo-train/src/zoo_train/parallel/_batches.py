@@ -16,6 +16,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
+from ._packed_batch import PackedBatch
 from ._rules import MeshAxes
 from ._shardings import batch_spec, fit_sharding
 
@@ -39,28 +40,40 @@ class BatchLayout:
             (s[0].start or 0, rows if s[0].stop is None else s[0].stop) for s in index.values()
         ]
         self.local = (min(a for a, _ in spans), max(b for _, b in spans))
+        self._fitted: dict[tuple[int, ...], NamedSharding] = {}
 
     def place(self, local: Batch) -> dict[str, jax.Array]:
         """Global arrays from this process's rows ``local`` (each ``[stop - start, ...]``)."""
+        return {name: self._place_one(name, part) for name, part in local.items()}
+
+    def place_packed(self, local: Batch) -> PackedBatch | dict[str, jax.Array]:
+        """Like :meth:`place`, as one :class:`PackedBatch` (one transfer) when the entries allow
+        it (:meth:`PackedBatch.layout`), else as :meth:`place` does."""
+        packing = PackedBatch.layout(PackedBatch.signature(local))
+        if packing is None:
+            return self.place(local)
+        names, dtypes = packing
+        return PackedBatch(self._place_one("batch", PackedBatch.stack(local, names)), names, dtypes)
+
+    def _place_one(self, name: str, part: np.ndarray) -> jax.Array:
         lo, hi = self.local
-        out = {}
-        for name, part in local.items():
-            if part.shape[0] != hi - lo:
-                raise ValueError(
-                    f"batch entry {name!r} has {part.shape[0]} rows; this process holds rows "
-                    f"{lo}…{hi - 1} of {self.rows}."
-                )
-            shape = (self.rows, *part.shape[1:])
-            sharding = fit_sharding(self._sharding, shape)
+        if part.shape[0] != hi - lo:
+            raise ValueError(
+                f"batch entry {name!r} has {part.shape[0]} rows; this process holds rows "
+                f"{lo}…{hi - 1} of {self.rows}."
+            )
+        shape = (self.rows, *part.shape[1:])
+        sharding = self._fitted.get(shape)
+        if sharding is None:
+            sharding = self._fitted[shape] = fit_sharding(self._sharding, shape)
 
-            def shard(index: tuple[slice, ...], part: np.ndarray = part) -> np.ndarray:
-                rows = index[0]
-                start = (rows.start or 0) - lo
-                stop = (self.rows if rows.stop is None else rows.stop) - lo
-                return part[(slice(start, stop), *index[1:])]
+        def shard(index: tuple[slice, ...]) -> np.ndarray:
+            rows = index[0]
+            start = (rows.start or 0) - lo
+            stop = (self.rows if rows.stop is None else rows.stop) - lo
+            return part[(slice(start, stop), *index[1:])]
 
-            out[name] = jax.make_array_from_callback(shape, sharding, shard)
-        return out
+        return jax.make_array_from_callback(shape, sharding, shard)
 
     def local_part(self, batch: Batch) -> Batch:
         """This process's rows of a whole batch (for sources that can only give whole ones)."""
@@ -75,15 +88,18 @@ def _takes_rows(next_batch: Any) -> bool:
         return False
 
 
-def batch_reader(data: Any, layout: BatchLayout) -> Callable[[], dict[str, jax.Array]]:
-    """A function giving the next ``layout.rows`` rows of ``data`` as global arrays each call.
+def batch_reader(
+    data: Any, layout: BatchLayout
+) -> Callable[[], PackedBatch | dict[str, jax.Array]]:
+    """A function giving the next ``layout.rows`` rows of ``data`` on the devices each call, as
+    a :class:`PackedBatch` where the entries allow (the train and eval steps take either).
 
     A source whose ``next_batch`` takes ``rows=(start, stop)`` is asked for this process's rows
     only; another gives whole batches, cut here. Which one is decided once, not every step.
     """
     if _takes_rows(data.next_batch):
-        return lambda: layout.place(data.next_batch(layout.rows, rows=layout.local))
-    return lambda: layout.place(layout.local_part(data.next_batch(layout.rows)))
+        return lambda: layout.place_packed(data.next_batch(layout.rows, rows=layout.local))
+    return lambda: layout.place_packed(layout.local_part(data.next_batch(layout.rows)))
 
 
 def to_host(tree: Any) -> Any:
