@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ._malloc import cap_malloc_arenas
 from ._settings import FINETUNE_DEFAULTS, SCHEMA, resolve_settings
 from ._usage import UsageError
 
@@ -415,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     shows the traceback of a ``ValueError`` instead), 3 a train step that does not fit the
     topology (``zoo compile``).
     """
+    cap_malloc_arenas()  # before any thread allocates: flat host memory over long runs
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser, so the hint names its --help

@@ -45,7 +45,8 @@ def pack_documents(
     docs = [np.asarray(token_docs[i], dtype=np.int32) for i in order]
     lengths = np.array([len(d) for d in docs], dtype=np.int64)
     stream = np.concatenate(docs) if docs else np.zeros((0,), np.int32)
-    owner = np.repeat(np.arange(len(docs), dtype=np.int64), lengths)
+    # int32 throughout: the temporaries of a re-pack are most of a loader's peak memory.
+    owner = np.repeat(np.arange(len(docs), dtype=np.int32), lengths)
     num_rows = len(stream) // width if drop_remainder else -(-len(stream) // width)
     size = num_rows * width
     if size <= len(stream):
@@ -53,15 +54,15 @@ def pack_documents(
     else:
         pad = size - len(stream)
         stream = np.concatenate([stream, np.full((pad,), pad_id, np.int32)])
-        owner = np.concatenate([owner, np.full((pad,), -1, np.int64)])
+        owner = np.concatenate([owner, np.full((pad,), -1, np.int32)])
     tokens = stream.reshape(num_rows, width)
     owner = owner.reshape(num_rows, width)
-    cols = np.broadcast_to(np.arange(width), owner.shape)
+    cols = np.broadcast_to(np.arange(width, dtype=np.int32), owner.shape)
     starts = np.ones(owner.shape, dtype=bool)
     starts[:, 1:] = owner[:, 1:] != owner[:, :-1]
-    segment_ids = np.cumsum(starts, axis=1).astype(np.int32)
-    run_start = np.maximum.accumulate(np.where(starts, cols, 0), axis=1)
-    positions = (cols - run_start).astype(np.int32)
+    segment_ids = np.cumsum(starts, axis=1, dtype=np.int32)
+    run_start = np.maximum.accumulate(np.where(starts, cols, np.int32(0)), axis=1)
+    positions = cols - run_start
     pad_mask = owner < 0
     segment_ids[pad_mask] = 0
     positions[pad_mask] = 0
