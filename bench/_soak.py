@@ -1,11 +1,13 @@
 """Memory soak: host RSS and live device buffers over thousands of steps of a tiny model.
 
-A slow leak once cost 40% over budget. This runs ``zoo_train.train`` on a tiny Llama (two
-layers, width 32) for 5,000 steps (quick: 600) with a save and an evaluation every 100 steps,
-in a process of its own (``python -m bench._soak CONFIG``), and samples at every train record
-the process's RSS and ``jax.live_arrays()`` (count and bytes). After a warm-up (the first
-fifth of the steps: compilation, allocator growth) a least-squares line through the samples
-gives the slope per 1,000 steps; the target is no growth beyond noise.
+A slow leak once cost 40% over budget. This runs ``zoo_train.train`` on a tiny Llama (one
+layer, width 32) with ``make train``'s data settings (the 3 MB standard-library corpus, byte
+tokens, batch 16 × 128, so a new epoch every ~1,400 steps) for 12,000 steps (quick: 600), with
+a save and an evaluation every 250 steps, in a process of its own (``python -m bench._soak
+CONFIG``) whose malloc arenas are capped as ``zoo`` caps them. It samples at every train record
+the process's RSS and ``jax.live_arrays()`` (count and bytes). After a warm-up (the first fifth
+of the steps: compilation, allocator growth) a least-squares line through the samples gives the
+slope per 1,000 steps; the target is no growth beyond noise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ._results import new_result, table, target
 
 NAME = "soak"
 TITLE = "Memory soak: RSS and live buffers over thousands of steps"
-_EVERY = 100  # steps between saves and between evaluations
+_EVERY = 250  # steps between saves and between evaluations
 _NOISE_MIB = 1.0  # per 1,000 steps: below this, flat
 
 
@@ -36,20 +38,21 @@ def _slope(xs: list[float], ys: list[float]) -> float:
 def _worker(config: dict[str, Any]) -> None:
     """The soak itself (in its own process): prints one JSON line of samples."""
     import jax
-    import numpy as np
     import psutil
 
     import zoo_models
     import zoo_train
-    from zoo_train.data import PackedLoader
+    from zoo_train._cli_data import load_corpus, make_loaders
+    from zoo_train._malloc import cap_malloc_arenas
+    from zoo_train.data import byte_tokenizer
 
-    rng = np.random.default_rng(0)
-    docs = [rng.integers(0, 255, rng.integers(8, 200)).astype(np.int32) for _ in range(400)]
-    train = PackedLoader(docs, seq_len=32, seed=0, pad_id=255)
-    val = PackedLoader(docs[:16], seq_len=32, shuffle=False, pad_id=255)
+    cap_malloc_arenas()
+    docs, _ = load_corpus([], max_bytes=3_000_000)
+    train, val = make_loaders(docs, byte_tokenizer(), seq_len=128, seed=0, val_fraction=0.05)
     model_config = zoo_models.get("llama-tiny").replace(
-        n_layers=2, d_model=32, mlp_hidden=64, vocab_size=256
-    )
+        n_layers=1, d_model=32, mlp_hidden=64, vocab_size=byte_tokenizer().vocab_size,
+        max_position=128,
+    )  # fmt: skip
     proc = psutil.Process()
     samples: list[list[float]] = []
 
@@ -68,10 +71,10 @@ def _worker(config: dict[str, Any]) -> None:
     steps = config["steps"]
     train_config = zoo_train.TrainConfig(
         steps=steps,
-        batch_size=4,
+        batch_size=16,
         log_every=config["log_every"],
         eval_every=_EVERY,
-        eval_batches=1,
+        eval_batches=4,
         checkpoint_every=_EVERY,
         keep=2,
         progress=False,
@@ -91,8 +94,8 @@ def _worker(config: dict[str, Any]) -> None:
 
 def run(quick: bool) -> dict[str, Any]:
     """Run the soak in a subprocess; a result dict (see :mod:`bench._results`)."""
-    steps = 600 if quick else 5000
-    config = {"steps": steps, "log_every": 10 if quick else 25}
+    steps = 600 if quick else 12_000
+    config = {"steps": steps, "log_every": 10 if quick else 50}
     proc = subprocess.run(
         [sys.executable, "-m", "bench._soak", json.dumps(config)],
         capture_output=True,

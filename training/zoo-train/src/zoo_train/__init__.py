@@ -44,6 +44,7 @@ from ._lora import save_adapters as save_adapters
 from ._loss import LossFn as LossFn
 from ._loss import make_lm_loss as make_lm_loss
 from ._loss import token_losses as token_losses
+from ._malloc import cap_malloc_arenas as cap_malloc_arenas
 from ._metrics import MetricsWriter as MetricsWriter
 from ._metrics import plot_loss_curve as plot_loss_curve
 from ._metrics import read_metrics as read_metrics
