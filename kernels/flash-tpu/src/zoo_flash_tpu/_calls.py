@@ -131,7 +131,8 @@ def forward(
     """
     bq, bk = cfg.blocks.block_q, cfg.blocks.block_kv
     tp, sp, hp, heads = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded, cfg.heads_per_step
-    # The scale is applied once here, fused into the layout copy, not to every score tile.
+    # The scale is applied once here, not to every score tile. In a model XLA fuses it into
+    # the q projection; on a bare [B, T, N, H] input it is a pass of its own before the relayout.
     q = _layout.to_kernel(query * jnp.asarray(cfg.scale, query.dtype), tp, hp)
     k = _layout.to_kernel(key, sp, hp)
     v = _layout.to_kernel(value, sp, hp)
