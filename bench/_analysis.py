@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._flash_versus_analysis import paragraphs as _flash_versus
 from ._stats import median
 
 
@@ -146,6 +147,7 @@ ANALYSES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "compile": _compile,
     "checkpoint": _checkpoint,
     "flash_tpu": _flash_tpu,
+    "flash_versus": _flash_versus,
 }
 
 

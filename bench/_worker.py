@@ -32,10 +32,17 @@ def serve(handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]], hello
 class Worker:
     """Parent side: one worker process."""
 
-    def __init__(self, module: str, config: dict[str, Any], env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        module: str,
+        config: dict[str, Any],
+        env: dict[str, str] | None = None,
+        python: str | None = None,
+    ):
+        """Start ``python -m module 'config'`` (``python``: this interpreter unless named)."""
         self.module = module
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", module, json.dumps(config)],
+            [python or sys.executable, "-m", module, json.dumps(config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,  # inherited: warnings show in the run's log
