@@ -32,7 +32,7 @@ def cases(quick: bool) -> list[dict[str, Any]]:
         "name": "tiny (2L, d=64): step under 10 ms",
         "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
                   "mlp_hidden": 128, "vocab_size": 256, "max_position": 64},
-        "batch": 4, "seq_len": 64, "chunk": 50, "rounds": 5,
+        "batch": 4, "seq_len": 64, "chunk": 50, "rounds": 9,
     }  # fmt: skip
     if quick:
         small.update(chunk=2, rounds=1, model={**small["model"], "n_layers": 2})

@@ -98,8 +98,9 @@ class LoopBench:
             z_loss=config.z_loss,
             compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
         )
+        # The program train() compiles: metrics packed in one vector.
         step = self.zoo_train.make_train_step(
-            plan.optimizer, loss, plan.schedule, mesh=mesh, rules=rules
+            plan.optimizer, loss, plan.schedule, mesh=mesh, rules=rules, packed_metrics=True
         )
         read = batch_reader(self.loader(), BatchLayout(mesh, rules, self.batch))
         batches = [read() for _ in range(8)]  # made and placed before any timing
