@@ -115,6 +115,60 @@ class LoopBench:
             times.append((time.perf_counter() - t0) / self.chunk)
         return {"step_s": times}
 
+    def host(self, steps: int) -> dict[str, Any]:
+        """Host time per step of the work the loop adds to a bare loop, with no device work
+        in between (so no noise from it): making and placing a batch (the prefetch thread's
+        job), and the metrics path (wait for a finished step, reads at records, progress bar,
+        records) on metrics that are ready."""
+        import jax.numpy as jnp
+
+        from zoo_train._progress import Progress
+        from zoo_train._step_metrics import PackedMetrics, StepMetrics, Window
+        from zoo_train.parallel import BatchLayout, batch_reader, make_mesh, make_rules
+        from zoo_train.profile import step_annotation
+
+        config = self.config(steps)
+        read = batch_reader(
+            self.loader(),
+            BatchLayout(make_mesh(config.mesh), make_rules(config.sharding), self.batch),
+        )
+        read()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            read()
+        batch_s = (time.perf_counter() - t0) / steps
+        names = ("ce", "finite", "grad_norm", "loss", "lr", "update_finite", "weight")
+        metrics = [
+            PackedMetrics(
+                jnp.asarray(np.random.default_rng(i).random(len(names)), jnp.float32), names
+            )
+            for i in range(steps)
+        ]
+        window = Window(self.batch * self.seq_len)
+        progress = Progress(steps, 0, enabled=True)
+        records = []
+
+        def on_step(step: int, m: dict[str, Any]) -> None:
+            window.add(m)
+            if step % self.chunk == 0:
+                records.append(json.dumps(window.record(step, lr=m["lr"])))
+                progress.update(0, loss=m["loss"], lr=m["lr"])
+
+        def on_ready(step: int, t: float) -> None:
+            window.tick(t)
+            progress.update(1)
+
+        reader = StepMetrics(on_step, on_ready=on_ready, due=lambda s: s % self.chunk == 0)
+        t0 = time.perf_counter()
+        for step, m in enumerate(metrics, start=1):
+            with step_annotation(step):
+                pass
+            reader.push(step, m)
+        reader.drain()
+        metrics_s = (time.perf_counter() - t0) / steps
+        progress.close()
+        return {"batch_s": batch_s, "metrics_s": metrics_s}
+
 
 def main() -> None:
     config = json.loads(sys.argv[1])
@@ -123,6 +177,7 @@ def main() -> None:
         {
             "loop": lambda r: bench.loop(int(r["chunks"])),
             "bare": lambda r: bench.bare(int(r["chunks"])),
+            "host": lambda r: bench.host(int(r["steps"])),
         },
         {"params": None},
     )
