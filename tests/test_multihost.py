@@ -276,9 +276,13 @@ def test_a_killed_coordinator_ends_the_others_at_once(corpus):
     code, _, err = _finish(procs[1:])[0]
     procs[0].communicate()
     assert code != 0 and time.monotonic() - killed < 10
+    # Killed in the middle of a collective, process 0 can leave a torn message on the wire, and
+    # the collectives' transport (gloo) in the others may abort on it before JAX's client sees
+    # the coordinator gone: the run still ends at once, in gloo's words.
     assert (
         "the coordinator (process 0) is gone" in err
         or "Failed to send RPC to coordination service" in err
+        or "gloo::EnforceNotMet" in err
     ), err[-2000:]
 
 
