@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 from jax.sharding import Mesh
 from jaxtyping import PyTree
@@ -77,13 +77,20 @@ def _hashable(key: tuple[_ArgKey, ...]) -> Any:
         return tuple((t, m, tuple(id(x) for x in s)) for t, m, s in key)
 
 
-def _rebuild(keys: Sequence[_ArgKey], arrays: Sequence[Any]) -> list[Any]:
-    """The arguments ``_split`` took apart, with ``arrays`` as their array leaves."""
+def _rebuild(
+    keys: Sequence[_ArgKey], arrays: Sequence[Any], *, with_static: bool = True
+) -> list[Any]:
+    """The arguments ``_split`` took apart, with ``arrays`` as their array leaves; without
+    ``with_static``, ``None`` where the static leaves were (as ``eqx.partition`` leaves them)."""
     it = iter(arrays)
     out = []
     for treedef, mask, static in keys:
         rest = iter(static)
-        out.append(treedef.unflatten([next(it) if m else next(rest) for m in mask]))
+        out.append(
+            treedef.unflatten(
+                [next(it) if m else (next(rest) if with_static else None) for m in mask]
+            )
+        )
     return out
 
 
@@ -156,9 +163,9 @@ class MeshFunction:
             out.append(spec(arrays) if _is_function(spec) else spec)
         return tuple(out)
 
-    def _build(self, args: Sequence[Any], keys: tuple[_ArgKey, ...]) -> _Program:
-        """Jit the variant for arguments shaped like ``args`` (run once per key)."""
-        dyn = [eqx.partition(a, is_array_like)[0] for a in args]
+    def _build(self, arrays: list[Any], keys: tuple[_ArgKey, ...]) -> _Program:
+        """Jit the variant for arguments split as ``arrays`` and ``keys`` (once per key)."""
+        dyn = _rebuild(keys, arrays, with_static=False)  # each argument's array part
         out_key: list[tuple[_ArgKey, ...]] = []
 
         def flat_fn(*arrays: Any) -> list[Any]:
@@ -169,9 +176,7 @@ class MeshFunction:
 
         # The program is named after the function (`jit_step`), as profiles show it.
         flat_fn.__name__ = getattr(self.fn, "__name__", flat_fn.__name__)
-        first = [0]
-        for arg in dyn:
-            first.append(first[-1] + len(jax.tree.leaves(arg)))
+        first = [0, *itertools.accumulate(sum(mask) for _, mask, _ in keys)]
         kwargs: dict[str, Any] = {
             "donate_argnums": tuple(i for a in self.donate for i in range(first[a], first[a + 1])),
             "compiler_options": self.compiler_options,
@@ -185,9 +190,8 @@ class MeshFunction:
             # Flat outputs need one sharding per result array: the result's structure comes
             # from an abstract evaluation (a trace, no compile).
             with self.context():
-                jax.eval_shape(flat_fn, *_split(args)[0])
-            ((out_treedef, out_mask, _),) = out_key[0]
-            result_dyn = out_treedef.unflatten([0 if m else None for m in out_mask])
+                shapes = jax.eval_shape(flat_fn, *arrays)
+            (result_dyn,) = _rebuild(out_key[0], shapes, with_static=False)
             out = self.out_shardings
             prefix = out(*dyn) if _is_function(out) else out
             kwargs["out_shardings"] = _per_leaf(prefix, result_dyn)
@@ -198,7 +202,7 @@ class MeshFunction:
         cache_key = _hashable(keys)
         program = self._cache.get(cache_key)
         if program is None:
-            program = self._cache[cache_key] = self._build(args, keys)
+            program = self._cache[cache_key] = self._build(arrays, keys)
         return program, arrays
 
     def __call__(self, *args: Any) -> Any:
