@@ -13,6 +13,7 @@ import jax
 
 from ._hlo import parse_hlo
 from ._summary import HLO_DIR, META_FILE
+from ._trace import trace_files
 
 PROFILE_DIR = "profile"
 
@@ -116,8 +117,9 @@ class ProfileWindow:
 
 
 def newest_capture(root: pathlib.Path) -> pathlib.Path:
-    """The directory of the newest capture under a ``jax.profiler`` log directory."""
-    captures = [p for p in (root / "plugins" / "profile").glob("*") if p.is_dir()]
-    if not captures:
+    """The directory of the newest capture under a ``jax.profiler`` log directory: the one
+    holding the newest trace file, found as ``zoo profile`` finds it."""
+    files = trace_files(root)
+    if not files:
         raise FileNotFoundError(f"No capture under {root}.")
-    return max(captures, key=lambda p: p.stat().st_mtime)
+    return files[0].parent
