@@ -130,3 +130,56 @@ def test_heads_per_step_divides_the_group() -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="must divide the group size"):
         _cfg(8, 2, 3)
+
+
+def _interleaved_ids(cfg: FlashConfig, rng: np.random.Generator) -> np.ndarray:
+    """``[B, Tp]`` ids that are not sorted: each 128-token run belongs to one of three
+    interleaved sequences, so a query block's visited range holds blocks it shares nothing with."""
+    runs = rng.integers(0, 3, size=(cfg.batch, cfg.q_len_padded // 128))
+    return np.repeat(runs, 128, axis=1)
+
+
+@pytest.mark.parametrize(
+    "case", [{"causal": True}, {"window": (300, 100)}], ids=["causal", "window"]
+)
+def test_blocks_sharing_no_segment_are_never_loaded(case: dict) -> None:
+    """Inside a visited range, a key block whose ids share nothing with the query block is
+    not fetched: per row, the number of key-block loads equals the number of blocks computed,
+    and every computing step loads its own block."""
+    cfg = _cfg(4, 2, 2, segments=True, t=1400, s=1400, **case)
+    rng = np.random.default_rng()
+    ids = _interleaved_ids(cfg, rng)
+    bq = bk = 128
+    segment_ids = (jnp.asarray(ids[:, : cfg.q_len]), jnp.asarray(ids[:, : cfg.kv_len]))
+    ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
+    assert ranges.fetch is not None
+    pre = [np.asarray(a) for _, a in ops.prefetch]
+    nq = cfg.q_len_padded // bq
+    padded = np.concatenate([ids[:, : cfg.q_len], np.repeat(ids[:, cfg.q_len - 1 :][:, :1],
+                             cfg.q_len_padded - cfg.q_len, axis=1)], axis=1)  # fmt: skip
+    blocks = padded.reshape(cfg.batch, nq, bq)
+    lo_mask, hi_mask = blocks.min(-1), blocks.max(-1)
+    needed = _needed_kv_blocks(cfg, padded)
+    skipped_inside = 0
+    for b, c, i in itertools.product(range(cfg.batch), range(cfg.head_steps), range(nq)):
+        lo, hi = pre[0][b * nq + i], pre[1][b * nq + i]
+        loads, computed, last = 0, 0, None
+        for j in range(ranges.steps):
+            kv_idx = tuple(int(x) for x in maps["kv"](b, c, i, j, *pre))
+            loads += kv_idx != last
+            last = kv_idx
+            jb = lo + j
+            # The kernel's own test of a step: inside the range, and the id ranges overlap.
+            computes = jb <= hi and (
+                lo_mask[b, i] <= hi_mask[b, jb] and lo_mask[b, jb] <= hi_mask[b, i]
+            )
+            if computes:
+                computed += 1
+                assert kv_idx[1] == jb
+            elif jb <= hi:
+                skipped_inside += 1
+        assert needed[b][i] <= {
+            lo + j for j in range(ranges.steps) if lo + j <= hi
+        }  # nothing needed is cut
+        assert loads == max(computed, 1), (b, c, i, loads, computed)
+    assert skipped_inside > 0  # the ids did put non-sharing blocks inside ranges

@@ -70,6 +70,56 @@ def test_fully_masked_blocks_are_never_computed(
     )
 
 
+@pytest.mark.parametrize(
+    ("blocks", "checked"),
+    [
+        (BlockSizes(128, 256, 128, 128, block_kv_compute=128), 4),  # forward in sub-blocks
+        (BlockSizes(128, 128, 128, 256, block_kv_bwd_compute=128), 2),  # dQ in sub-blocks
+    ],
+    ids=["forward", "dq"],
+)
+def test_invisible_compute_sub_blocks_are_never_computed(blocks: BlockSizes, checked: int) -> None:
+    """Keys 128.. of the first 256-key block are NaN and seen by no query: its second compute
+    sub-block must be skipped, or ``p @ v`` and ``ds @ k`` would spread the NaN (0 * NaN).
+
+    The dK/dV kernel computes whole blocks, so with 256-key backward blocks only the output
+    and dQ are checked.
+    """
+    rng = np.random.default_rng()
+    q, k, v, do = inputs(rng, 1, 128, 512, 2, 1, 64)
+    unseen = (jnp.arange(512) >= 128)[None, :, None, None]
+    got = _flash_vjp(
+        q, jnp.where(unseen, jnp.nan, k), jnp.where(unseen, jnp.nan, v), do,
+        is_causal=True, block_sizes=blocks,
+    )  # fmt: skip
+    want = xla_vjp(q, jnp.where(unseen, 0.0, k), jnp.where(unseen, 0.0, v), do, is_causal=True)
+    for a, b in list(zip(got, want, strict=True))[:checked]:
+        assert np.all(np.isfinite(np.asarray(a)))
+        assert max_error(a, b) < 1e-4
+
+
+@pytest.mark.parametrize("group", [1, 4])
+def test_compute_sub_blocks_agree_with_the_reference(group: int) -> None:
+    """Forward and dQ key blocks computed 128 keys at a time, with every feature at once:
+    causal, window, segment ids, soft cap and GQA; against the ``xla`` kernel."""
+    rng = np.random.default_rng()
+    t = 600
+    q, k, v, do = inputs(rng, 2, t, t, 4, 4 // group, 64)
+    cuts = np.sort(rng.choice(np.arange(1, t), size=3, replace=False))
+    ids = jnp.asarray(np.searchsorted(cuts, np.arange(t), side="right")[None].repeat(2, 0))
+    kwargs = {
+        "is_causal": True,
+        "local_window": (int(rng.integers(200, 400)), 0),
+        "logits_soft_cap": 5.0,
+        "segment_ids": (ids, ids),
+    }
+    blocks = BlockSizes(128, 512, 128, 256, block_kv_compute=128, block_kv_bwd_compute=128)
+    got = _flash_vjp(q, k, v, do, block_sizes=blocks, **kwargs)
+    want = xla_vjp(q, k, v, do, **_contract_kwargs(kwargs))
+    for a, b in zip(got, want, strict=True):
+        assert max_error(a, b) < 1e-4
+
+
 def test_no_races_with_two_cores() -> None:
     """The race detector sees no conflicting accesses when parallel grid axes split over 2 cores."""
     rng = np.random.default_rng()

@@ -9,7 +9,7 @@ from flash_helpers import element_mask
 
 from zoo_flash_tpu._config import FlashConfig
 from zoo_flash_tpu._layout import padded_ids
-from zoo_flash_tpu._mask import block_fully_visible
+from zoo_flash_tpu._mask import block_any_visible, block_fully_visible
 from zoo_flash_tpu._mask_info import kv_ranges, q_ranges, segment_bounds, visited_blocks
 from zoo_flash_tpu._policy import BlockSizes
 
@@ -99,3 +99,22 @@ def test_full_blocks_need_no_mask(conf: dict) -> None:
             elif j * bk + bk <= s:  # a block of real keys the predicate calls partial has a gap
                 assert not block.all()
     assert saw_full or cfg.window is not None
+
+
+@pytest.mark.parametrize(
+    "conf", CONFIGS[:4], ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items())
+)
+def test_any_visible_is_exact_for_sub_blocks(conf: dict) -> None:
+    """The compute sub-block test (some visible pair by position) against the element mask,
+    on random rectangles of every size and offset, traced as the kernels trace it."""
+    conf = dict(conf)
+    t, s = conf.pop("t"), conf.pop("s")
+    cfg = _cfg(t, s, 128, 128, **conf)
+    mask = element_mask(cfg, None, None)[0]
+    rng = np.random.default_rng()
+    for _ in range(300):
+        q0, k0 = int(rng.integers(0, t)), int(rng.integers(0, cfg.kv_len_padded))
+        q1 = min(q0 + int(rng.integers(1, 200)), t) - 1
+        k1 = min(k0 + int(rng.integers(1, 300)), cfg.kv_len_padded) - 1
+        got = block_any_visible(jnp.int32(q0), jnp.int32(q1), jnp.int32(k0), jnp.int32(k1), cfg)
+        assert bool(got) == bool(mask[q0 : q1 + 1, k0 : k1 + 1].any()), (q0, q1, k0, k1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 
@@ -40,7 +41,7 @@ def test_unknown_kind_is_conservative_logged_and_interpret_is_small(caplog) -> N
     assert [r.getMessage() for r in caplog.records if "'TPU v99'" in r.getMessage()] != []
     assert sum("'TPU v99'" in r.getMessage() for r in caplog.records) == 1  # logged once
     assert generation_for(None, interpret=True) is INTERPRET
-    assert max(INTERPRET.preferred.__dict__.values()) <= 128
+    assert max(v for v in INTERPRET.preferred.__dict__.values() if v is not None) <= 128
 
 
 def test_a_mosaic_compile_never_gets_the_interpret_row() -> None:
@@ -83,10 +84,57 @@ def test_chosen_blocks_fit_the_budget(kind: str, head_dim: int, itemsize: int, h
         gen, q_len=131072, kv_len=131072, head_dim=head_dim, itemsize=itemsize, heads=heads
     )
     hp = -(-head_dim // 128) * 128
-    fwd = forward_vmem_bytes(blocks.block_q, blocks.block_kv, hp, itemsize, heads)
-    bwd = backward_vmem_bytes(blocks.block_q_bwd, blocks.block_kv_bwd, hp, itemsize, heads)
+    fwd = forward_vmem_bytes(
+        blocks.block_q, blocks.block_kv, hp, itemsize, heads, blocks.block_kv_compute
+    )
+    bwd = backward_vmem_bytes(
+        blocks.block_q_bwd, blocks.block_kv_bwd, hp, itemsize, heads, blocks.block_kv_bwd_compute
+    )
     assert max(fwd, bwd) <= gen.budget_bytes
-    assert min(blocks.__dict__.values()) >= 128
+    assert min(v for v in blocks.__dict__.values() if v is not None) >= 128
+    assert blocks.block_kv % blocks.kv_compute == 0
+    assert blocks.block_kv_bwd % blocks.kv_bwd_compute == 0
+
+
+@pytest.mark.parametrize("kind", ["TPU v4", "TPU v5 lite", "TPU v6 lite"])
+def test_compute_sub_blocks_let_the_dma_block_stay_large(kind: str) -> None:
+    """Computing a key block in sub-blocks shrinks the float32 tiles, not the loads: the
+    policy never picks smaller DMA blocks with them than it would computing whole blocks."""
+    gen = GENERATIONS[kind]
+    whole = dataclasses.replace(
+        gen,
+        preferred=dataclasses.replace(
+            gen.preferred, block_kv_compute=None, block_kv_bwd_compute=None
+        ),
+    )
+    larger = 0
+    for head_dim, itemsize, heads in itertools.product((128, 256), (2, 4), (1, 8)):
+        shape = {"q_len": 65536, "kv_len": 65536, "head_dim": head_dim, "itemsize": itemsize}
+        sub = choose_block_sizes(gen, heads=heads, **shape)
+        plain = choose_block_sizes(whole, heads=heads, **shape)
+        assert sub.block_q * sub.block_kv >= plain.block_q * plain.block_kv
+        assert sub.block_q_bwd * sub.block_kv_bwd >= plain.block_q_bwd * plain.block_kv_bwd
+        larger += sub != dataclasses.replace(plain, **_computes(sub))
+        if sub.block_kv_compute is not None:
+            assert sub.block_kv_compute < sub.block_kv
+    # Where VMEM is tight (v4; f32 with 256-wide heads on v6e) some DMA block is larger.
+    assert larger > 0 or kind == "TPU v5 lite"
+
+
+def _computes(blocks: BlockSizes) -> dict[str, int | None]:
+    return {
+        "block_kv_compute": blocks.block_kv_compute,
+        "block_kv_bwd_compute": blocks.block_kv_bwd_compute,
+    }
+
+
+def test_compute_sub_blocks_must_divide_their_block() -> None:
+    assert BlockSizes(128, 512, block_kv_compute=256).kv_compute == 256
+    assert BlockSizes(128, 512).kv_compute == 512  # unset: the whole block
+    with pytest.raises(ValueError, match="must divide block_kv=512"):
+        BlockSizes(128, 512, block_kv_compute=384)
+    with pytest.raises(ValueError, match="multiple of 128"):
+        BlockSizes(128, 512, block_kv_bwd_compute=64)
 
 
 def test_more_heads_per_step_never_need_larger_blocks() -> None:

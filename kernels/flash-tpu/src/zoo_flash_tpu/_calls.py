@@ -2,7 +2,8 @@
 
 Every index map receives the grid indices followed by the scalar-prefetched block ranges
 (SMEM). The block index along a visited axis is ``min(lo + step, max(hi, lo))``, so steps past a
-row's last block fetch nothing new.
+row's last block fetch nothing new; with segment ids it is read from the ranges' fetch table,
+which also sends steps on blocks that share no segment to the next block that computes.
 
 GQA: the forward and dQ kernels take ``P = cfg.heads_per_step`` query heads of one group per
 grid step. In the kernel layout the query heads of a group are adjacent column blocks, so one
@@ -16,7 +17,8 @@ the default device's TPU generation, which fails when compiling for a TPU from a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +50,12 @@ def visited(lo: jax.Array, hi: jax.Array, row: jax.Array, step: jax.Array) -> ja
     return jnp.minimum(start + step, jnp.maximum(hi[row], start))
 
 
-def _prefetch(ops: Operands, ranges: BlockRanges, seg: SegmentBounds | None) -> None:
+#: ``visit(row, step, prefetch_refs)``: the inner block a row's step loads.
+Visit = Callable[[Any, Any, Sequence[Any]], Any]
+
+
+def _prefetch(ops: Operands, ranges: BlockRanges, seg: SegmentBounds | None) -> Visit:
+    """Declare the prefetched ranges; returns how the index maps find a step's block in them."""
     ops.prefetch += [("lo", ranges.lo), ("hi", ranges.hi)]
     if seg is not None:
         ops.prefetch += [
@@ -57,6 +64,11 @@ def _prefetch(ops: Operands, ranges: BlockRanges, seg: SegmentBounds | None) -> 
             ("kv_min", seg.kv_min),
             ("kv_max", seg.kv_max),
         ]
+    if ranges.fetch is None:
+        return lambda row, step, pre: visited(pre[0], pre[1], row, step)
+    at, steps = len(ops.prefetch), ranges.steps
+    ops.prefetch.append(("fetch", ranges.fetch))
+    return lambda row, step, pre: pre[at][row * steps + step]
 
 
 def _segments(
@@ -83,17 +95,18 @@ def _query_major(
     seg, id_rows = _segments(cfg, segment_ids, block_q, block_kv)
     ranges = kv_ranges(cfg, block_q, block_kv, seg)
 
+    ops = Operands()
+    visit = _prefetch(ops, ranges, seg)
+
     def q_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
         return b, i, c
 
-    def kv_map(b, c, i, j, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, visited(lo, hi, b * nq + i, j), kv_head_block(c, cfg)
+    def kv_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+        return b, visit(b * nq + i, j, pre), kv_head_block(c, cfg)
 
     def row_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
         return b, c, 0, i
 
-    ops = Operands()
-    _prefetch(ops, ranges, seg)
     if seg is not None:
         ops.inputs += [
             (
@@ -104,8 +117,7 @@ def _query_major(
             (
                 "kv_ids",
                 pl.BlockSpec(
-                    (None, 1, block_kv),
-                    lambda b, c, i, j, lo, hi, *pre: (b, 0, visited(lo, hi, b * nq + i, j)),
+                    (None, 1, block_kv), lambda b, c, i, j, *pre: (b, 0, visit(b * nq + i, j, pre))
                 ),
                 id_rows[1],
             ),
@@ -125,15 +137,15 @@ def forward(
 
     Returns:
         ``out [B, T, N, H]`` and the residuals in the kernel layout, as the backward kernels
-        read them: ``q`` pre-scaled ``[B, Tp, N·Hp]``, ``k``, ``v`` ``[B, Sp, K·Hp]``, ``out``
+        read them: ``q`` ``[B, Tp, N·Hp]``, ``k``, ``v`` ``[B, Sp, K·Hp]``, ``out``
         ``[B, Tp, N·Hp]`` and the log-sum-exp ``[B, N, 1, Tp]`` float32 (``+inf`` for rows
         that see no key).
     """
     bq, bk = cfg.blocks.block_q, cfg.blocks.block_kv
     tp, sp, hp, heads = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded, cfg.heads_per_step
-    # The scale is applied once here, not to every score tile. In a model XLA fuses it into
-    # the q projection; on a bare [B, T, N, H] input it is a pass of its own before the relayout.
-    q = _layout.to_kernel(query * jnp.asarray(cfg.scale, query.dtype), tp, hp)
+    # The kernels scale q once per query block in VMEM: scaling here would be a pass over q
+    # of its own on TPU (XLA does not fuse it into the relayout copy).
+    q = _layout.to_kernel(query, tp, hp)
     k = _layout.to_kernel(key, sp, hp)
     v = _layout.to_kernel(value, sp, hp)
     ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
@@ -158,6 +170,7 @@ def forward(
         ("m", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # running max
         ("l", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # normaliser
         ("acc", pltpu.VMEM((heads, bq, hp), jnp.float32)),  # unnormalised output
+        ("q_scaled", pltpu.VMEM((bq, heads * hp), q.dtype)),
     ]
     out, lse = call(
         forward_kernel,
@@ -213,7 +226,7 @@ def backward_dq(
     segment_ids: SegmentIds,
     cfg: FlashConfig,
 ) -> jax.Array:
-    """dQ ``[B, T, N, H]`` from kernel-layout q (pre-scaled), k, v, dO and the lse/delta rows."""
+    """dQ ``[B, T, N, H]`` from kernel-layout q, k, v, dO and the lse/delta rows."""
     bq, bk = cfg.blocks.block_q_bwd, cfg.blocks.block_kv_bwd
     hp, heads = cfg.head_dim_padded, cfg.heads_per_step
     ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
@@ -236,6 +249,7 @@ def backward_dq(
         ("acc", pltpu.VMEM((heads, bq, hp), jnp.float32)),
         ("lse_col", pltpu.VMEM((heads, bq, LANES), jnp.float32)),
         ("delta_col", pltpu.VMEM((heads, bq, LANES), jnp.float32)),
+        ("q_scaled", pltpu.VMEM((bq, heads * hp), q.dtype)),
     ]
     (dq,) = call(
         dq_kernel,
@@ -269,17 +283,18 @@ def backward_dkdv(
     seg, id_rows = _segments(cfg, segment_ids, bq, bk)
     ranges = q_ranges(cfg, bq, bk, seg)
 
+    ops = Operands()
+    visit = _prefetch(ops, ranges, seg)
+
     def kv_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
         return b, jb, h
 
-    def q_map(b, h, jb, gi, i, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, visited(lo, hi, b * nk + jb, i), h * g + gi
+    def q_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
+        return b, visit(b * nk + jb, i, pre), h * g + gi
 
-    def row_map(b, h, jb, gi, i, lo, hi, *pre):  # type: ignore[no-untyped-def]
-        return b, h * g + gi, 0, visited(lo, hi, b * nk + jb, i)
+    def row_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
+        return b, h * g + gi, 0, visit(b * nk + jb, i, pre)
 
-    ops = Operands()
-    _prefetch(ops, ranges, seg)
     ops.inputs += [
         ("q", pl.BlockSpec((None, bq, hp), q_map), q),
         ("k", pl.BlockSpec((None, bk, hp), kv_map), k),
@@ -295,14 +310,14 @@ def backward_dkdv(
     ops.scratch += [
         ("dk_acc", pltpu.VMEM((bk, hp), jnp.float32)),
         ("dv_acc", pltpu.VMEM((bk, hp), jnp.float32)),
+        ("k_scaled", pltpu.VMEM((bk, hp), k.dtype)),
     ]
     if seg is not None:
         ops.inputs += [
             (
                 "q_ids",
                 pl.BlockSpec(
-                    (None, 1, bq),
-                    lambda b, h, jb, gi, i, lo, hi, *pre: (b, 0, visited(lo, hi, b * nk + jb, i)),
+                    (None, 1, bq), lambda b, h, jb, gi, i, *pre: (b, 0, visit(b * nk + jb, i, pre))
                 ),
                 id_rows[0],
             ),

@@ -5,7 +5,8 @@ are a reduction axis, so dK/dV are summed in VMEM and never materialised per que
 kernel works on the transposed scores ``sT = k @ q.T`` (``[block_kv, block_q]``) so that the
 per-query rows (lse, delta, segment ids) broadcast down the sublanes as loaded:
 ``pT = exp(sT - lse)``, ``dv += pT @ dO``, ``dsT = pT * (v @ dO.T - delta)``, ``dk += dsT @ q``
-(``q`` is the forward's pre-scaled residual, so ``dk`` needs no further scale).
+(``k`` is scaled once per key block into VMEM, so ``sT`` needs no scale, and ``dk`` gets it
+once at the end: ``d sT / d k = scale · q``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def dkdv_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps
 
     Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, Hp)``,
     ``k, v (bk, Hp)``, ``lse, delta (1, bq)``[, ``q_ids``, ``kv_ids``]; outputs
-    ``dk, dv (bk, Hp)``; scratch ``dk_acc, dv_acc (bk, Hp)``[, ``kv_ids_col``].
+    ``dk, dv (bk, Hp)``; scratch ``dk_acc, dv_acc (bk, Hp)``, ``k_scaled (bk, Hp)``
+    [, ``kv_ids_col``].
     """
     seg = cfg.has_segments
     b, _, jb, g, i = (pl.program_id(a) for a in range(5))
@@ -51,13 +53,14 @@ def dkdv_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps
     def _init() -> None:
         r.dk_acc[...] = jnp.zeros(r.dk_acc.shape, jnp.float32)
         r.dv_acc[...] = jnp.zeros(r.dv_acc.shape, jnp.float32)
+        r.k_scaled[...] = _ops.scaled(r.k[...], cfg.scale)
         if seg:
             r.kv_ids_col[...] = _ops.row_to_column(r.kv_ids[...])
 
     def step(masked: bool) -> None:
         q = r.q[...]
         do = r.do[...]
-        s = _ops.dot_nt(r.k[...], q)  # [block_kv, block_q]; q is pre-scaled
+        s = _ops.dot_nt(r.k_scaled[...], q)  # [block_kv, block_q]
         s, tanh = _ops.soft_cap(s, cfg.soft_cap)
         if masked:
             shape = (block_kv, block_q)
@@ -75,13 +78,12 @@ def dkdv_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps
         ds = p * (dp - r.delta[...])
         if tanh is not None:
             ds = ds * (1.0 - tanh * tanh)
-        # d logits / d k = scale * q, which is the pre-scaled q itself.
-        r.dk_acc[...] += _ops.dot_nn(ds.astype(q.dtype), q)
+        r.dk_acc[...] += _ops.dot_nn(ds.astype(q.dtype), q)  # times the scale at the end
 
     pl.when(active & full)(lambda: step(False))
     pl.when(active & jnp.logical_not(full))(lambda: step(True))
 
     @pl.when((g == groups - 1) & (i == steps - 1))
     def _finish() -> None:
-        r.dk[...] = r.dk_acc[...].astype(r.dk.dtype)
+        r.dk[...] = (r.dk_acc[...] * cfg.scale).astype(r.dk.dtype)
         r.dv[...] = r.dv_acc[...].astype(r.dv.dtype)

@@ -3,9 +3,10 @@
 Grid ``(B, N / P, q_blocks, kv_steps)`` like the forward: the ``P`` query heads of a group share
 each key/value block and the element mask. It recomputes ``p = exp(s - lse)`` from the saved
 log-sum-exp, then ``ds = p * (dO @ v.T - delta)`` and ``dq += ds @ k``; ``delta`` is
-``rowsum(dO * O)``. ``q`` is the forward's pre-scaled residual, so ``s`` needs no scale and
-``dq`` gets it once at the end. The per-query rows (lse, delta, segment ids) are turned into
-columns once per query block, at the first step.
+``rowsum(dO * O)``. Key blocks are computed in sub-blocks of ``block_kv_bwd_compute`` keys.
+``q`` is scaled once per query block into VMEM, as in the forward, and ``dq`` gets the scale
+once at the end. The per-query rows (lse, delta, segment ids) are turned into columns once per
+query block, at the first step.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from jax.experimental import pallas as pl
 
 from . import _ops
 from ._config import FlashConfig
-from ._query_block import head_scores, query_block_step, step_mask
+from ._query_block import each_sub_block, head_scores, query_block_step
 from ._refs import Refs
 
 
@@ -26,8 +27,8 @@ def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: 
 
     Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, P·Hp)``,
     ``k, v (bk, Hp)``, ``lse, delta (P, 1, bq)``[, ``q_ids``, ``kv_ids``]; output
-    ``dq (bq, P·Hp)``; scratch ``acc (P, bq, Hp)``, ``lse_col, delta_col (P, bq, 128)``
-    [, ``q_ids_col``].
+    ``dq (bq, P·Hp)``; scratch ``acc (P, bq, Hp)``, ``lse_col, delta_col (P, bq, 128)``,
+    ``q_scaled (bq, P·Hp)``[, ``q_ids_col``].
     """
     heads, hp = cfg.heads_per_step, cfg.head_dim_padded
     at = query_block_step(r, cfg, block_q, block_kv)
@@ -35,6 +36,7 @@ def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: 
     @pl.when(at.j == 0)
     def _init() -> None:
         r.acc[...] = jnp.zeros(r.acc.shape, jnp.float32)
+        r.q_scaled[...] = _ops.scaled(r.q[...], cfg.scale)
 
         def head(h: Any, cols: Any) -> None:
             r.lse_col[h] = _ops.row_to_column(r.lse[h])
@@ -44,13 +46,12 @@ def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: 
         if cfg.has_segments:
             r.q_ids_col[...] = _ops.row_to_column(r.q_ids[...])
 
-    def step(masked: bool) -> None:
-        k = r.k[...]
-        v = r.v[...]
-        mask = step_mask(r, cfg, at, block_q, block_kv) if masked else None
+    def sub_block(keys: slice, mask: Any) -> None:
+        k = r.k[keys, :]
+        v = r.v[keys, :]
 
         def head(h: Any, cols: Any) -> None:  # P heads against the same k, v and mask
-            s, tanh = head_scores(r.q[:, cols], k, mask, cfg)
+            s, tanh = head_scores(r.q_scaled[:, cols], k, mask, cfg)
             p = jnp.exp(s - r.lse_col[h][:, :1])  # masked entries, empty rows (lse=+inf): 0
             dp = _ops.dot_nt(r.do[:, cols], v)
             ds = p * (dp - r.delta_col[h][:, :1])
@@ -60,8 +61,7 @@ def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: 
 
         _ops.for_each_head(heads, hp, head)
 
-    pl.when(at.active & at.full)(lambda: step(False))
-    pl.when(at.active & jnp.logical_not(at.full))(lambda: step(True))
+    each_sub_block(r, cfg, at, block_q, block_kv, cfg.blocks.kv_bwd_compute, sub_block)
 
     @pl.when(at.j == steps - 1)
     def _finish() -> None:

@@ -3,10 +3,11 @@
 Grid ``(B, N / P, q_blocks, kv_steps)``: each step takes the ``P`` query heads of one GQA group
 (``cfg.heads_per_step``) against one key/value block, so the block is loaded once for all of
 them and the element mask is built once. The last axis walks key blocks ``lo..hi`` of the
-query block (see ``_mask_info``) and carries, per head, the running max ``m``, normaliser ``l``
-and unnormalised output ``acc`` in VMEM scratch. ``q`` arrives pre-scaled (the wrapper folds
-the scale into its layout copy). Scores are ``q @ k.T`` in the input dtype with float32
-accumulation; the probabilities are cast back to the input dtype for ``p @ v``.
+query block (see ``_mask_info``), each in compute sub-blocks of ``block_kv_compute`` keys, and
+carries, per head, the running max ``m``, normaliser ``l`` and unnormalised output ``acc`` in
+VMEM scratch. ``q`` is scaled once per query block, into VMEM, at the first step: not per score
+tile, and not in HBM (a separate pass over q there). Scores are ``q @ k.T`` in the input dtype
+with float32 accumulation; the probabilities are cast back to the input dtype for ``p @ v``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from jax.experimental import pallas as pl
 
 from . import _ops
 from ._config import FlashConfig
-from ._query_block import head_scores, query_block_step, step_mask
+from ._query_block import each_sub_block, head_scores, query_block_step
 from ._refs import Refs
 
 
@@ -27,7 +28,8 @@ def forward_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, st
 
     Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q (bq, P·Hp)``,
     ``k, v (bk, Hp)``[, ``q_ids (1, bq)``, ``kv_ids (1, bk)``]; outputs ``o (bq, P·Hp)``,
-    ``lse (P, 1, bq)``; scratch ``m, l (P, bq, 128)``, ``acc (P, bq, Hp)``[, ``q_ids_col``].
+    ``lse (P, 1, bq)``; scratch ``m, l (P, bq, 128)``, ``acc (P, bq, Hp)``, ``q_scaled
+    (bq, P·Hp)``[, ``q_ids_col``].
     """
     heads, hp = cfg.heads_per_step, cfg.head_dim_padded
     at = query_block_step(r, cfg, block_q, block_kv)
@@ -37,16 +39,16 @@ def forward_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, st
         r.m[...] = jnp.full(r.m.shape, -jnp.inf, jnp.float32)
         r.l[...] = jnp.zeros(r.l.shape, jnp.float32)
         r.acc[...] = jnp.zeros(r.acc.shape, jnp.float32)
+        r.q_scaled[...] = _ops.scaled(r.q[...], cfg.scale)
         if cfg.has_segments:
             r.q_ids_col[...] = _ops.row_to_column(r.q_ids[...])
 
-    def step(masked: bool) -> None:
-        k = r.k[...]
-        v = r.v[...]
-        mask = step_mask(r, cfg, at, block_q, block_kv) if masked else None
+    def sub_block(keys: slice, mask: Any) -> None:
+        k = r.k[keys, :]
+        v = r.v[keys, :]
 
         def head(h: Any, cols: Any) -> None:  # P heads against the same k, v and mask
-            s, _ = head_scores(r.q[:, cols], k, mask, cfg)
+            s, _ = head_scores(r.q_scaled[:, cols], k, mask, cfg)
             m_prev = r.m[h]
             m_next = jnp.maximum(m_prev, jnp.max(s, axis=1, keepdims=True))
             alpha = jnp.exp(m_prev - m_next)
@@ -58,8 +60,7 @@ def forward_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, st
 
         _ops.for_each_head(heads, hp, head)
 
-    pl.when(at.active & at.full)(lambda: step(False))
-    pl.when(at.active & jnp.logical_not(at.full))(lambda: step(True))
+    each_sub_block(r, cfg, at, block_q, block_kv, cfg.blocks.kv_compute, sub_block)
 
     @pl.when(at.j == steps - 1)
     def _finish() -> None:

@@ -73,6 +73,27 @@ def block_fully_visible(
     return full
 
 
+def block_any_visible(
+    q_first: Int, q_last: Int, kv_first: Int, kv_last: Int, cfg: FlashConfig
+) -> Any:
+    """Whether some pair in the block is visible by position (segments aside); exact.
+
+    Over the block, ``key - query`` takes every value in ``[kv_first - q_last,
+    kv_last - q_first]``; a pair is visible when that difference lies in the window (and is
+    at most 0 when causal) and the key is not padding. Works on ints and traced scalars.
+    """
+    kv_last = jnp.minimum(kv_last, cfg.kv_len - 1)
+    seen = kv_first <= kv_last
+    upper = 0 if cfg.causal else None
+    if cfg.window is not None:
+        left, right = cfg.window
+        upper = right if upper is None else min(upper, right)
+        seen = seen & (kv_last - q_first >= -left)
+    if upper is not None:
+        seen = seen & (kv_first - q_last <= upper)
+    return seen
+
+
 def segments_overlap(q_min: Int, q_max: Int, kv_min: Int, kv_max: Int) -> Any:
     """Whether a query block and a key block may share a segment id (a safe superset)."""
     return (q_max >= kv_min) & (kv_max >= q_min)

@@ -8,7 +8,10 @@ the same with the roles of queries and keys swapped.
 
 Causality, the window and padding give the ranges before tracing. Segment ids narrow them
 from data: each block's min/max id is computed here, blocks whose id ranges do not overlap are
-cut from the ends of a row, and the kernels re-check the overlap block by block.
+cut from the ends of a row, and the kernels re-check the overlap block by block. Blocks with
+no shared segment can also lie inside a row (ids that are not sorted, such as interleaved
+sequences); a per-step fetch table (``BlockRanges.fetch``) sends such a step to the next block
+that computes, so they are never loaded either.
 """
 
 from __future__ import annotations
@@ -40,11 +43,21 @@ class BlockRanges:
     Attributes:
         lo, hi: int32 ``[B * outer_blocks]``; a row with ``hi < lo`` visits nothing.
         steps: static extent of the grid's inner axis (at least 1).
+        fetch: int32 ``[B * outer_blocks * steps]``, the block step ``s`` of row ``r`` loads,
+            at ``r * steps + s``; ``None`` without segment ids (then ``lo + s`` clamped into
+            ``[lo, max(hi, lo)]``), or when the table would exceed :data:`FETCH_TABLE_BYTES`.
     """
 
     lo: jax.Array
     hi: jax.Array
     steps: int
+    fetch: jax.Array | None = None
+
+
+#: Largest fetch table kept in SMEM (1 MiB on v4 to v6e, shared with the other prefetched
+#: ranges). Longer sequences with segment ids load blocks of a row that compute nothing
+#: (still never computing them), as without a table.
+FETCH_TABLE_BYTES = 256 * 1024
 
 
 def segment_bounds(
@@ -71,8 +84,9 @@ def _static_rows(
     return np.where(empty, 0, lo).astype(np.int32), np.where(empty, -1, hi).astype(np.int32)
 
 
-def _narrow(lo: np.ndarray, hi: np.ndarray, overlap: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Cut inner blocks with no shared segment from both ends of each row (``overlap [B, O, I]``)."""
+def _narrow(lo: np.ndarray, hi: np.ndarray, overlap: jax.Array, steps: int) -> BlockRanges:
+    """Cut inner blocks with no shared segment from both ends of each row (``overlap [B, O, I]``),
+    and tabulate what each step loads."""
     n_inner = overlap.shape[-1]
     inner = np.arange(n_inner)
     band = (inner[None, :] >= lo[:, None]) & (inner[None, :] <= hi[:, None])
@@ -82,7 +96,27 @@ def _narrow(lo: np.ndarray, hi: np.ndarray, overlap: jax.Array) -> tuple[jax.Arr
     last = n_inner - 1 - jnp.argmax(live[..., ::-1], axis=-1)
     lo_d = jnp.where(any_live, first, 0).astype(jnp.int32)
     hi_d = jnp.where(any_live, last, -1).astype(jnp.int32)
-    return lo_d.reshape(-1), hi_d.reshape(-1)
+    fetch = None
+    if live.size // n_inner * steps * 4 <= FETCH_TABLE_BYTES:
+        fetch = _fetch_table(live, lo_d, hi_d, steps).reshape(-1)
+    return BlockRanges(lo_d.reshape(-1), hi_d.reshape(-1), steps, fetch)
+
+
+def _fetch_table(live: jax.Array, lo: jax.Array, hi: jax.Array, steps: int) -> jax.Array:
+    """``[B, O, steps]``: the block each step loads.
+
+    A step that computes loads its own block ``lo + s``. A step on a block that shares no
+    segment loads the next block of the row that computes (fetched early, so the step that
+    computes it loads nothing), and steps past the last one keep the last: consecutive steps
+    then name the same block and Pallas issues no copy between them.
+    """
+    n_inner = live.shape[-1]
+    inner = jnp.arange(n_inner, dtype=jnp.int32)
+    # Smallest live block at or after each block (n_inner where none is).
+    next_live = jax.lax.cummin(jnp.where(live, inner, n_inner), axis=live.ndim - 1, reverse=True)
+    block = jnp.minimum(lo[..., None] + jnp.arange(steps, dtype=jnp.int32), n_inner - 1)
+    ahead = jnp.take_along_axis(next_live, block, axis=-1)
+    return jnp.where(ahead < n_inner, ahead, jnp.maximum(hi, lo)[..., None]).astype(jnp.int32)
 
 
 def _steps(lo: np.ndarray, hi: np.ndarray) -> int:
@@ -113,7 +147,7 @@ def _ranges(
         seg.kv_min.reshape(kv_shape),
         seg.kv_max.reshape(kv_shape),
     )
-    return BlockRanges(*_narrow(lo, hi, overlap), steps)
+    return _narrow(lo, hi, overlap, steps)
 
 
 def kv_ranges(

@@ -46,6 +46,11 @@ def dot_nn(a: jax.Array, b: jax.Array) -> jax.Array:
     )
 
 
+def scaled(x: jax.Array, scale: float) -> jax.Array:
+    """``x * scale`` computed in float32 and rounded once to ``x``'s dtype."""
+    return (x.astype(jnp.float32) * scale).astype(x.dtype)
+
+
 def row_to_column(row: jax.Array) -> jax.Array:
     """A ``[1, n]`` row as an ``[n, LANES]`` lane-replicated column (one aligned transpose).
 

@@ -26,25 +26,55 @@ _log = logging.getLogger("zoo_flash_tpu")
 class BlockSizes:
     """Tile edges (in tokens) of the three kernels; each a positive multiple of 128.
 
+    The ``*_compute`` sizes split a key block the kernel has loaded (its DMA block) into
+    sub-blocks it computes one after the other, so the float32 score and probability tiles are
+    ``block_q x block_kv_compute`` however large the DMA block is. ``None`` computes the whole
+    block at once.
+
     Attributes:
         block_q: query rows per forward block.
-        block_kv: key rows per forward block.
+        block_kv: key rows per forward block (loaded from HBM at once).
         block_q_bwd: query rows per block of the dq and dk/dv kernels.
         block_kv_bwd: key rows per block of the dq and dk/dv kernels.
+        block_kv_compute: key rows per forward compute sub-block; divides ``block_kv``.
+        block_kv_bwd_compute: key rows per dq compute sub-block; divides ``block_kv_bwd``.
     """
 
     block_q: int = 512
     block_kv: int = 512
     block_q_bwd: int = 512
     block_kv_bwd: int = 512
+    block_kv_compute: int | None = None
+    block_kv_bwd_compute: int | None = None
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if value is None and field.name.endswith("_compute"):
+                continue
             if not isinstance(value, int) or value <= 0 or value % LANES:
                 raise ValueError(
                     f"BlockSizes.{field.name} must be a positive multiple of {LANES}, got {value!r}."
                 )
+        for sub, whole in (
+            ("block_kv_compute", "block_kv"),
+            ("block_kv_bwd_compute", "block_kv_bwd"),
+        ):
+            if getattr(self, sub) is not None and getattr(self, whole) % getattr(self, sub):
+                raise ValueError(
+                    f"BlockSizes.{sub}={getattr(self, sub)} must divide {whole}="
+                    f"{getattr(self, whole)}."
+                )
+
+    @property
+    def kv_compute(self) -> int:
+        """Key rows per forward compute sub-block (the whole key block when unset)."""
+        return self.block_kv_compute or self.block_kv
+
+    @property
+    def kv_bwd_compute(self) -> int:
+        """Key rows per dq compute sub-block (the whole key block when unset)."""
+        return self.block_kv_bwd_compute or self.block_kv_bwd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +107,16 @@ def _row(name: str, kind: str, vmem: int, limit: int, peak: float, pref: BlockSi
     return Generation(name, vmem, min(limit, vmem), peak, pref)
 
 
-_V4 = _row("v4", "TPU v4", 16 * MiB, 14 * MiB, 275e12, BlockSizes(512, 512, 256, 512))
-_V5E = _row("v5e", "TPU v5 lite", 128 * MiB, 64 * MiB, 197e12, BlockSizes(512, 1024, 512, 512))
-_V5P = _row("v5p", "TPU v5", 64 * MiB, 48 * MiB, 459e12, BlockSizes(512, 1024, 512, 512))
-_V6E = _row("v6e", "TPU v6 lite", 128 * MiB, 96 * MiB, 918e12, BlockSizes(1024, 1024, 512, 1024))
+# Key blocks of 1024 are loaded at once but computed 512 keys at a time (v4: 256, for its
+# 16 MiB of VMEM): the float32 tiles stay at most 512 wide, still whole MXU passes.
+_V4 = _row("v4", "TPU v4", 16 * MiB, 14 * MiB, 275e12, BlockSizes(512, 512, 256, 512, 256, 256))
+_V5E = _row(
+    "v5e", "TPU v5 lite", 128 * MiB, 64 * MiB, 197e12, BlockSizes(512, 1024, 512, 512, 512, 512)
+)
+_V5P = _row("v5p", "TPU v5", 64 * MiB, 48 * MiB, 459e12, BlockSizes(512, 1024, 512, 512, 512, 512))
+_V6E = _row(
+    "v6e", "TPU v6 lite", 128 * MiB, 96 * MiB, 918e12, BlockSizes(1024, 1024, 512, 1024, 512, 512)
+)
 
 #: Keyed by ``jax.Device.device_kind``; each generation under every name libtpu reports.
 GENERATIONS: dict[str, Generation] = {
@@ -162,28 +198,53 @@ def heads_per_step(group: int, limit: int = MAX_HEADS_PER_STEP) -> int:
     return max(d for d in range(1, min(group, limit) + 1) if group % d == 0)
 
 
-def forward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1) -> int:
+def forward_vmem_bytes(
+    bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1, bk_compute: int | None = None
+) -> int:
     """Estimated VMEM working set of one forward grid step (double-buffered blocks).
 
     ``heads`` query heads share each key/value block; their scores are computed one head at a
-    time, so the float32 temporaries do not grow with them.
+    time, and ``bk_compute`` keys at a time (default the whole block), so the float32
+    temporaries grow with neither.
     """
+    bkc = bk_compute or bk
     blocks = 2 * (2 * heads * bq * head_dim + 2 * bk * head_dim) * itemsize  # q, o; k, v
     rows = 2 * 2 * 8 * (heads * bq + bk) * 4  # lse and segment-id rows, sublane-padded
     scratch = heads * (bq * head_dim * 4 + 2 * bq * LANES * 4) + bq * LANES * 4  # acc, m, l; ids
-    temps = 5 * bq * bk * 4  # scores, probabilities, mask, exp in float32
-    return blocks + rows + scratch + temps
+    scaled_q = heads * bq * head_dim * itemsize
+    temps = 5 * bq * bkc * 4  # scores, probabilities, mask, exp in float32
+    return blocks + rows + scratch + scaled_q + temps
 
 
-def backward_vmem_bytes(bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1) -> int:
-    """Estimated VMEM working set of one dq or dk/dv grid step (the larger of the two)."""
+def backward_vmem_bytes(
+    bq: int, bk: int, head_dim: int, itemsize: int, heads: int = 1, bk_compute: int | None = None
+) -> int:
+    """Estimated VMEM working set of one dq or dk/dv grid step (the larger of the two).
+
+    The dq kernel computes ``bk_compute`` keys at a time; dk/dv computes whole blocks.
+    """
+    bkc = bk_compute or bk
     dq_blocks = 2 * (3 * heads * bq * head_dim + 2 * bk * head_dim) * itemsize  # q, do, dq; k, v
     dkdv_blocks = 2 * (2 * bq * head_dim + 4 * bk * head_dim) * itemsize  # q, do; k, v, dk, dv
     rows = 2 * 4 * 8 * (heads * bq + bk) * 4  # lse, delta, segment-id rows
-    dq_scratch = heads * (bq * head_dim * 4 + 2 * bq * LANES * 4) + bq * LANES * 4
-    dkdv_scratch = 2 * bk * head_dim * 4 + bk * LANES * 4
-    temps = 7 * bq * bk * 4  # s, p, dp, ds, mask, cast copies
-    return max(dq_blocks + dq_scratch, dkdv_blocks + dkdv_scratch) + rows + temps
+    dq_scratch = heads * (bq * head_dim * (4 + itemsize) + 2 * bq * LANES * 4) + bq * LANES * 4
+    dkdv_scratch = 2 * bk * head_dim * 4 + bk * head_dim * itemsize + bk * LANES * 4
+    temps = 7 * 4  # s, p, dp, ds, mask, cast copies, per score
+    return (
+        max(
+            dq_blocks + dq_scratch + temps * bq * bkc,
+            dkdv_blocks + dkdv_scratch + temps * bq * bk,
+        )
+        + rows
+    )
+
+
+def compute_block(preferred: int | None, block: int) -> int | None:
+    """The compute sub-block for a key block: ``preferred`` where it splits the block evenly,
+    else ``None`` (the whole block at once)."""
+    if preferred is None or preferred >= block or block % preferred:
+        return None
+    return preferred
 
 
 def _fit(
@@ -235,7 +296,9 @@ def choose_block_sizes(
         q_cap,
         kv_cap,
         budget,
-        lambda bq, bk: forward_vmem_bytes(bq, bk, h, itemsize, heads),
+        lambda bq, bk: forward_vmem_bytes(
+            bq, bk, h, itemsize, heads, compute_block(pref.block_kv_compute, bk)
+        ),
     )
     bqb, bkb = _fit(
         pref.block_q_bwd,
@@ -243,9 +306,18 @@ def choose_block_sizes(
         q_cap,
         kv_cap,
         budget,
-        lambda bq, bk: backward_vmem_bytes(bq, bk, h, itemsize, heads),
+        lambda bq, bk: backward_vmem_bytes(
+            bq, bk, h, itemsize, heads, compute_block(pref.block_kv_bwd_compute, bk)
+        ),
     )
-    return BlockSizes(bq, bk, bqb, bkb)
+    return BlockSizes(
+        bq,
+        bk,
+        bqb,
+        bkb,
+        compute_block(pref.block_kv_compute, bk),
+        compute_block(pref.block_kv_bwd_compute, bkb),
+    )
 
 
 def lcm(a: int, b: int) -> int:

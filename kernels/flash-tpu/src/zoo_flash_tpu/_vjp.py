@@ -1,7 +1,7 @@
 """The ``custom_vjp``: forward kernel, then the dQ and dK/dV kernels from O(T) residuals.
 
-Residuals are saved in the kernels' own HBM layout, as the forward made them: the pre-scaled
-``q`` ``[B, Tp, N·Hp]``, ``k`` and ``v`` ``[B, Sp, K·Hp]``, the output ``[B, Tp, N·Hp]`` and
+Residuals are saved in the kernels' own HBM layout, as the forward made them: ``q``
+``[B, Tp, N·Hp]``, ``k`` and ``v`` ``[B, Sp, K·Hp]``, the output ``[B, Tp, N·Hp]`` and
 the float32 log-sum-exp ``[B, N, 1, Tp]``. The backward then relays out only the incoming
 ``dO``; the score matrix is recomputed block by block in the backward kernels, never stored.
 """
