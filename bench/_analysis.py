@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._flash_versus_analysis import paragraphs as _flash_versus
+from ._flash_vmem import paragraphs as _flash_vmem
 from ._stats import median
 
 
@@ -148,6 +149,7 @@ ANALYSES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "checkpoint": _checkpoint,
     "flash_tpu": _flash_tpu,
     "flash_versus": _flash_versus,
+    "flash_vmem": _flash_vmem,
 }
 
 

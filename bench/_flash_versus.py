@@ -1,13 +1,14 @@
-"""zoo_flash_tpu 0.1.1, 0.2.0 and JAX's splash attention side by side on TPU v5e and v6e.
+"""zoo_flash_tpu 0.1.1, 0.2.0, the installed version and JAX's splash attention on TPU v5e/v6e.
 
 No TPU here, so two kinds of figure, each labelled: compile-time figures from libtpu's
 compile-only devices (temporaries from the compiled executable's memory analysis, compile
 seconds) and modelled figures (HBM bytes of one forward and the grid steps that do work, from
 each kernel's own block sizes and index maps: ``zoo_flash_tpu._cost`` of each version, and
 ``_splash_traffic`` for splash). Each kernel compiles in one worker process in the TPU
-environment (``_flash_versus_worker``): 0.2.0 as installed, 0.1.1 from its wheel unpacked on
-``PYTHONPATH`` (``_release_site``), splash from the installed jax. On a real TPU the workers
-compile for the local chip and also time each call.
+environment (``_flash_versus_worker``): the installed (editable) version, labelled with its
+distribution version; 0.1.1 and 0.2.0 each from its wheel unpacked on ``PYTHONPATH``
+(``_release_site``); splash from the installed jax. On a real TPU the workers compile for the
+local chip and also time each call.
 """
 
 from __future__ import annotations
@@ -21,15 +22,27 @@ import time
 from typing import Any
 
 from . import _flash_traffic, _splash_traffic
-from ._release_site import ROOT, ReleaseUnavailableError, install_target, release_wheel
+from ._release_site import (
+    ROOT,
+    ReleaseUnavailableError,
+    install_target,
+    installed_version,
+    release_wheel,
+)
 from ._results import new_result, table, unavailable
 from ._worker import Worker
 
 NAME = "flash_versus"
-TITLE = "flash_tpu 0.1.1 vs 0.2.0 vs JAX splash attention on TPU v5e/v6e (compile-only, modelled)"
+INSTALLED = installed_version()  # the label of the installed version's column
+#: Earlier releases compared, each from its wheel (one the installed version equals is left out).
+RELEASES = ("0.1.1", "0.2.0")
+PACKAGE = ("kernels/flash-tpu", "zoo-flash-tpu")
+TITLE = (
+    f"flash_tpu {' vs '.join(r for r in RELEASES if r != INSTALLED)} vs {INSTALLED} vs JAX "
+    "splash attention on TPU v5e/v6e (compile-only, modelled)"
+)
 TPU_PYTHON = ROOT / ".venv-tpu" / "bin" / "python"
 WORKER = "bench._flash_versus_worker"
-OLD_RELEASE = ("kernels/flash-tpu", "zoo-flash-tpu", "0.1.1")
 MiB = 2**20
 HEADS = 16  # N, as in the flash_traffic table
 #: Device kinds flash_traffic's table models (its 0.1.x emulation is checked against them).
@@ -57,24 +70,41 @@ QUICK = Sweep(("v5e",), (8192,), (1, 4), False, 300.0)
 class Column:
     """One kernel of the table and the worker that compiles it."""
 
-    label: str  # "0.1.1", "0.2.0", "splash"
+    label: str  # a zoo_flash_tpu version ("0.1.1", the installed one's) or "splash"
     kernel: str  # the worker's kernel: "zoo" or "splash"
     pythonpath: list[str]
     expect_version: str | None = None
-    source: str = ""  # where an older release's wheel came from
+    source: str = ""  # where an older release's wheel came from ("" for the installed one)
     reason: str | None = None  # why the column is unavailable, if it is
     hello: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def _columns(tmp: pathlib.Path) -> list[Column]:
-    """0.1.1 (its wheel unpacked into ``tmp``), 0.2.0 as installed, splash."""
-    old = Column(OLD_RELEASE[2], "zoo", [], expect_version=OLD_RELEASE[2])
+def _columns(tmp: pathlib.Path, installed: str) -> list[Column]:
+    """Each earlier release (its wheel unpacked under ``tmp``), the installed version, splash."""
+    columns = []
+    for version in RELEASES:
+        if version == installed:
+            continue
+        old = Column(version, "zoo", [], expect_version=version)
+        try:
+            wheel, old.source = release_wheel(*PACKAGE, version, scratch=tmp / "wheels")
+            target = tmp / f"zoo-flash-tpu-{version}"
+            old.pythonpath = [str(install_target(wheel, target, TPU_PYTHON))]
+        except ReleaseUnavailableError as err:
+            old.reason = str(err)
+        columns.append(old)
+    current = Column(installed, "zoo", [], expect_version=installed)
+    return [*columns, current, Column("splash", "splash", [])]
+
+
+def traffic_key(version: str) -> str:
+    """The flash_traffic figures a zoo version's grid matches: "0.1.x" (one query head per
+    step) before 0.2.0, "0.2.0" (a GQA group's heads per step) from 0.2.0 on."""
     try:
-        wheel, old.source = release_wheel(*OLD_RELEASE, scratch=tmp / "wheels")
-        old.pythonpath = [str(install_target(wheel, tmp / "zoo-flash-tpu-old", TPU_PYTHON))]
-    except ReleaseUnavailableError as err:
-        old.reason = str(err)
-    return [old, Column("0.2.0", "zoo", []), Column("splash", "splash", [])]
+        major_minor = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:  # not a release number: the installed code, 0.2.0's grid or later
+        return "0.2.0"
+    return "0.1.x" if major_minor < (0, 2) else "0.2.0"
 
 
 def _cells(sweep: Sweep, chips: tuple[str, ...]) -> list[tuple[str, int, int]]:
@@ -166,7 +196,8 @@ def _row(cell: tuple, column: Column, reply: dict[str, Any] | None, timing: bool
     fwd = _pass_cells((reply or {}).get("fwd"), column)
     both = _pass_cells((reply or {}).get("fwd_bwd"), column)
     have = "kv_mib" in model
-    plan = f"{model['blocks']}, {model['heads_per_step']} h/step" if have else "—"
+    compute = f"/{model['kv_compute']}" if model.get("kv_compute") else ""
+    plan = f"{model['blocks']}{compute}, {model['heads_per_step']} h/step" if have else "—"
     if "error" in model:
         plan = f"model error: {model['error']}"
     row = [
@@ -182,24 +213,24 @@ def _row(cell: tuple, column: Column, reply: dict[str, Any] | None, timing: bool
     return row
 
 
-def _agreement(data: list[dict[str, Any]]) -> str:
+def _agreement(data: list[dict[str, Any]], installed: str) -> str:
     """Whether each zoo worker's own model equals flash_traffic's (0.1.x emulated) one."""
     differ = []
     for d in data:
-        if d["kernel"] not in ("0.1.1", "0.2.0") or "kv_mib" not in d["model"]:
+        if d["kernel"] == "splash" or "kv_mib" not in d["model"]:
             continue
         kind = d["model"]["device_kind"]
         if kind not in TRAFFIC_KINDS:
             continue
-        ref = _flash_traffic.figures(kind, d["seq_len"], d["group"])
-        ref = ref["0.1.x" if d["kernel"] == "0.1.1" else "0.2.0"]
+        ref = _flash_traffic.figures(kind, d["seq_len"], d["group"])[traffic_key(d["kernel"])]
         if any(ref[k] != d["model"][k] for k in ("kv_mib", "total_mib", "steps")):
             differ.append(f"{d['kernel']} {d['chip']} T={d['seq_len']} G={d['group']}")
     if differ:
         return "zoo's figures differ from the flash_traffic table's at " + ", ".join(differ) + "."
     return (
         "zoo's figures, from each version's own code in its worker, equal the flash_traffic "
-        "table's (which emulates 0.1.x with 0.2.0's cost model)."
+        f"table's (computed with the installed {installed}'s cost model, which emulates 0.1.x's "
+        "one query head per grid step)."
     )
 
 
@@ -210,11 +241,12 @@ def run(quick: bool) -> dict[str, Any]:
             NAME, TITLE, quick, f"no TPU environment at {TPU_PYTHON} (run `make install`)"
         )
     sweep = QUICK if quick else FULL
+    installed = installed_version()
     budget = _Budget(sweep.budget_s)
     replies: dict[str, dict[tuple, dict[str, Any]]] = {}
     chips: tuple[str, ...] | None = None
     with tempfile.TemporaryDirectory(prefix="zoo-flash-versus-") as tmp:
-        columns = _columns(pathlib.Path(tmp))
+        columns = _columns(pathlib.Path(tmp), installed)
         for column in columns:
             if column.reason:
                 replies[column.label] = {}
@@ -237,28 +269,30 @@ def run(quick: bool) -> dict[str, Any]:
                     "unavailable": column.reason,
                 }
             )  # fmt: skip
-    zoo_blocks = _zoo_blocks(data)
+    zoo_blocks = _zoo_blocks(data, installed)
     result["data"] = {
         "mode": "timing" if timing else "compile-only",
+        "installed": installed,
         "rows": data,
         "columns": {
             c.label: {"hello": c.hello, "wheel": c.source, "unavailable": c.reason} for c in columns
         },
-        # Splash with 0.2.0's own blocks for the chip: what tuning its blocks alone would give.
+        # Splash with the installed version's own blocks for the chip: what tuning its blocks
+        # alone would give.
         "splash_with_zoo_blocks": [
             {"chip": chip, "seq_len": t, "group": g, **_splash_model(t, g, b)}
             for (chip, t, g), b in zoo_blocks.items()
         ],
     }
-    result["tables"].append(_table(rows, columns, data, timing))
+    result["tables"].append(_table(rows, columns, data, timing, installed))
     return result
 
 
-def _zoo_blocks(data: list[dict[str, Any]]) -> dict[tuple, tuple[int, int]]:
-    """0.2.0's forward blocks per GQA cell (G > 1), as (block_q, block_kv)."""
+def _zoo_blocks(data: list[dict[str, Any]], installed: str) -> dict[tuple, tuple[int, int]]:
+    """The installed version's forward blocks per GQA cell (G > 1), as (block_q, block_kv)."""
     out = {}
     for d in data:
-        blocks = d["model"].get("blocks") if d["kernel"] == "0.2.0" else None
+        blocks = d["model"].get("blocks") if d["kernel"] == installed else None
         if blocks and d["group"] > 1:
             bq, bk = (int(x) for x in blocks.split("x"))
             out[(d["chip"], d["seq_len"], d["group"])] = (bq, bk)
@@ -266,10 +300,16 @@ def _zoo_blocks(data: list[dict[str, Any]]) -> dict[tuple, tuple[int, int]]:
 
 
 def _table(
-    rows: list[list[str]], columns: list[Column], data: list[dict[str, Any]], timing: bool
+    rows: list[list[str]],
+    columns: list[Column],
+    data: list[dict[str, Any]],
+    timing: bool,
+    installed: str,
 ) -> dict[str, Any]:
     splash = next(c for c in columns if c.kernel == "splash")
-    old = next(c for c in columns if c.expect_version)
+    wheels = "; ".join(
+        f"{c.label}: {c.source or 'none'}" for c in columns if c.pythonpath or c.source
+    )
     set_up = sorted(
         {(d["seq_len"], d["fwd"]["setup_s"]) for d in data
          if d["kernel"] == "splash" and d["fwd"] and "setup_s" in d["fwd"]}
@@ -295,9 +335,11 @@ def _table(
         "causal mask function reads per row and its scratch outputs (bench/_splash_traffic.py). "
         "Working steps: grid steps that compute; skipped blocks are not counted.",
         "zoo: zoo_flash_tpu.sharded_flash_attention(q, k, v, mesh, is_causal=True) on a 1x1 "
-        "mesh, blocks from each version's policy for the chip (h/step: query heads per grid "
-        f"step); 0.1.1 is its wheel ({old.source or 'none'}) unpacked with pip --target, "
-        "first on PYTHONPATH of its own worker.",
+        "mesh, blocks from each version's policy for the chip (q×kv/c: key rows computed c at "
+        "a time, compute sub-blocks of the loaded block; h/step: query heads per grid step). "
+        f"{installed} is the installed (editable) package; each earlier release is its wheel "
+        f"({wheels or 'none'}) unpacked with pip --target, first on PYTHONPATH of its own "
+        "worker.",
         f"splash: jax {splash.hello.get('version', '?')} make_splash_mha (it takes K=N/G "
         "key/value heads and sends query head h to key/value head h // G; make_splash_mqa "
         "serves only K=1) with its default BlockSizes (128 everywhere, separate dq and dkv "
@@ -306,12 +348,12 @@ def _table(
         "preprocessing (make_splash_mha, once per T, not in compile s) took "
         + ", ".join(f"{s:.1f} s at T={t:,}" for t, s in sorted(first.items()))
         + ".",
-        _agreement(data),
+        _agreement(data, installed),
     ]
     for c in columns:
         if c.reason:
             notes.append(f"{c.label} unavailable: {c.reason}")
-    cols = ["chip", "T", "G", "kernel", "blocks (fwd q×kv)", "temp MiB fwd",
+    cols = ["chip", "T", "G", "kernel", "blocks (fwd q×kv/c)", "temp MiB fwd",
             "temp MiB fwd+bwd", "K/V MiB (model)", "total MiB (model)",
             "working steps (model)", "compile s fwd", "compile s fwd+bwd"]  # fmt: skip
     if timing:

@@ -2,8 +2,8 @@
 
 Runs in the TPU environment (``.venv-tpu``, which has libtpu):
 ``python -m bench._flash_versus_worker '{"kernel": "zoo", "chips": ["v5e"]}'``. ``zoo`` is
-whichever ``zoo_flash_tpu`` the interpreter imports (the editable 0.2.0, or 0.1.1 when the
-parent puts an unpacked 0.1.1 wheel first on ``PYTHONPATH``); ``splash`` is JAX's splash
+whichever ``zoo_flash_tpu`` the interpreter imports (the editable installed version, or an
+earlier release when the parent puts its unpacked wheel first on ``PYTHONPATH``); ``splash`` is JAX's splash
 attention from the installed jax. Each request compiles one (chip, T, G, pass) cell for one
 device of a libtpu compile-only topology and reports the compiled module's memory; on a real
 TPU (``jax.devices()[0].platform == "tpu"``) it compiles for the local chip instead and also
@@ -162,7 +162,8 @@ def zoo_model(chip: str, seq_len: int, group: int) -> dict[str, Any]:
 
     Blocks from its policy for the chip, K/V bytes as its cost model counts them: one ``k``
     and one ``v`` block per visited (query block, key block) pair and head step (0.1.x has
-    no ``heads_per_step``: one query head per step).
+    no ``heads_per_step``: one query head per step). ``kv_compute``: the forward's compute
+    sub-block, where the version has them (``BlockSizes.block_kv_compute``) and uses one.
     """
     from zoo_flash_tpu import _api, _cost, _mask_info
 
@@ -179,6 +180,7 @@ def zoo_model(chip: str, seq_len: int, group: int) -> dict[str, Any]:
         "device_kind": kind,
         "blocks": f"{bq}x{bk}",
         "heads_per_step": per_step,
+        "kv_compute": getattr(cfg.blocks, "block_kv_compute", None),
         "kv_mib": steps * 2 * bk * cfg.head_dim_padded * cfg.itemsize / 2**20,
         "total_mib": _cost.forward_cost(cfg).bytes_accessed / 2**20,
         "steps": steps,

@@ -11,6 +11,7 @@ environment finds through a ``.pth`` path, after ``PYTHONPATH``).
 
 from __future__ import annotations
 
+import importlib.metadata
 import pathlib
 import subprocess
 import sys
@@ -18,6 +19,14 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 WHEELHOUSE = ROOT / "wheelhouse"
 BUILD_TIMEOUT_S = 600
+
+
+def installed_version(distribution: str = "zoo-flash-tpu") -> str:
+    """The installed (editable) version of ``distribution``, "installed" when it is not."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "installed"
 
 
 class ReleaseUnavailableError(RuntimeError):
@@ -46,6 +55,9 @@ def release_wheel(
     name = wheel_name(distribution, version)
     if (WHEELHOUSE / name).exists():
         return WHEELHOUSE / name, "wheelhouse/"
+    built = "built from its release commit by scripts/wheelhouse.py (no wheelhouse/)"
+    if (scratch / name).exists():  # an earlier call built the package's releases here
+        return scratch / name, built
     cmd = [sys.executable, str(ROOT / "scripts" / "wheelhouse.py"), "--package", directory]
     try:
         proc = subprocess.run(
@@ -63,7 +75,7 @@ def release_wheel(
         raise ReleaseUnavailableError(
             f"no {name} in wheelhouse/ and scripts/wheelhouse.py did not build it: {_tail(proc)}"
         )
-    return scratch / name, "built from its release commit by scripts/wheelhouse.py (no wheelhouse/)"
+    return scratch / name, built
 
 
 def install_target(wheel: pathlib.Path, into: pathlib.Path, python: pathlib.Path) -> pathlib.Path:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from jax.experimental.pallas.ops.tpu.splash_attention import BlockSizes
 
 from bench._flash_traffic import figures
-from bench._flash_versus import Column, _row
+from bench._flash_versus import Column, _row, traffic_key
+from bench._flash_versus_analysis import installed_label, paragraphs
 from bench._splash_traffic import forward_figures, forward_mask_info, kv_block_fetches
 
 
@@ -48,3 +49,41 @@ def test_rows_show_errors_and_unavailable_columns_in_their_cells() -> None:
     gone = Column("0.1.1", "zoo", [], reason="no wheel")
     row = _row(("v5e", 8192, 4), gone, None, timing=True)
     assert row[5] == "unavailable: no wheel" and row[7] == "—" and len(row) == 14
+
+
+def test_versions_map_to_the_traffic_model_of_their_grid() -> None:
+    assert traffic_key("0.1.1") == "0.1.x"
+    assert traffic_key("0.2.0") == traffic_key("0.3.0") == traffic_key("1.0.0.dev1") == "0.2.0"
+    assert traffic_key("installed") == "0.2.0"
+
+
+def _cell_rows(cell: tuple, temps: dict[str, float], kv: dict[str, float]) -> list[dict]:
+    chip, t, g = cell
+    return [
+        {
+            "chip": chip, "seq_len": t, "group": g, "kernel": k,
+            "model": {"kv_mib": kv[k], "total_mib": kv[k] + 100, "steps": 10,
+                      "blocks": "512x1024", "heads_per_step": g},
+            "fwd": {"temp_bytes": int(temps[k] * 2**20), "compile_s": 1.0},
+            "fwd_bwd": {"temp_bytes": int(2 * temps[k] * 2**20), "compile_s": 2.0},
+        }
+        for k in temps
+    ]  # fmt: skip
+
+
+def test_paragraphs_follow_the_recorded_installed_label() -> None:
+    kv = {"0.1.1": 1152.0, "0.2.0": 288.0, "9.9.9": 288.0, "splash": 4160.0}
+    rows = _cell_rows(("v5e", 8192, 4), {"0.1.1": 33, "0.2.0": 33, "9.9.9": 33, "splash": 1}, kv)
+    rows += _cell_rows(
+        ("v5e", 32768, 4), {"0.1.1": 444, "0.2.0": 704, "9.9.9": 444.5, "splash": 320}, kv
+    )
+    result = {"data": {"installed": "9.9.9", "rows": rows, "columns": {}}}
+    text = "\n".join(paragraphs(result))
+    assert "**9.9.9 against splash (v5e, T=8,192, G=4).**" in text
+    assert "**9.9.9 against 0.1.1.**" in text
+    assert "**0.2.0 → 9.9.9.**" in text and "0.1.1's figure (within 1%) in 1 of 1" in text
+    assert "; 260 MiB less than 0.2.0's" in text  # 704 - 444.5, rounded
+    # A result written before the label was recorded: the zoo column that came from no wheel.
+    old = {"data": {"rows": [], "columns": {"0.1.1": {"wheel": "wheelhouse/"}, "0.2.0": {"wheel": ""},
+                                            "splash": {"wheel": ""}}}}  # fmt: skip
+    assert installed_label(old) == "0.2.0"
