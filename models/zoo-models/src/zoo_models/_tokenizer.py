@@ -154,10 +154,9 @@ class HFTokenizer:
 
     ``encode`` adds no special tokens of its own template; BOS/EOS are added only on request,
     the same as with :class:`ByteTokenizer`. ``add_bos`` says whether the tokenizer's own
-    configuration starts a text with BOS (``add_bos_token`` in ``tokenizer_config.json``, else
-    what the ``tokenizer.json`` post-processor does), so that training, evaluation and
-    generation all follow it. ``chat_template`` is the Jinja template of
-    ``tokenizer_config.json``, if any.
+    configuration starts a text with BOS: what the ``tokenizer.json`` post-processor does
+    (unless ``add_bos`` is given), so that training, evaluation and generation all follow it.
+    ``chat_template`` is the Jinja template of ``tokenizer_config.json``, if any.
     """
 
     def __init__(
@@ -292,8 +291,12 @@ def _token_content(value: object) -> str | None:
 def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file).
 
-    Uses ``tokenizer.json`` when present (BOS/EOS, ``add_bos_token`` and ``chat_template``
-    from ``tokenizer_config.json`` if it names them), else the built-in :class:`ByteTokenizer`.
+    Uses ``tokenizer.json`` when present (BOS/EOS and ``chat_template`` from
+    ``tokenizer_config.json`` if it names them), else the built-in :class:`ByteTokenizer`.
+    Whether a text starts with BOS is what the ``tokenizer.json`` post-processor does:
+    ``transformers`` (5.x) ignores ``add_bos_token`` of ``tokenizer_config.json`` when a
+    ``tokenizer.json`` exists, and encoding as it does is what keeps training, evaluation and
+    greedy generation equal to it.
     """
     path = pathlib.Path(path)
     if not path.exists():
@@ -313,12 +316,10 @@ def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     # A config naming a token the vocabulary lacks is not worth failing the load over.
     bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
     eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
-    add_bos = config.get("add_bos_token")
     template = config.get("chat_template")
     return HFTokenizer(
         tok,
         bos_token=bos,
         eos_token=eos,
-        add_bos=add_bos if isinstance(add_bos, bool) else None,
         chat_template=template if isinstance(template, str) else None,
     )
