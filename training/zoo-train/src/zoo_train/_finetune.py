@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -113,9 +113,16 @@ def finetune(
     return result
 
 
-def export_hf(model: PyTree, path: str | pathlib.Path, *, dtype: str | None = None) -> pathlib.Path:
+def export_hf(
+    model: PyTree,
+    path: str | pathlib.Path,
+    *,
+    dtype: str | None = None,
+    generation: Mapping[str, Any] | None = None,
+) -> pathlib.Path:
     """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint,
-    its parameters in ``dtype`` (default: the model's own).
+    its parameters in ``dtype`` (default: the model's own), with the source checkpoint's
+    ``generation`` settings (see ``zoo_models.save_hf``) so that it stops where the source did.
 
     In a multi-process run every process must call it (the weights are gathered from every
     host); process 0 writes.
@@ -128,4 +135,4 @@ def export_hf(model: PyTree, path: str | pathlib.Path, *, dtype: str | None = No
     merged = to_host(merged)
     if not is_primary():
         return pathlib.Path(path)
-    return zoo_models.save_hf(merged, path)
+    return zoo_models.save_hf(merged, path, generation=generation)
