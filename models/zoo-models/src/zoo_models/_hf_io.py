@@ -21,7 +21,7 @@ import numpy as np
 
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import Rule, ignorable, rules, same
+from ._hf_weights import Rule, ignorable, rules, same, transpose
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
@@ -224,14 +224,16 @@ def from_hf_state_dict(
     return jax.tree_util.tree_unflatten(treedef, placed)
 
 
-def hf_leaf_names(config: ModelConfig) -> dict[str, list[str]]:
+def hf_leaf_names(config: ModelConfig, *, transposed: bool = False) -> dict[str, list[str]]:
     """Model leaf path → the Hugging Face tensor it is, for leaves stored one-to-one (no
-    transpose, split or fusion): one name, or for a leaf stacked over layers one name per
-    entry along its leading axis, e.g. ``"stack.blocks.0.attn.q_proj.weight"`` →
+    transpose, split or fusion; with ``transposed``, GPT-2's transposed ``Conv1D`` weights
+    too): one name, or for a leaf stacked over layers one name per entry along its leading
+    axis, e.g. ``"stack.blocks.0.attn.q_proj.weight"`` →
     ``["model.layers.0.self_attn.q_proj.weight", ...]``. Names adapter formats (PEFT) by."""
+    kept = (same, transpose) if transposed else (same,)
     names: dict[str, list[str]] = {}
     for rule, layer in _instances(config):
-        if len(rule.hf) != 1 or len(rule.ours) != 1 or rule.to_ours is not same:
+        if len(rule.hf) != 1 or len(rule.ours) != 1 or rule.to_ours not in kept:
             continue
         key, group = _leaf_key(config, rule.ours[0], layer)
         slots = names.setdefault(key, [])

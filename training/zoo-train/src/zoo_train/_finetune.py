@@ -20,6 +20,7 @@ from ._lora import (
     merge_lora,
     save_adapters,
 )
+from ._peft import check_peft_targets
 from ._precision import cast_model
 from .data import DataSource
 from .parallel import is_primary, to_host
@@ -82,6 +83,7 @@ def finetune(
     trainable = None
     if lora is not None:
         model = apply_lora(model, lora, key=jax.random.key(0) if key is None else key)
+        check_peft_targets(model)  # before training: the adapters are saved in PEFT's format
         if adapter_from is not None:  # continue a PEFT adapter (a checkpoint, when resuming)
             model = load_adapters(model, adapter_from)
         trainable = lora_filter(model)
