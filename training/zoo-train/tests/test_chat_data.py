@@ -7,9 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import tiny_tokenizer
+from cli_helpers import tiny_hf_llama, tiny_tokenizer
 
 import zoo_models
+from zoo_train.cli import main
 from zoo_train.data import Document, PackedLoader, load_documents, tokenize_examples
 
 MESSAGES = [
@@ -87,3 +88,77 @@ def test_jsonl_lines_of_messages_and_prompt_completion(tmp_path):
     bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     with pytest.raises(ValueError, match="no assistant message"):
         load_documents(bad)
+
+
+def _reference_loss(directory, examples) -> tuple[float, int]:
+    """transformers' mean cross entropy over the assistant / completion tokens and the EOS
+    after each example (found by character offsets), each example on its own."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(directory)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    total, count = 0.0, 0
+    for example in examples:
+        if "messages" in example:
+            messages = example["messages"]
+            text = tok.apply_chat_template(messages, tokenize=False)
+            spans = [
+                (
+                    len(
+                        tok.apply_chat_template(
+                            messages[:i], tokenize=False, add_generation_prompt=True
+                        )
+                    ),
+                    len(tok.apply_chat_template(messages[: i + 1], tokenize=False)),
+                )
+                for i, m in enumerate(messages)
+                if m["role"] == "assistant"
+            ]
+            encoded = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        else:  # prompt + completion, special tokens as the tokenizer adds them
+            text = example["prompt"] + example["completion"]
+            spans = [(len(example["prompt"]), len(text))]
+            encoded = tok(text, return_offsets_mapping=True)
+        ids = [*encoded["input_ids"], tok.eos_token_id]
+        counted = [
+            end > start and any(a <= start < b for a, b in spans)
+            for start, end in encoded["offset_mapping"]
+        ] + [True]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, :-1]
+        losses = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none")
+        weight = torch.tensor(counted[1:], dtype=torch.float64)
+        total += float((losses.double() * weight).sum())
+        count += int(weight.sum())
+    return total / count, count
+
+
+def test_eval_loss_on_chat_data_is_the_assistant_tokens_cross_entropy(tmp_path, capsys):
+    # End to end: rendered with the chat template, the loss on replies only, examples packed
+    # apart (segments, positions from 0), and data shorter than one row still evaluated.
+    tiny_hf_llama(tmp_path / "hf")
+    rng = np.random.default_rng()
+    words = ["alpha", "beta", "gamma", "def", "return"]
+
+    def say(n: int) -> str:
+        return " ".join(rng.choice(words, n))
+
+    examples = [
+        {
+            "messages": [
+                {"role": "user", "content": say(2)},
+                {"role": "assistant", "content": say(3)},
+            ]
+        },
+        {"messages": [{"role": "system", "content": say(1)}, *MESSAGES[1:3]]},
+        {"prompt": say(2), "completion": " " + say(2)},
+    ]
+    data = tmp_path / "chat.jsonl"
+    data.write_text("".join(json.dumps(e) + "\n" for e in examples))
+    want, count = _reference_loss(tmp_path / "hf", examples)
+    args = ["eval", str(tmp_path / "hf"), "--data", str(data), "--seq-len", "120", "--json"]
+    assert main([*args, "--batch-size", "1"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["tokens"] == count
+    np.testing.assert_allclose(got["loss"], want, rtol=1e-5)

@@ -116,14 +116,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
-    docs, described = load_corpus(data, max_bytes=args.max_bytes)
+    docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
     if data and args.val_fraction is None:
         # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
         from .data import PackedLoader
 
         try:
             loader = PackedLoader.from_documents(
-                docs, tokenizer, seq_len=args.seq_len, shuffle=False
+                docs, tokenizer, seq_len=args.seq_len, shuffle=False, eval_only=True
             )
         except ValueError as e:
             raise UsageError(str(e)) from None
