@@ -75,6 +75,28 @@ def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_pat
     assert weights.sum() < len(weights) / 2
 
 
+def test_a_template_that_writes_eos_gets_no_second_one(tmp_path):
+    from transformers import AutoTokenizer
+
+    tiny_tokenizer(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = (  # Mistral's shape: each reply ends with eos_token
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] "
+        "{{ m['content'] }} [/INST]{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}"
+        "{% endfor %}"
+    )
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    tok = zoo_models.load_tokenizer(tmp_path)
+    messages = [m for m in MESSAGES if m["role"] != "system"]
+    (ids,), (weights,) = tokenize_examples([Document("c", "", _turns(messages))], tok)
+    want = AutoTokenizer.from_pretrained(tmp_path).apply_chat_template(
+        messages, tokenize=True, return_dict=False
+    )
+    assert ids.tolist() == want and want[-1] == tok.eos_id and want.count(tok.eos_id) == 2
+    said = tok.decode(ids[weights == 1].tolist(), skip_special=False)
+    assert said.replace(" ", "") == "betagamma</s>returnself</s>"
+
+
 def test_jsonl_lines_of_messages_and_prompt_completion(tmp_path):
     lines = [
         {"messages": MESSAGES},
