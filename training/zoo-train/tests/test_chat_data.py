@@ -60,12 +60,41 @@ def test_plain_fallback_weights_match_a_hand_built_example():
     assert len(set(rows[0]["segment_ids"][0].tolist())) == 4
 
 
-def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_path):
+def _move_template(directory, where: str) -> None:
+    """Put the chat template of ``tiny_tokenizer`` where ``where`` says: ``config`` (as
+    written), ``jinja`` (``chat_template.jinja``, as ``save_pretrained`` writes it now) or
+    ``list`` (the older list of named templates)."""
+    if where == "config":
+        return
+    file = directory / "tokenizer_config.json"
+    config = json.loads(file.read_text())
+    template = config.pop("chat_template")
+    if where == "jinja":
+        (directory / "chat_template.jinja").write_text(template)
+    else:
+        config["chat_template"] = [
+            {"name": "tool_use", "template": "{{ raise_exception('not this one') }}"},
+            {"name": "default", "template": template},
+        ]
+    file.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("where", ["config", "jinja", "list"])
+def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_path, where):
     from transformers import AutoTokenizer
 
-    tiny_tokenizer(tmp_path)
-    tok = zoo_models.load_tokenizer(tmp_path)
-    reference = AutoTokenizer.from_pretrained(tmp_path)
+    from zoo_train._runs import export_tokenizer
+
+    tiny_tokenizer(tmp_path / "src")
+    _move_template(tmp_path / "src", where)
+    # The file alone reads as its directory (a run copies what lies beside it).
+    tok = zoo_models.load_tokenizer(tmp_path / "src" / "tokenizer.json")
+    reference = AutoTokenizer.from_pretrained(tmp_path / "src")
+    # An export carries the template wherever it was: transformers finds it there.
+    export_tokenizer(tok, tmp_path / "src", tmp_path / "export")
+    exported = AutoTokenizer.from_pretrained(tmp_path / "export")
+    assert exported.chat_template == reference.chat_template and tok.chat_template
+    assert (tok.bos_id, tok.eos_id, tok.add_bos) == (1, 2, True)
     (ids,), (weights,) = tokenize_examples([Document("c", "", _turns(MESSAGES))], tok)
     rendered = reference.apply_chat_template(MESSAGES, tokenize=False)
     want = reference(rendered, add_special_tokens=False)["input_ids"]

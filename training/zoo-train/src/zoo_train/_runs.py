@@ -32,7 +32,12 @@ TOKENIZER_DIR = "tokenizer"
 # The source checkpoint's generation settings (stop tokens above all), kept for exports and
 # `zoo generate`; a file, not run_info, so that runs written before it still resume.
 GENERATION_FILE = "generation_config.json"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",  # where transformers' save_pretrained writes the chat template now
+)
 # How a model runs here, not what it computes: free to change between runs of one directory.
 RUNTIME_FIELDS = ("attention_implementation", "remat", "scan_layers")
 
