@@ -91,3 +91,41 @@ def test_qwen2_window_layers_without_layer_types() -> None:
     assert [config.layer_window(i) for i in range(config.n_layers)] == [None, 6]
     hf["use_sliding_window"] = False
     assert zoo_models.from_hf_config(hf).sliding_window is None
+
+
+@pytest.mark.parametrize("generation_file", [True, False])
+def test_generation_settings_are_what_transformers_stops_at(tmp_path, generation_file) -> None:
+    # eos_token_id may be a list (instruction-tuned checkpoints stop at an end-of-turn token):
+    # read as transformers reads it (generation_config.json, else config.json), and an export
+    # written with the settings stops at every one of them.
+    import numpy as np
+
+    rng = np.random.default_rng()
+    stops = [int(i) for i in rng.choice(np.arange(3, 64), 2, replace=False)]
+    config = zoo_models.get("llama-tiny").replace(vocab_size=64, eos_token_id=stops[0])
+    zoo_models.save_hf(zoo_models.build(config, key=jax.random.key(0)), tmp_path / "src")
+    hf = (
+        (tmp_path / "src" / "config.json")
+        .read_text()
+        .replace(f'"eos_token_id": {stops[0]}', f'"eos_token_id": {stops}')
+    )
+    (tmp_path / "src" / "config.json").write_text(hf)
+    generation = tmp_path / "src" / "generation_config.json"
+    if generation_file:
+        generation.write_text(f'{{"eos_token_id": {stops}, "temperature": 0.3}}')
+    else:
+        generation.unlink()
+    if generation_file:
+        theirs = transformers.GenerationConfig.from_pretrained(tmp_path / "src")
+    else:
+        theirs = transformers.GenerationConfig.from_model_config(
+            transformers.AutoConfig.from_pretrained(tmp_path / "src")
+        )
+    settings = zoo_models.read_generation_config(tmp_path / "src")
+    assert settings["eos_token_id"] == theirs.eos_token_id == stops
+    assert zoo_models.stop_token_ids(settings) == tuple(stops)
+    model = zoo_models.load_hf(tmp_path / "src")
+    zoo_models.save_hf(model, tmp_path / "out", generation=settings)
+    again = transformers.GenerationConfig.from_pretrained(tmp_path / "out")
+    assert again.eos_token_id == stops
+    assert again.temperature == (0.3 if generation_file else theirs.temperature)

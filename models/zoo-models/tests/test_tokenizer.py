@@ -130,3 +130,30 @@ def test_byte_tokenizer_saves_a_tokenizer_json_transformers_reads(tmp_path, bos:
         want = tok.encode(text, add_bos=bos)
         assert theirs(text)["input_ids"] == want == reloaded.encode(text, add_bos=reloaded.add_bos)
         assert theirs.decode(want, skip_special_tokens=True) == text
+
+
+@pytest.mark.parametrize("post_processor_bos", [True, False])
+@pytest.mark.parametrize("add_bos_token", [True, False, None])
+@pytest.mark.parametrize("tokenizer_class", ["LlamaTokenizer", "PreTrainedTokenizerFast"])
+def test_bos_is_what_transformers_puts_first(
+    tmp_path, post_processor_bos: bool, add_bos_token: bool | None, tokenizer_class: str
+) -> None:
+    # tokenizer_config.json's add_bos_token may disagree with the tokenizer.json post-processor;
+    # transformers encodes by the post-processor then, and so must every zoo text.
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    tok = _train_bpe(tmp_path)
+    if post_processor_bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+        )
+    tok.save(str(tmp_path / "tokenizer.json"))
+    config = {"tokenizer_class": tokenizer_class, "bos_token": "<s>", "eos_token": "</s>"}
+    if add_bos_token is not None:
+        config["add_bos_token"] = add_bos_token
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    ours = zoo_models.load_tokenizer(tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+    for text in [_random_text(random.Random(seed), 8) for seed in range(3)]:
+        assert ours.encode(text, add_bos=ours.add_bos) == theirs(text)["input_ids"]

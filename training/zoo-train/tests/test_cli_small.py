@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import pathlib
 
+import numpy as np
 import pytest
-from cli_helpers import tiny_tokenizer
+from cli_helpers import WORDS, tiny_hf_llama, tiny_tokenizer
 
 from zoo_train._cli_train import _train_config
 from zoo_train._optim import default_warmup, make_schedule
@@ -55,6 +56,7 @@ def test_finetune_help_shows_its_own_defaults_and_version_lists_packages(capsys)
     text = " ".join(text.split())
     assert "optimizer steps (default: 200)" in text
     assert "peak learning rate (default: 0.0001)" in text
+    assert "--model" not in text  # refused by finetune: not offered with train's default
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
@@ -63,12 +65,26 @@ def test_finetune_help_shows_its_own_defaults_and_version_lists_packages(capsys)
     assert {"zoo-train", "zoo-models", "zoo-layers", "zoo-attention"} <= names
 
 
-def test_text_field_setting(tmp_path):
+def test_text_field_setting(tmp_path, capsys):
     (tmp_path / "d.jsonl").write_text(json.dumps({"content": "hello"}) + "\n")
     with pytest.raises(ValueError, match="--set text_field=NAME"):
         load_documents(tmp_path / "d.jsonl")
     assert [d.text for d in load_documents(tmp_path / "d.jsonl", text_field="content")] == ["hello"]
     assert _settings("train", "text_field=content")["text_field"] == "content"
+    # zoo eval reads such data too: as the same texts under "text" evaluate.
+    tiny_hf_llama(tmp_path / "hf")
+    texts = [" ".join(np.random.default_rng().choice(WORDS, 12)) for _ in range(3)]
+    for field in ("content", "text"):
+        lines = "".join(json.dumps({field: t}) + "\n" for t in texts)
+        (tmp_path / f"{field}.jsonl").write_text(lines)
+    args = ["eval", str(tmp_path / "hf"), "--seq-len", "32", "--batch-size", "2", "--json"]
+    assert main([*args, "--data", str(tmp_path / "content.jsonl")]) == 2
+    assert "zoo eval --text-field NAME" in capsys.readouterr().err
+    assert main([*args, "--data", str(tmp_path / "text.jsonl")]) == 0
+    want = json.loads(capsys.readouterr().out)
+    extra = ["--data", str(tmp_path / "content.jsonl"), "--text-field", "content"]
+    assert main([*args, *extra]) == 0
+    assert json.loads(capsys.readouterr().out) == want
 
 
 def test_binary_files_are_skipped_with_a_count_and_refused_by_name(tmp_path):
@@ -122,6 +138,13 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
     held = [Document("h", "delta " * 40)]
     train, val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=held)
     assert train.describe()["num_documents"] == 20 and val.describe()["num_documents"] == 1
+    # Held-out data shorter than one row is evaluated (one padded row), not dropped.
+    short = [Document("s", "tiny")]
+    val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=short)[1]
+    (batch,) = val.eval_batches(2)
+    assert batch["loss_mask"].sum() == len(tok.encode("tiny"))  # every target up to the EOS
+    with pytest.raises(ValueError, match="fewer than one row"):
+        val.next_batch(1)
     assert _settings("finetune", eval_data=["x"])["eval_data"] == ["x"]
     # A corpus of one file is split by its lines, not left without validation.
     lines = [f"line {i}\n" for i in range(400)]

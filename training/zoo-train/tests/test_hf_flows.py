@@ -92,7 +92,9 @@ def test_export_loads_in_transformers_and_greedy_matches(flow, capsys):
     export = flow / "export"
     tok = AutoTokenizer.from_pretrained(export)
     generation = json.loads((export / "generation_config.json").read_text())
-    assert generation == {"bos_token_id": 1, "eos_token_id": 2}
+    source = json.loads((flow / "hf16" / "generation_config.json").read_text())
+    source.pop("_from_model_config", None)
+    assert generation == source and generation["eos_token_id"] == 2  # the source's settings
     hf = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
     ids = tok(PROMPT, return_tensors="pt")
     assert ids["input_ids"][0, 0].item() == tok.bos_token_id == 1
@@ -110,6 +112,46 @@ def test_export_loads_in_transformers_and_greedy_matches(flow, capsys):
     args = ["generate", str(export), "--prompt", PROMPT, "--greedy", "--max-new-tokens", "10"]
     assert main(args) == 0
     assert capsys.readouterr().out == PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
+
+
+def _greedy_ids(model, ids, eos) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(**ids, do_sample=False, max_new_tokens=10)
+    new = out[0, ids["input_ids"].shape[1] :].tolist()
+    ends = [i for i, t in enumerate(new) if t in eos]
+    return new[: ends[0]] if ends else new
+
+
+def test_stop_tokens_of_the_checkpoint_are_kept_and_followed(flow, tmp_path, capsys):
+    # An instruction-tuned checkpoint also stops at its end-of-turn token (eos_token_id a list
+    # in generation_config.json): zoo generate must stop where transformers stops, and runs and
+    # exports must keep the list.
+    source = tmp_path / "instruct"
+    shutil.copytree(flow / "export", source)
+    tok = AutoTokenizer.from_pretrained(source)
+    ids = tok(PROMPT, return_tensors="pt")
+    hf = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    free = _greedy_ids(hf, ids, [2])
+    assert len(free) > 2
+    stops = [2, free[1]]  # the second new token plays the end-of-turn token
+    settings = {"bos_token_id": 1, "eos_token_id": stops}
+    (source / "generation_config.json").write_text(json.dumps(settings))
+    hf = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    want = _greedy_ids(hf, ids, stops)
+    assert len(want) == 1
+    expected = PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
+    args = ["--prompt", PROMPT, "--greedy", "--max-new-tokens", "10"]
+    capsys.readouterr()
+    assert main(["generate", str(source), *args]) == 0
+    assert capsys.readouterr().out == expected
+    # Through a run and back: the run stops there too, and so does the export in transformers.
+    assert main(["convert", str(source), str(tmp_path / "run")]) == 0
+    assert main(["convert", str(tmp_path / "run"), str(tmp_path / "back")]) == 0
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "run"), *args]) == 0
+    assert capsys.readouterr().out == expected
+    back = AutoModelForCausalLM.from_pretrained(tmp_path / "back", dtype=torch.float32)
+    assert back.generation_config.eos_token_id == stops
 
 
 def test_bos_follows_the_tokenizer_configuration(tmp_path):

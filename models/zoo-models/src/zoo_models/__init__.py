@@ -14,7 +14,9 @@ from ._hf_io import generation_config as generation_config
 from ._hf_io import hf_leaf_names as hf_leaf_names
 from ._hf_io import hf_state_dict as hf_state_dict
 from ._hf_io import load_hf as load_hf
+from ._hf_io import read_generation_config as read_generation_config
 from ._hf_io import save_hf as save_hf
+from ._hf_io import stop_token_ids as stop_token_ids
 from ._memory import host_memory_bytes as host_memory_bytes
 from ._model import KVCache as KVCache
 from ._model import LanguageModel as LanguageModel

@@ -21,7 +21,7 @@ import numpy as np
 
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import Rule, ignorable, rules, same
+from ._hf_weights import Rule, ignorable, rules, same, transpose
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
@@ -33,7 +33,9 @@ __all__ = [
     "hf_leaf_names",
     "hf_state_dict",
     "load_hf",
+    "read_generation_config",
     "save_hf",
+    "stop_token_ids",
 ]
 
 CONFIG_FILE = "config.json"
@@ -222,14 +224,16 @@ def from_hf_state_dict(
     return jax.tree_util.tree_unflatten(treedef, placed)
 
 
-def hf_leaf_names(config: ModelConfig) -> dict[str, list[str]]:
+def hf_leaf_names(config: ModelConfig, *, transposed: bool = False) -> dict[str, list[str]]:
     """Model leaf path → the Hugging Face tensor it is, for leaves stored one-to-one (no
-    transpose, split or fusion): one name, or for a leaf stacked over layers one name per
-    entry along its leading axis, e.g. ``"stack.blocks.0.attn.q_proj.weight"`` →
+    transpose, split or fusion; with ``transposed``, GPT-2's transposed ``Conv1D`` weights
+    too): one name, or for a leaf stacked over layers one name per entry along its leading
+    axis, e.g. ``"stack.blocks.0.attn.q_proj.weight"`` →
     ``["model.layers.0.self_attn.q_proj.weight", ...]``. Names adapter formats (PEFT) by."""
+    kept = (same, transpose) if transposed else (same,)
     names: dict[str, list[str]] = {}
     for rule, layer in _instances(config):
-        if len(rule.hf) != 1 or len(rule.ours) != 1 or rule.to_ours is not same:
+        if len(rule.hf) != 1 or len(rule.ours) != 1 or rule.to_ours not in kept:
             continue
         key, group = _leaf_key(config, rule.ours[0], layer)
         slots = names.setdefault(key, [])
@@ -323,15 +327,18 @@ def save_hf(
     *,
     max_shard_size: int | str = "5GB",
     tokenizer: Tokenizer | None = None,
+    generation: Mapping[str, Any] | None = None,
 ) -> pathlib.Path:
     """Write ``model`` as a Hugging Face checkpoint that ``transformers`` loads.
 
     Writes ``config.json`` (with ``model_type`` and ``architectures``) and safetensors in the
-    model's parameter dtype, and ``generation_config.json`` with the special ids; above
-    ``max_shard_size`` (bytes, or e.g. ``"2GB"``) the weights are sharded with a
-    ``model.safetensors.index.json``. A ``tokenizer`` (:class:`HFTokenizer` or
-    :class:`ByteTokenizer`) is written beside the weights as ``tokenizer.json`` and
-    ``tokenizer_config.json``, so ``AutoTokenizer`` loads the directory. Returns ``path``.
+    model's parameter dtype, and ``generation_config.json`` with the special ids (``generation``,
+    e.g. the source checkpoint's :func:`read_generation_config`, is written over them: its stop
+    tokens and sampling settings are kept); above ``max_shard_size`` (bytes, or e.g. ``"2GB"``)
+    the weights are sharded with a ``model.safetensors.index.json``. A ``tokenizer``
+    (:class:`HFTokenizer` or :class:`ByteTokenizer`) is written beside the weights as
+    ``tokenizer.json`` and ``tokenizer_config.json``, so ``AutoTokenizer`` loads the directory.
+    Returns ``path``.
     """
     config = _config_of(model)
     hf = to_hf_config(config)  # refuses configs the family cannot express, before writing
@@ -341,8 +348,11 @@ def save_hf(
         raise ValueError(f"{path} is a file; save_hf needs a directory path.")
     write_tensor_files(path, tensors, max_shard_size=max_shard_size)
     (path / CONFIG_FILE).write_text(json.dumps(hf, indent=2, sort_keys=True) + "\n")
-    generation = generation_config(config, tokenizer)
-    (path / GENERATION_CONFIG_FILE).write_text(json.dumps(generation, indent=2) + "\n")
+    settings = {**generation_config(config, tokenizer), **(generation or {})}
+    # Settings of their own now: transformers re-derives a config marked as made from
+    # config.json from it, and the one written here keeps only the first of several EOS ids.
+    settings.pop("_from_model_config", None)
+    (path / GENERATION_CONFIG_FILE).write_text(json.dumps(settings, indent=2) + "\n")
     if isinstance(tokenizer, HFTokenizer | ByteTokenizer):
         tokenizer.save(path)
     return path
@@ -362,3 +372,40 @@ def generation_config(config: ModelConfig, tokenizer: Tokenizer | None = None) -
         if value is not None:
             out[name] = int(value)
     return out
+
+
+_SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def read_generation_config(path: str | pathlib.Path) -> dict[str, Any]:
+    """The generation settings ``transformers`` uses for the Hugging Face directory ``path``:
+    its ``generation_config.json`` when it holds a JSON object, else the special ids of its
+    ``config.json`` (``{}`` when neither names any). ``eos_token_id`` may be a list: every id
+    in it ends generation (instruction-tuned checkpoints stop at their end-of-turn token)."""
+    path = pathlib.Path(path)
+    for name in (GENERATION_CONFIG_FILE, CONFIG_FILE):
+        try:
+            settings = json.loads((path / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(settings, dict):
+            continue
+        if name == GENERATION_CONFIG_FILE:
+            return settings
+        return {k: settings[k] for k in _SPECIAL_IDS if settings.get(k) is not None}
+    return {}
+
+
+def stop_token_ids(
+    generation: Mapping[str, Any], tokenizer: Tokenizer | None = None
+) -> tuple[int, ...]:
+    """The ids that end generation, as ``transformers`` stops: ``eos_token_id`` of the
+    generation settings (an id or a list of ids), else the tokenizer's EOS (else none)."""
+    eos = generation.get("eos_token_id")
+    ids = eos if isinstance(eos, list) else [eos]
+    found = tuple(int(i) for i in ids if isinstance(i, int) and not isinstance(i, bool))
+    if found:
+        return found
+    if tokenizer is not None and tokenizer.eos_id is not None:
+        return (int(tokenizer.eos_id),)
+    return ()

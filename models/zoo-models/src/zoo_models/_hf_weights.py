@@ -21,7 +21,7 @@ from jaxtyping import Array
 
 from ._config import ModelConfig
 
-__all__ = ["Rule", "ignorable", "rules", "same"]
+__all__ = ["Rule", "ignorable", "rules", "same", "transpose"]
 
 Transform = Callable[[Sequence[Array]], list[Array]]
 
@@ -31,7 +31,8 @@ def same(xs: Sequence[Array]) -> list[Array]:
     return list(xs)
 
 
-def _transpose(xs: Sequence[Array]) -> list[Array]:
+def transpose(xs: Sequence[Array]) -> list[Array]:
+    """The transpose (GPT-2's ``Conv1D`` stores ``[in, out]``): its own inverse."""
     return [x.T for x in xs]
 
 
@@ -112,13 +113,13 @@ def _gpt2(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
             _fused_bias_in,
             _fused_bias_out,
         ),
-        _one(h + "attn.c_proj.weight", "attn.o_proj.weight", _transpose),
+        _one(h + "attn.c_proj.weight", "attn.o_proj.weight", transpose),
         _one(h + "attn.c_proj.bias", "attn.o_proj.bias"),
         _one(h + "ln_2.weight", "mlp_norm.weight"),
         _one(h + "ln_2.bias", "mlp_norm.bias"),
-        _one(h + "mlp.c_fc.weight", "mlp.up.weight", _transpose),
+        _one(h + "mlp.c_fc.weight", "mlp.up.weight", transpose),
         _one(h + "mlp.c_fc.bias", "mlp.up.bias"),
-        _one(h + "mlp.c_proj.weight", "mlp.down.weight", _transpose),
+        _one(h + "mlp.c_proj.weight", "mlp.down.weight", transpose),
         _one(h + "mlp.c_proj.bias", "mlp.down.bias"),
     ]
     return top, layer

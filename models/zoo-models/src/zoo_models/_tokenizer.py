@@ -154,10 +154,9 @@ class HFTokenizer:
 
     ``encode`` adds no special tokens of its own template; BOS/EOS are added only on request,
     the same as with :class:`ByteTokenizer`. ``add_bos`` says whether the tokenizer's own
-    configuration starts a text with BOS (``add_bos_token`` in ``tokenizer_config.json``, else
-    what the ``tokenizer.json`` post-processor does), so that training, evaluation and
-    generation all follow it. ``chat_template`` is the Jinja template of
-    ``tokenizer_config.json``, if any.
+    configuration starts a text with BOS: what the ``tokenizer.json`` post-processor does
+    (unless ``add_bos`` is given), so that training, evaluation and generation all follow it.
+    ``chat_template`` is the Jinja template of ``tokenizer_config.json``, if any.
     """
 
     def __init__(
@@ -290,17 +289,22 @@ def _token_content(value: object) -> str | None:
 
 
 def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
-    """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file).
+    """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file, read with
+    the configuration files beside it, as the directory would be).
 
-    Uses ``tokenizer.json`` when present (BOS/EOS, ``add_bos_token`` and ``chat_template``
-    from ``tokenizer_config.json`` if it names them), else the built-in :class:`ByteTokenizer`.
+    Uses ``tokenizer.json`` when present (BOS/EOS from ``tokenizer_config.json`` if it names
+    them; the chat template from ``chat_template.jinja`` or ``tokenizer_config.json``), else
+    the built-in :class:`ByteTokenizer`.
+    Whether a text starts with BOS is what the ``tokenizer.json`` post-processor does:
+    ``transformers`` (5.x) ignores ``add_bos_token`` of ``tokenizer_config.json`` when a
+    ``tokenizer.json`` exists, and encoding as it does is what keeps training, evaluation and
+    greedy generation equal to it.
     """
     path = pathlib.Path(path)
     if not path.exists():
         raise ValueError(f"Tokenizer path {str(path)!r} does not exist; pass a local directory.")
-    if path.is_file():
-        return HFTokenizer.from_file(path)
-    file = path / "tokenizer.json"
+    # A file alone would lose BOS, EOS and the chat template, which runs copy from beside it.
+    file, path = (path, path.parent) if path.is_file() else (path / "tokenizer.json", path)
     if not file.is_file():
         return ByteTokenizer()
     config: dict[str, object] = {}
@@ -313,12 +317,23 @@ def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     # A config naming a token the vocabulary lacks is not worth failing the load over.
     bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
     eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
-    add_bos = config.get("add_bos_token")
-    template = config.get("chat_template")
     return HFTokenizer(
-        tok,
-        bos_token=bos,
-        eos_token=eos,
-        add_bos=add_bos if isinstance(add_bos, bool) else None,
-        chat_template=template if isinstance(template, str) else None,
+        tok, bos_token=bos, eos_token=eos, chat_template=_chat_template(path, config)
     )
+
+
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+
+
+def _chat_template(directory: pathlib.Path, config: dict[str, object]) -> str | None:
+    """The default chat template, found where ``transformers`` looks: ``chat_template.jinja``
+    (what ``save_pretrained`` writes now; it wins), else ``chat_template`` of
+    ``tokenizer_config.json``, a string or a list of named templates."""
+    file = directory / CHAT_TEMPLATE_FILE
+    if file.is_file():
+        return file.read_text(encoding="utf-8")
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+    return template if isinstance(template, str) else None

@@ -86,7 +86,9 @@ def make_loaders(
     val = None
     if val_docs:
         try:
-            val = PackedLoader.from_documents(val_docs, tokenizer, seq_len=seq_len, shuffle=False)
+            val = PackedLoader.from_documents(
+                val_docs, tokenizer, seq_len=seq_len, shuffle=False, eval_only=True
+            )
         except ValueError:
             val = None
     if val is None and val_fraction > 0:

@@ -211,7 +211,13 @@ def _source_model(
     checkpoint provenance."""
     from ._cli_mesh import tokenizer_source
     from ._lora import merge_lora
-    from ._runs import TOKENIZER_DIR, copy_tokenizer_files, load_run
+    from ._runs import (
+        TOKENIZER_DIR,
+        copy_tokenizer_files,
+        load_run,
+        read_generation,
+        write_generation,
+    )
 
     from_hf, from_run = s["from_hf"], s["from_run"]
     if (from_hf is None) == (from_run is None):
@@ -232,6 +238,7 @@ def _source_model(
         )
         if is_primary():
             copy_tokenizer_files(tokenizer_source(source, s["tokenizer"]), out / TOKENIZER_DIR)
+            write_generation(read_generation(source), out)
         init = {"kind": "hf", "path": str(source.resolve()), "dtype": checkpoint_dtype_of(source)}
         return model, tokenizer, init, None
     if s.model_config:
@@ -241,6 +248,7 @@ def _source_model(
     src = pathlib.Path(from_run)
     if is_primary():
         copy_tokenizer_files(src / TOKENIZER_DIR, out / TOKENIZER_DIR)
+        write_generation(read_generation(src), out)
     init = {"kind": "run", "path": str(src.resolve()), "step": loaded.step}
     dtype = ((loaded.meta.get("run_info") or {}).get("init") or {}).get("dtype")
     if dtype is not None:
@@ -330,7 +338,7 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     from ._inference import sample_text
     from ._lora import LoRAConfig
     from ._parameters import describe_parameters, parameter_summary
-    from ._runs import model_identity, read_metas, tokenizer_spec
+    from ._runs import model_identity, read_generation, read_metas, tokenizer_spec
     from .data import byte_tokenizer
     from .parallel import describe_mesh
 
@@ -450,18 +458,25 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
         _summary(out, time.perf_counter() - started, result.start_step, result.step)
     if lora is not None:
         _say(f"zoo: LoRA adapters (only) in {out / 'adapter'}")
+    # The source checkpoint's generation settings (none for `zoo train`), read by every
+    # process alike: each one generates the final sample.
+    source = (s["from_hf"] or s["from_run"]) if command == "finetune" else None
+    generation = read_generation(source) if source is not None else {}
     if command == "finetune" and s["export_hf"] is not None:
         from ._finetune import export_hf
         from ._runs import TOKENIZER_DIR, export_tokenizer
 
-        # Every process gathers, process 0 writes; in the dtype the source checkpoint came in.
+        # Every process gathers, process 0 writes; in the dtype the source checkpoint came in,
+        # stopping where it stopped.
         with atomic_directory(s["export_hf"], enabled=is_primary()) as target:
-            path = export_hf(result.model, target, dtype=init.get("dtype"))
+            path = export_hf(result.model, target, dtype=init.get("dtype"), generation=generation)
             if is_primary():
                 export_tokenizer(tokenizer, out / TOKENIZER_DIR, path)
         path = pathlib.Path(s["export_hf"])
         _say(f"zoo: exported the model (adapters merged) to {path}")
     if s["sample_tokens"] > 0:
+        import zoo_models
+
         from .parallel import mesh_context
 
         with mesh_context(mesh, rules):
@@ -472,6 +487,7 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
                 max_new_tokens=s["sample_tokens"],
                 temperature=s["temperature"],
                 seed=s["seed"],
+                stop_tokens=zoo_models.stop_token_ids(generation, tokenizer),
             )
         if is_primary():  # every process generated it (a sharded model), one prints it
             print(f"--- sample ({s['sample_tokens']} tokens, temperature {s['temperature']}) ---")

@@ -73,6 +73,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
     )
     check_mesh_fits(mesh, rules, model.config)
+    import zoo_models
+
+    from ._runs import read_generation
+
+    # Stop where transformers stops on the same checkpoint (its generation settings).
+    stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
     print(f"zoo: sampling from {what}", file=sys.stderr)
     with mesh_context(mesh, rules):
         for i in range(args.num_samples):
@@ -86,6 +92,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 top_p=args.top_p,
                 greedy=args.greedy,
                 seed=args.seed + i,
+                stop_tokens=stops,
             )
             if args.num_samples > 1:
                 print(f"--- sample {i + 1} ---")
@@ -109,14 +116,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
-    docs, described = load_corpus(data, max_bytes=args.max_bytes)
+    docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
     if data and args.val_fraction is None:
         # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
         from .data import PackedLoader
 
         try:
             loader = PackedLoader.from_documents(
-                docs, tokenizer, seq_len=args.seq_len, shuffle=False
+                docs, tokenizer, seq_len=args.seq_len, shuffle=False, eval_only=True
             )
         except ValueError as e:
             raise UsageError(str(e)) from None
@@ -155,7 +162,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
     from ._finetune import export_hf
-    from ._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run
+    from ._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
 
     if not checkpoint_steps(src):
         raise UsageError(
@@ -165,7 +172,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     loaded = load_run(src, mesh=mesh, rules=rules)
     init = (loaded.meta.get("run_info") or {}).get("init") or {}
     with atomic_directory(dst) as target:
-        export_hf(loaded.model, target, dtype=init.get("dtype"))
+        export_hf(loaded.model, target, dtype=init.get("dtype"), generation=read_generation(src))
         export_tokenizer(loaded.tokenizer, src / TOKENIZER_DIR, target)
     merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
     print(f"zoo: wrote step {loaded.step} of {src} to {dst} in the Hugging Face format{merged}")
@@ -186,7 +193,14 @@ def _hf_to_zoo(
     from ._loop import CHECKPOINT_DIR
     from ._optim import make_optimizer
     from ._provenance import provenance
-    from ._runs import TOKENIZER_DIR, copy_tokenizer_files, model_identity, tokenizer_spec
+    from ._runs import (
+        TOKENIZER_DIR,
+        copy_tokenizer_files,
+        model_identity,
+        read_generation,
+        tokenizer_spec,
+        write_generation,
+    )
     from ._state import init_train_state, trainable_params
     from .parallel import mesh_record
 
@@ -209,6 +223,7 @@ def _hf_to_zoo(
     }
     with atomic_directory(dst) as target:
         copy_tokenizer_files(tokenizer_source(src, tokenizer_path), target / TOKENIZER_DIR)
+        write_generation(read_generation(src), target)
         checkpointer = Checkpointer(target / CHECKPOINT_DIR, async_save=False)
         try:
             checkpointer.save(

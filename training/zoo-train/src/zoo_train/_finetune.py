@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -20,6 +20,7 @@ from ._lora import (
     merge_lora,
     save_adapters,
 )
+from ._peft import check_peft_targets
 from ._precision import cast_model
 from .data import DataSource
 from .parallel import is_primary, to_host
@@ -82,6 +83,7 @@ def finetune(
     trainable = None
     if lora is not None:
         model = apply_lora(model, lora, key=jax.random.key(0) if key is None else key)
+        check_peft_targets(model)  # before training: the adapters are saved in PEFT's format
         if adapter_from is not None:  # continue a PEFT adapter (a checkpoint, when resuming)
             model = load_adapters(model, adapter_from)
         trainable = lora_filter(model)
@@ -113,9 +115,16 @@ def finetune(
     return result
 
 
-def export_hf(model: PyTree, path: str | pathlib.Path, *, dtype: str | None = None) -> pathlib.Path:
+def export_hf(
+    model: PyTree,
+    path: str | pathlib.Path,
+    *,
+    dtype: str | None = None,
+    generation: Mapping[str, Any] | None = None,
+) -> pathlib.Path:
     """Write ``model`` (LoRA adapters merged into the base first) as a Hugging Face checkpoint,
-    its parameters in ``dtype`` (default: the model's own).
+    its parameters in ``dtype`` (default: the model's own), with the source checkpoint's
+    ``generation`` settings (see ``zoo_models.save_hf``) so that it stops where the source did.
 
     In a multi-process run every process must call it (the weights are gathered from every
     host); process 0 writes.
@@ -128,4 +137,4 @@ def export_hf(model: PyTree, path: str | pathlib.Path, *, dtype: str | None = No
     merged = to_host(merged)
     if not is_primary():
         return pathlib.Path(path)
-    return zoo_models.save_hf(merged, path)
+    return zoo_models.save_hf(merged, path, generation=generation)

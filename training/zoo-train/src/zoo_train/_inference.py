@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -69,7 +69,7 @@ def sample_text(model: Any, tokenizer: Any, prompt: str, **settings: Any) -> str
     """Continue ``prompt`` by up to ``max_new_tokens`` tokens (stopping at EOS); the new text.
 
     ``settings`` are those of :func:`sample_ids` (``max_new_tokens``, ``temperature``,
-    ``top_k``, ``top_p``, ``greedy``, ``seed``).
+    ``top_k``, ``top_p``, ``greedy``, ``seed``, ``stop_tokens``).
     """
     return tokenizer.decode(sample_ids(model, tokenizer, prompt, **settings))
 
@@ -85,8 +85,13 @@ def sample_ids(
     top_p: float | None = None,
     greedy: bool = False,
     seed: int = 0,
+    stop_tokens: Sequence[int] | None = None,
 ) -> list[int]:
-    """The new token ids continuing ``prompt`` (EOS and what follows it left out).
+    """The new token ids continuing ``prompt`` (the stop token and what follows it left out).
+
+    Generation stops at any of ``stop_tokens`` (default: the tokenizer's EOS); pass
+    ``zoo_models.stop_token_ids`` of the checkpoint's generation settings to stop where
+    ``transformers`` does (e.g. at an end-of-turn token).
 
     Models with a learned position table (GPT-2) are limited to their ``max_position``.
 
@@ -112,7 +117,9 @@ def sample_ids(
             raise ValueError(
                 f"The prompt fills the model's {config.max_position} positions; shorten it."
             )
-    eos = tokenizer.eos_id
+    if stop_tokens is None:
+        stop_tokens = () if tokenizer.eos_id is None else (tokenizer.eos_id,)
+    stops = tuple(int(t) for t in stop_tokens)
     out = zoo_models.generate(
         model,
         jnp.asarray([ids], jnp.int32),
@@ -122,9 +129,8 @@ def sample_ids(
         top_k=top_k,
         top_p=top_p,
         greedy=greedy,
-        stop_tokens=() if eos is None else (eos,),
+        stop_tokens=stops,
     )
     new = [int(t) for t in to_host(out)[0, len(ids) :]]
-    if eos is not None and eos in new:
-        new = new[: new.index(eos)]
-    return new
+    ends = [i for i, t in enumerate(new) if t in stops]
+    return new[: ends[0]] if ends else new

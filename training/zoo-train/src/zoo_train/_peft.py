@@ -6,8 +6,11 @@ PEFT names the adapters of a Hugging Face module ``M`` (a ``torch.nn.Linear``)
 ``base_model.model.M.lora_A.weight`` ``[r, in]`` and ``….lora_B.weight`` ``[out, r]``, and
 scales their product by ``lora_alpha / r``: zoo's ``A``, ``B`` and ``alpha / rank`` exactly. The
 module names come from the model's Hugging Face tensor names
-(:func:`zoo_models.hf_leaf_names`); a projection stored fused or transposed there (GPT-2's
-``c_attn``) has no PEFT counterpart and is refused.
+(:func:`zoo_models.hf_leaf_names`). GPT-2's ``Conv1D`` modules (``c_proj``, ``c_fc``) store
+their weight transposed, but PEFT gives their adapters the same ``[r, in]`` / ``[out, r]``
+layout (``fan_in_fan_out`` only changes how it merges), so they map one-to-one too; GPT-2's
+fused ``c_attn`` holds q, k and v in one module and has no counterpart for zoo's separate
+adapters: such targets are refused before training.
 """
 
 from __future__ import annotations
@@ -24,15 +27,20 @@ from jaxtyping import PyTree
 from ._lora import ADAPTER_CONFIG, ADAPTER_FILE, TARGETS, LoRAConfig, LoRALinear, _path_name
 
 PREFIX = "base_model.model."
-# Hugging Face module names (the last part) → zoo's LoRA target names.
-_HF_TARGETS = {
-    "q_proj": "q",
-    "k_proj": "k",
-    "v_proj": "v",
-    "o_proj": "o",
-    "gate_proj": "gate",
-    "up_proj": "up",
-    "down_proj": "down",
+# Hugging Face module names (the last parts) → zoo's LoRA target names. GPT-2's "c_proj" is
+# both the attention output and the MLP's down projection.
+_HF_TARGETS: dict[str, tuple[str, ...]] = {
+    "q_proj": ("q",),
+    "k_proj": ("k",),
+    "v_proj": ("v",),
+    "o_proj": ("o",),
+    "gate_proj": ("gate",),
+    "up_proj": ("up",),
+    "down_proj": ("down",),
+    "c_fc": ("up",),
+    "attn.c_proj": ("o",),
+    "mlp.c_proj": ("down",),
+    "c_proj": ("o", "down"),
 }
 
 
@@ -43,18 +51,73 @@ def _adapted(model: PyTree) -> list[tuple[str, LoRALinear]]:
     return [(_path_name(p), leaf) for p, leaf in leaves if isinstance(leaf, LoRALinear)]
 
 
+def _module_names(config: Any) -> dict[str, list[str]]:
+    """Model projection path → its Hugging Face module names (one per stacked layer), for
+    every projection PEFT can adapt."""
+    import zoo_models
+
+    names = zoo_models.hf_leaf_names(config, transposed=True)
+    return {
+        key.removesuffix(".weight"): [n.removesuffix(".weight") for n in value]
+        for key, value in names.items()
+        if key.endswith(".weight") and all(value)
+    }
+
+
+def _conv1d_modules(config: Any) -> set[str]:
+    """The adaptable Hugging Face modules stored transposed (GPT-2's ``Conv1D``)."""
+    import zoo_models
+
+    every = {n for names in _module_names(config).values() for n in names}
+    direct = {n for names in zoo_models.hf_leaf_names(config).values() for n in names}
+    return every - {n.removesuffix(".weight") for n in direct}
+
+
+def peft_targets(config: Any) -> list[str]:
+    """The LoRA targets of a model of ``config`` that PEFT can name (e.g. ``o up down`` for
+    GPT-2, whose fused ``c_attn`` it cannot split into q, k and v)."""
+    paths = _module_names(config)
+    return [t for t, attr in TARGETS.items() if any(p.endswith(f".{attr}") for p in paths)]
+
+
 def _modules(model: PyTree, path: str) -> list[str]:
     """The Hugging Face module names of the adapted projection at ``path``, one per layer of
     its stacked axis."""
-    import zoo_models
-
-    names = zoo_models.hf_leaf_names(model.config).get(f"{path}.weight")
-    if not names or not all(names):
+    names = _module_names(model.config).get(path)
+    if not names:
         raise ValueError(
-            f"The projection {path} has no one-to-one Hugging Face tensor, so its adapters have "
-            f"no PEFT name ({model.config.family}); adapt other targets, e.g. q v."
+            f"The projection {path} has no single Hugging Face module ({model.config.family} "
+            "stores it fused with others), so its LoRA adapters cannot be a PEFT adapter; "
+            f"choose --lora-targets among {' '.join(peft_targets(model.config))}."
         )
-    return [n.removesuffix(".weight") for n in names]
+    return names
+
+
+def check_peft_targets(model: PyTree) -> None:
+    """Refuse, before training, adapters that could not be saved as a PEFT adapter.
+
+    Raises:
+        ValueError: an adapted projection has no single Hugging Face module.
+    """
+    for path, _ in _adapted(model):
+        _modules(model, path)
+
+
+def _target_modules(model: PyTree, adapted: list[str]) -> list[str]:
+    """PEFT's ``target_modules`` for the modules ``adapted``: for each, the shortest ending of
+    its name that names no module left unadapted (``c_proj`` alone would adapt GPT-2's
+    attention and MLP output both)."""
+    every = {n for names in _module_names(model.config).values() for n in names}
+    others = every - set(adapted)
+    out = set()
+    for name in adapted:
+        parts = name.split(".")
+        for k in range(1, len(parts) + 1):
+            tail = ".".join(parts[-k:])
+            if not any(o == tail or o.endswith("." + tail) for o in others):
+                out.add(tail)
+                break
+    return sorted(out)
 
 
 def peft_tensors(model: PyTree) -> dict[str, np.ndarray]:
@@ -79,7 +142,10 @@ def save_peft_adapter(
     tensors = peft_tensors(model)
     if not tensors:
         raise ValueError("The model has no LoRA adapters to save.")
-    modules = sorted({name.split(".")[-3] for name in tensors})
+    adapted = sorted({name[len(PREFIX) :].rsplit(".", 2)[0] for name in tensors})
+    modules = _target_modules(model, adapted)
+    # PEFT expects the flag set for GPT-2's Conv1D modules (stored [in, out]), clear otherwise.
+    conv1d = any(m in _conv1d_modules(model.config) for m in adapted)
     meta = {
         "peft_type": "LORA",
         "task_type": "CAUSAL_LM",
@@ -89,7 +155,7 @@ def save_peft_adapter(
         "lora_dropout": 0.0,
         "target_modules": modules,
         "bias": "none",
-        "fan_in_fan_out": False,
+        "fan_in_fan_out": conv1d,
         "use_rslora": False,
         "use_dora": False,
         "inference_mode": True,
@@ -123,25 +189,35 @@ def read_peft_config(directory: str | pathlib.Path) -> LoRAConfig:
     meta: dict[str, Any] = json.loads(file.read_text())
     if meta.get("peft_type") != "LORA":
         raise ValueError(f"{file} holds a {meta.get('peft_type')!r} adapter; only LORA is read.")
-    unsupported = [
-        k
-        for k in ("use_dora", "use_rslora", "fan_in_fan_out", "layers_to_transform")
-        if meta.get(k)
-    ]
+    # fan_in_fan_out is not a setting of the adapter: PEFT sets it by the module's kind
+    # (Conv1D or Linear), and the tensors have the same layout either way.
+    unsupported = [k for k in ("use_dora", "use_rslora", "layers_to_transform") if meta.get(k)]
     if meta.get("bias", "none") != "none" or meta.get("modules_to_save"):
         unsupported.append("bias / modules_to_save")
     if unsupported:
         raise ValueError(f"{file} uses {', '.join(unsupported)}, which zoo's LoRA does not have.")
     modules = meta.get("target_modules") or []
     modules = [modules] if isinstance(modules, str) else list(modules)
-    targets = [_HF_TARGETS.get(m.split(".")[-1]) for m in modules]
+    targets = [_hf_target(m) for m in modules]
     if not targets or None in targets:
         raise ValueError(
             f"{file} targets {modules}; zoo adapts {', '.join(sorted(_HF_TARGETS))} only."
         )
     return LoRAConfig(
-        rank=int(meta["r"]), alpha=float(meta["lora_alpha"]), targets=tuple(dict.fromkeys(targets))
+        rank=int(meta["r"]),
+        alpha=float(meta["lora_alpha"]),
+        targets=tuple(dict.fromkeys(t for found in targets if found for t in found)),
     )
+
+
+def _hf_target(module: str) -> tuple[str, ...] | None:
+    """zoo's targets for a PEFT ``target_modules`` entry (a module name or its ending)."""
+    parts = module.split(".")
+    for k in (2, 1):
+        found = _HF_TARGETS.get(".".join(parts[-k:])) if len(parts) >= k else None
+        if found:
+            return found
+    return None
 
 
 def load_peft_weights(model: PyTree, directory: str | pathlib.Path) -> PyTree:
@@ -199,4 +275,12 @@ def load_peft_weights(model: PyTree, directory: str | pathlib.Path) -> PyTree:
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-__all__ = ["TARGETS", "load_peft_weights", "peft_tensors", "read_peft_config", "save_peft_adapter"]
+__all__ = [
+    "TARGETS",
+    "check_peft_targets",
+    "load_peft_weights",
+    "peft_targets",
+    "peft_tensors",
+    "read_peft_config",
+    "save_peft_adapter",
+]

@@ -10,6 +10,7 @@ rebuild the ``TrainState`` template and restore the newest checkpoint.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import shutil
 from collections.abc import Mapping
@@ -28,7 +29,15 @@ from ._usage import UsageError
 from .parallel import make_mesh, make_rules
 
 TOKENIZER_DIR = "tokenizer"
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# The source checkpoint's generation settings (stop tokens above all), kept for exports and
+# `zoo generate`; a file, not run_info, so that runs written before it still resume.
+GENERATION_FILE = "generation_config.json"
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",  # where transformers' save_pretrained writes the chat template now
+)
 # How a model runs here, not what it computes: free to change between runs of one directory.
 RUNTIME_FIELDS = ("attention_implementation", "remat", "scan_layers")
 
@@ -95,6 +104,29 @@ def export_tokenizer(tokenizer: Any, source: pathlib.Path, target: pathlib.Path)
         copy_tokenizer_files(source, target)
     elif hasattr(tokenizer, "save"):
         tokenizer.save(target)
+
+
+def write_generation(settings: Mapping[str, Any], run_dir: pathlib.Path) -> None:
+    """Keep the source checkpoint's generation settings in ``run_dir`` (nothing when empty)."""
+    if settings:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / GENERATION_FILE).write_text(json.dumps(dict(settings), indent=2) + "\n")
+
+
+def read_generation(source: str | pathlib.Path) -> dict[str, Any]:
+    """The generation settings of a Hugging Face directory (``generation_config.json``, else
+    the special ids of ``config.json``) or of a run directory (those of the checkpoint it
+    started from; ``{}`` for a run from scratch)."""
+    import zoo_models
+
+    source = pathlib.Path(source)
+    if (source / "config.json").is_file():
+        return zoo_models.read_generation_config(source)
+    try:
+        settings = json.loads((source / GENERATION_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def load_run_tokenizer(spec: dict[str, Any], run_dir: pathlib.Path) -> Any:

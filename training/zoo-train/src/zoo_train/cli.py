@@ -163,13 +163,16 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
         default = (
             FINETUNE_DEFAULTS.get(key, SCHEMA[key].default) if finetune else SCHEMA[key].default
         )
+        # finetune takes its model from its source: --model is still parsed there, to be
+        # refused with a sentence, but not offered with a default it would never use.
+        hidden = finetune and key == "model"
         p.add_argument(
             flag,
             dest=key,
             type=kind,
             metavar=metavar,
             default=argparse.SUPPRESS,
-            help=f"{SCHEMA[key].help} (default: {default})",
+            help=argparse.SUPPRESS if hidden else f"{SCHEMA[key].help} (default: {default})",
         )
     _add_mesh_flag(p)
     if finetune:
@@ -253,6 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("source", metavar="RUN_OR_HF_DIR")
     ev.add_argument("--data", nargs="+", metavar="PATH", help="text to evaluate on (all of it)")
+    ev.add_argument(
+        "--text-field",
+        default=SCHEMA["text_field"].default,
+        metavar="NAME",
+        help=f"{SCHEMA['text_field'].help} (default: {SCHEMA['text_field'].default})",
+    )
     ev.add_argument(
         "--val-fraction",
         type=float,

@@ -110,8 +110,9 @@ def encode_example(
     turns: Sequence[tuple[str, str]], tokenizer: Any, *, bos: int | None, eos: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, trained)`` of one example: int32 token ids (BOS first when ``bos`` is given,
-    unless a chat template rendered the example; ``eos`` last) and a float32 weight per token, 1 on the assistant or
-    completion tokens and the EOS, 0 elsewhere.
+    unless a chat template rendered the example; ``eos`` last, unless the rendering already
+    ends with it) and a float32 weight per token, 1 on the assistant or completion tokens and
+    the EOS, 0 elsewhere.
 
     A token counts when it starts inside a counted span (from the tokenizer's character
     offsets when it has them, else by encoding the spans one by one).
@@ -130,7 +131,9 @@ def encode_example(
             trained += [counted] * len(piece_ids)
     if bos is not None and not templated:
         ids, trained = [bos, *ids], [False, *trained]
-    if eos is not None:
+    # A template that ends the reply with EOS itself (Mistral's, Llama 2's) gets no second one:
+    # the model would learn to say EOS after EOS.
+    if eos is not None and (not ids or ids[-1] != eos):
         ids, trained = [*ids, eos], [*trained, True]
     return np.asarray(ids, np.int32), np.asarray(trained, np.float32)
 

@@ -96,8 +96,8 @@ def _read_jsonl(path: pathlib.Path, name: str, text_field: str) -> Iterable[Docu
                 raise ValueError(
                     f"{path}:{line_no} has no string field {text_field!r}; give each JSON "
                     f"line a {text_field!r} field (or `messages`, or `prompt` and "
-                    "`completion`), or name the field that holds the text with --set "
-                    "text_field=NAME."
+                    "`completion`), or name the field that holds the text (`--set "
+                    "text_field=NAME`; `zoo eval --text-field NAME`)."
                 )
             yield Document(f"{name}:{line_no}", record[text_field])
 

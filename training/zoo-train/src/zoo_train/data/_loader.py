@@ -93,7 +93,8 @@ class PackedLoader:
     ``positions``, ``segment_ids`` (int32) and ``loss_mask`` (float32); see
     :func:`rows_to_batch`. ``weights`` (one float array per document, its tokens' loss
     weights, e.g. from :func:`tokenize_examples`) are packed with the tokens and multiply the
-    loss mask.
+    loss mask. An ``eval_only`` loader (read by :meth:`eval_batches` alone) takes data shorter
+    than one row: it is evaluated as one padded row instead of being refused.
     """
 
     def __init__(
@@ -105,6 +106,7 @@ class PackedLoader:
         shuffle: bool = True,
         pad_id: int = 0,
         weights: Sequence[np.ndarray] | None = None,
+        eval_only: bool = False,
     ) -> None:
         if seq_len < 1:
             raise ValueError(f"`seq_len` must be at least 1, got {seq_len}.")
@@ -125,11 +127,8 @@ class PackedLoader:
         self.pad_id = int(pad_id)
         self.num_tokens = int(sum(len(d) for d in self._docs))
         self.rows_per_epoch = self.num_tokens // (self.seq_len + 1)
-        if self.rows_per_epoch == 0:
-            raise ValueError(
-                f"The data holds {self.num_tokens} tokens, fewer than one row of "
-                f"seq_len + 1 = {self.seq_len + 1}; use more data or a shorter `seq_len`."
-            )
+        if self.rows_per_epoch == 0 and not eval_only:
+            raise self._too_short()
         digest = hashlib.sha256()
         for d in self._docs:
             digest.update(np.int64(len(d)).tobytes())
@@ -141,6 +140,12 @@ class PackedLoader:
         self._row = 0
         self._cache: tuple[int, tuple[np.ndarray, ...]] | None = None
 
+    def _too_short(self) -> ValueError:
+        return ValueError(
+            f"The data holds {self.num_tokens} tokens, fewer than one row of "
+            f"seq_len + 1 = {self.seq_len + 1}; use more data or a shorter `seq_len`."
+        )
+
     @classmethod
     def from_documents(
         cls,
@@ -150,12 +155,21 @@ class PackedLoader:
         seq_len: int,
         seed: int = 0,
         shuffle: bool = True,
+        eval_only: bool = False,
     ) -> PackedLoader:
         """Tokenize ``docs`` (:func:`tokenize_examples`: EOS after each, loss weights for
         instruction and chat examples) and build a loader; pads with EOS (or 0)."""
         pad = tokenizer.eos_id if tokenizer.eos_id is not None else 0
         ids, weights = tokenize_examples(docs, tokenizer)
-        return cls(ids, seq_len=seq_len, seed=seed, shuffle=shuffle, pad_id=pad, weights=weights)
+        return cls(
+            ids,
+            seq_len=seq_len,
+            seed=seed,
+            shuffle=shuffle,
+            pad_id=pad,
+            weights=weights,
+            eval_only=eval_only,
+        )
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The document order of ``epoch``."""
@@ -188,6 +202,8 @@ class PackedLoader:
         """
         if n < 1:
             raise ValueError(f"The batch size must be at least 1, got {n}.")
+        if self.rows_per_epoch == 0:  # an eval_only loader of less than one row
+            raise self._too_short()
         start, stop = (0, n) if rows is None else rows
         if not 0 <= start < stop <= n:
             raise ValueError(f"`rows` must be a range within the batch of {n}, got {rows!r}.")

@@ -65,7 +65,7 @@ def encode_fast(tokenizer: Tokenizer, text: str) -> list[int] | bytes:
 
 def leading_bos(tokenizer: Tokenizer) -> int | None:
     """The BOS id to put before every text, or ``None``: the tokenizer's own configuration
-    decides (``add_bos``, from ``add_bos_token`` or its post-processor), the same in training,
+    decides (``add_bos``: what its ``tokenizer.json`` post-processor does), the same in training,
     evaluation and generation."""
     if not getattr(tokenizer, "add_bos", False):
         return None
