@@ -27,7 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ._worker import serve
+from ._worker import guarded, serve
 
 #: Compile-only topology per chip; one of its devices is the target.
 TOPOLOGIES = {"v5e": "v5e:2x2", "v6e": "v6e:2x2"}
@@ -187,20 +187,6 @@ def zoo_model(chip: str, seq_len: int, group: int) -> dict[str, Any]:
     }
 
 
-def _reason(err: BaseException) -> str:
-    """The first informative line of an error, short enough for a table cell."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    text = next((line for line in lines if "Error" in line or "error" in line), None)
-    return f"{type(err).__name__}: {text or (lines[0] if lines else '')}"[:240]
-
-
-def _guard(fn: Callable[..., dict], **kwargs: Any) -> dict:
-    try:
-        return fn(**kwargs)
-    except Exception as err:  # a refused shape or a compile error becomes the cell's text
-        return {"error": _reason(err)}
-
-
 def _hello(kernel: str, chips: list[str]) -> dict[str, Any]:
     if kernel == "zoo":
         import zoo_flash_tpu
@@ -212,7 +198,7 @@ def _hello(kernel: str, chips: list[str]) -> dict[str, Any]:
     hello = {"kernel": kernel, "version": version, "module": where, "platform": device.platform}
     hello["device_kind"] = device.device_kind if on_tpu() else None
     # A small compile first, so the first reported cell does not carry libtpu's start-up.
-    hello["warm_up"] = _guard(
+    hello["warm_up"] = guarded(
         compile_cell, kernel=kernel, chip=chips[0], seq_len=1024, group=1, backward=False
     )
     return hello
@@ -222,11 +208,11 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     kernel = config["kernel"]
     handlers = {
-        "compile": lambda r: _guard(
+        "compile": lambda r: guarded(
             compile_cell, kernel=kernel, chip=r["chip"], seq_len=r["seq_len"],
             group=r["group"], backward=r["backward"],
         ),
-        "model": lambda r: _guard(zoo_model, chip=r["chip"], seq_len=r["seq_len"], group=r["group"]),
+        "model": lambda r: guarded(zoo_model, chip=r["chip"], seq_len=r["seq_len"], group=r["group"]),
     }  # fmt: skip
     serve(handlers, _hello(kernel, config["chips"]))
 

@@ -16,14 +16,13 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ._flash_vmem import smallest_accepted
-from ._worker import serve
+from ._worker import guarded, serve
 
 #: Compile-only topology per chip; its first device is the target.
 TOPOLOGIES = {"v5e": "v5e:2x2", "v6e": "v6e:2x2", "v5p": "v5p:2x2x1", "v4": "v4:2x2x1"}
@@ -155,20 +154,6 @@ def measure(
     }
 
 
-def _reason(err: BaseException) -> str:
-    """The first informative line of an error, short enough for a table cell."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    text = next((line for line in lines if "Error" in line or "error" in line), None)
-    return f"{type(err).__name__}: {text or (lines[0] if lines else '')}"[:240]
-
-
-def _guard(fn: Callable[..., dict], **kwargs: Any) -> dict:
-    try:
-        return fn(**kwargs)
-    except Exception as err:  # a compile failure that is not about VMEM: the cell's text
-        return {"error": _reason(err)}
-
-
 def main() -> None:
     import zoo_flash_tpu
     from zoo_flash_tpu._policy import generation_for
@@ -191,9 +176,9 @@ def main() -> None:
         cfg = compiler.config(1, None)
         return {"compile_s": compiler.compile(cfg, False, generation.vmem_limit_bytes)}
 
-    hello["warm_up"] = _guard(warm_up)
+    hello["warm_up"] = guarded(warm_up)
     handlers = {
-        "measure": lambda r: _guard(
+        "measure": lambda r: guarded(
             measure, compiler=compiler, generation=generation, group=r["group"],
             backward=r["backward"], blocks=r["blocks"], compute=r["compute"],
         ),

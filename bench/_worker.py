@@ -16,6 +16,22 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 
+def error_text(err: BaseException) -> str:
+    """The first informative line of an error, short enough for a table cell."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    text = next((line for line in lines if "Error" in line or "error" in line), None)
+    return f"{type(err).__name__}: {text or (lines[0] if lines else '')}"[:240]
+
+
+def guarded(fn: Callable[..., dict], **kwargs: Any) -> dict:
+    """``fn(**kwargs)``, or ``{"error": ...}``: a cell a kernel refuses or fails to compile
+    becomes the cell's text instead of ending the worker."""
+    try:
+        return fn(**kwargs)
+    except Exception as err:
+        return {"error": error_text(err)}
+
+
 def serve(handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]], hello: dict) -> None:
     """Worker side: send ``hello``, then answer ``{"op": name, ...}`` requests until ``quit``."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
