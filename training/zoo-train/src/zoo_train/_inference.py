@@ -118,7 +118,7 @@ def sample_ids(
                 f"The prompt fills the model's {config.max_position} positions; shorten it."
             )
     if stop_tokens is None:
-        stop_tokens = () if tokenizer.eos_id is None else (tokenizer.eos_id,)
+        stop_tokens = zoo_models.stop_token_ids({}, tokenizer)
     stops = tuple(int(t) for t in stop_tokens)
     out = zoo_models.generate(
         model,

@@ -119,14 +119,8 @@ def read_generation(source: str | pathlib.Path) -> dict[str, Any]:
     started from; ``{}`` for a run from scratch)."""
     import zoo_models
 
-    source = pathlib.Path(source)
-    if (source / "config.json").is_file():
-        return zoo_models.read_generation_config(source)
-    try:
-        settings = json.loads((source / GENERATION_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return settings if isinstance(settings, dict) else {}
+    # A run directory keeps them under the same name and has no config.json to fall back on.
+    return zoo_models.read_generation_config(source)
 
 
 def load_run_tokenizer(spec: dict[str, Any], run_dir: pathlib.Path) -> Any:
