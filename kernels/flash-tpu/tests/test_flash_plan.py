@@ -81,9 +81,7 @@ def test_the_lowered_kernels_declare_the_plans_bytes_and_get_the_vmem_limit(
 
     def grads(q: jax.Array, k: jax.Array, v: jax.Array) -> tuple:
         def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-            return flash_attention(
-                q, k, v, is_causal=True, device_kind=V5E, vmem_limit_bytes=limit
-            )
+            return flash_attention(q, k, v, is_causal=True, device_kind=V5E, vmem_limit_bytes=limit)
 
         out, vjp = jax.vjp(attend, q, k, v)
         return vjp(out)
