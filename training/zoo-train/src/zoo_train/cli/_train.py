@@ -43,7 +43,7 @@ def add_finetune_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from .._stop import stop_requests
+    from ..loop import stop_requests
     from ..recipes import train_recipe
 
     s = settings_of(args, "train")
@@ -53,7 +53,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from .._stop import stop_requests
+    from ..loop import stop_requests
     from ..recipes import finetune_model_error, finetune_recipe
 
     if "model" in vars(args):  # even the default preset's name

@@ -131,8 +131,7 @@ def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
 
 
 def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
-    from .._loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE
-    from .._metrics import read_metrics
+    from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
 
     records = read_metrics(out / METRICS_FILE)
     train = [r for r in records if isinstance(r.get("loss"), int | float)]

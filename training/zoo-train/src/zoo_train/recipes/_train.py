@@ -20,8 +20,8 @@ def train_recipe(s: RunSettings) -> int:
     """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
     code."""
     from .._capacity import check_state_fits
-    from .._loop import train
     from ..data import byte_tokenizer
+    from ..loop import train
 
     check_run(s)
     out = pathlib.Path(s.out)
