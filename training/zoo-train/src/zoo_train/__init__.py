@@ -67,4 +67,4 @@ from ._step import split_micro_batches as split_micro_batches
 from ._step_metrics import PackedMetrics as PackedMetrics
 from ._usage import UsageError as UsageError
 
-__version__ = "0.7.0"
+__version__ = "0.7.1.dev0"
