@@ -1,0 +1,262 @@
+"""``zoo generate``, ``zoo eval`` and ``zoo convert``: using and converting trained models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any
+
+from .._export import atomic_directory, check_export_target
+from .._usage import UsageError
+from ..recipes import (
+    check_data_paths,
+    check_mesh_fits,
+    check_positions,
+    load_corpus,
+    load_hf_on_mesh,
+    load_model,
+    make_loaders,
+    mesh_and_rules,
+)
+from ..settings import RunSettings
+from ._options import add_mesh_flag, add_tokenizer_flag
+
+
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "source", metavar="RUN_OR_HF_DIR", help="a zoo run directory or a Hugging Face directory"
+    )
+    p.add_argument("--prompt", default="def ", help="prompt text (default: 'def ')")
+    p.add_argument("--max-new-tokens", type=int, default=200, metavar="N")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=None, metavar="K")
+    p.add_argument("--top-p", type=float, default=None, metavar="P")
+    p.add_argument("--greedy", action="store_true", help="argmax decoding")
+    p.add_argument("--num-samples", type=int, default=1, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Print a continuation of the prompt."""
+    from .._inference import sample_text
+    from ..parallel import mesh_context
+
+    mesh, rules = mesh_and_rules(args.mesh)
+    model, tokenizer, what = load_model(
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
+    )
+    check_mesh_fits(mesh, rules, model.config)
+    import zoo_models
+
+    from .._runs import read_generation
+
+    # Stop where transformers stops on the same checkpoint (its generation settings).
+    stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
+    print(f"zoo: sampling from {what}", file=sys.stderr)
+    with mesh_context(mesh, rules):
+        for i in range(args.num_samples):
+            text = sample_text(
+                model,
+                tokenizer,
+                args.prompt,
+                max_new_tokens=args.max_new_tokens,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                top_p=args.top_p,
+                greedy=args.greedy,
+                seed=args.seed + i,
+                stop_tokens=stops,
+            )
+            if args.num_samples > 1:
+                print(f"--- sample {i + 1} ---")
+            print(args.prompt + text)
+    return 0
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    defaults = RunSettings()
+    p.add_argument("source", metavar="RUN_OR_HF_DIR")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="text to evaluate on (all of it)")
+    p.add_argument(
+        "--text-field",
+        default=defaults.text_field,
+        metavar="NAME",
+        help=f"the field of each .jsonl line that holds its text (default: {defaults.text_field})",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="evaluate only the held-out split of --data",
+    )
+    p.add_argument("--seq-len", type=int, default=128, metavar="N")
+    p.add_argument("--batch-size", type=int, default=16, metavar="N")
+    p.add_argument("--max-batches", type=int, default=None, metavar="N")
+    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes, metavar="N")
+    p.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
+    p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Print the held-out loss and perplexity."""
+    from .._inference import evaluate_model
+
+    data = args.data or []
+    check_data_paths(data)
+    mesh, rules = mesh_and_rules(args.mesh)
+    model, tokenizer, what = load_model(
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
+    )
+    check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
+    check_positions(model.config, args.seq_len)
+    docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
+    if data and args.val_fraction is None:
+        # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
+        from ..data import PackedLoader
+
+        try:
+            loader = PackedLoader.from_documents(
+                docs, tokenizer, seq_len=args.seq_len, shuffle=False, eval_only=True
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    else:
+        fraction = 0.05 if args.val_fraction is None else args.val_fraction
+        loader = make_loaders(
+            docs, tokenizer, seq_len=args.seq_len, seed=args.seed, val_fraction=fraction
+        )[1]
+        if loader is None:
+            raise UsageError(
+                "The held-out split is too small to evaluate; pass --data or raise --val-fraction."
+            )
+    result = evaluate_model(
+        model,
+        loader,
+        batch_size=args.batch_size,
+        max_batches=args.max_batches,
+        mesh=mesh,
+        rules=rules,
+    )
+    print(f"zoo: evaluated {what} on {described}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"loss {result['loss']:.4f}  perplexity {result['ppl']:.3f}  tokens {int(result['tokens'])}"
+        )
+    return 0
+
+
+def add_convert_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("dest", metavar="DST")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DST if it is not empty (written beside it, then swapped in)",
+    )
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
+    src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
+    check_export_target(dst, sources=(src,), overwrite=args.overwrite)
+    mesh, rules = mesh_and_rules(args.mesh)
+    if (src / "config.json").is_file():
+        return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
+    from .._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
+    from ..peft import export_hf
+
+    if not checkpoint_steps(src):
+        raise UsageError(
+            f"{str(src)!r} is neither a Hugging Face model directory (config.json) nor a zoo run "
+            "directory (checkpoints/); pass one."
+        )
+    loaded = load_run(src, mesh=mesh, rules=rules)
+    init = (loaded.meta.get("run_info") or {}).get("init") or {}
+    with atomic_directory(dst) as target:
+        export_hf(loaded.model, target, dtype=init.get("dtype"), generation=read_generation(src))
+        export_tokenizer(loaded.tokenizer, src / TOKENIZER_DIR, target)
+    merged = " (LoRA adapters merged)" if loaded.lora is not None else ""
+    print(f"zoo: wrote step {loaded.step} of {src} to {dst} in the Hugging Face format{merged}")
+    return 0
+
+
+def _hf_to_zoo(
+    src: pathlib.Path,
+    dst: pathlib.Path,
+    mesh: Any,
+    rules: dict[str, Any],
+    tokenizer_path: str | None = None,
+) -> int:
+    from .._config import OptimizerConfig, TrainConfig
+    from .._optim import make_optimizer
+    from .._provenance import provenance
+    from .._runs import (
+        TOKENIZER_DIR,
+        copy_tokenizer_files,
+        model_identity,
+        read_generation,
+        tokenizer_spec,
+        write_generation,
+    )
+    from .._state import init_train_state, trainable_params
+    from ..checkpoint import CHECKPOINT_DIR, Checkpointer
+    from ..parallel import mesh_record
+    from ..recipes import checkpoint_dtype_of, tokenizer_source
+
+    # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
+    model, tokenizer = load_hf_on_mesh(
+        src, mesh, rules, tokenizer=tokenizer_path, param_dtype="float32"
+    )
+    # Step 0 of a run with a stateless optimizer: the checkpoint holds the weights only.
+    config = TrainConfig(
+        steps=1,
+        optimizer=OptimizerConfig(name="sgd", momentum=0.0, weight_decay=0.0, clip_norm=None),
+    )
+    optimizer, _ = make_optimizer(config.optimizer, config.steps, trainable_params(model, None))
+    state = init_train_state(model, optimizer, seed=config.seed)
+    run_info = {
+        "model": None,
+        "model_config": model_identity(model.config),
+        "tokenizer": tokenizer_spec(tokenizer),
+        "init": {"kind": "hf", "path": str(src.resolve()), "dtype": checkpoint_dtype_of(src)},
+    }
+    with atomic_directory(dst) as target:
+        copy_tokenizer_files(tokenizer_source(src, tokenizer_path), target / TOKENIZER_DIR)
+        write_generation(read_generation(src), target)
+        checkpointer = Checkpointer(target / CHECKPOINT_DIR, async_save=False)
+        try:
+            checkpointer.save(
+                0,
+                state,
+                {
+                    "config": config.to_dict(),
+                    "run_info": run_info,
+                    "provenance": provenance(),
+                    "mesh": mesh_record(mesh),
+                    "data_state": None,
+                },
+            )
+        finally:
+            checkpointer.close()
+    print(f"zoo: wrote {src} to {dst} as a zoo checkpoint (step 0)")
+    return 0
