@@ -22,6 +22,13 @@ import numpy as np
 from .harness import serve
 
 
+def make_mesh_and_rules(config: Any) -> tuple[Any, Any]:
+    """The mesh and sharding rules train() uses for ``config``."""
+    from zoo_train.parallel import make_mesh, make_rules
+
+    return make_mesh(config.mesh), make_rules(config.sharding)
+
+
 class LoopBench:
     """The model, data and config shared by both sides."""
 
@@ -77,29 +84,17 @@ class LoopBench:
     def bare(self, chunks: int) -> dict[str, Any]:
         import jax
 
-        from zoo_train._plan import plan_state
-        from zoo_train.parallel import (
-            BatchLayout,
-            batch_reader,
-            init_sharded,
-            make_mesh,
-            make_rules,
-        )
+        zoo_train = self.zoo_train
+        from zoo_train.parallel import BatchLayout, batch_reader, init_sharded, platform_of
 
         config = self.config(self.chunk * (chunks + 1))
-        mesh, rules = make_mesh(config.mesh), make_rules(config.sharding)
-        plan = plan_state(self.model, config, mesh, rules)
+        mesh, rules = make_mesh_and_rules(config)
+        plan = zoo_train.plan_state(self.model, config, mesh, rules)
         state = init_sharded(lambda: plan.fresh(self.model()), mesh=mesh, shardings=plan.shardings)
-        from zoo_train._precision import resolve_compute_dtype
-        from zoo_train.parallel import platform_of
-
-        # The loss train() builds for this config.
-        loss = self.zoo_train.make_lm_loss(
-            z_loss=config.z_loss,
-            compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(mesh)),
-        )
-        # The program train() compiles: metrics packed in one vector.
-        step = self.zoo_train.make_train_step(
+        # The loss and the program train() builds for this config: metrics packed in one vector.
+        dtype = zoo_train.resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
+        loss = zoo_train.make_lm_loss(z_loss=config.z_loss, compute_dtype=dtype)
+        step = zoo_train.make_train_step(
             plan.optimizer, loss, plan.schedule, mesh=mesh, rules=rules, packed_metrics=True
         )
         read = batch_reader(self.loader(), BatchLayout(mesh, rules, self.batch))
@@ -122,17 +117,13 @@ class LoopBench:
         records) on metrics that are ready."""
         import jax.numpy as jnp
 
-        from zoo_train._loop import _Reporter
-        from zoo_train._progress import Progress
-        from zoo_train._step_metrics import PackedMetrics, StepMetrics, Window
-        from zoo_train.parallel import BatchLayout, batch_reader, make_mesh, make_rules
+        from zoo_train import PackedMetrics, StepMetrics, Window
+        from zoo_train.loop import Progress, Reporter
+        from zoo_train.parallel import BatchLayout, batch_reader
         from zoo_train.profile import step_annotation
 
         config = self.config(steps)
-        read = batch_reader(
-            self.loader(),
-            BatchLayout(make_mesh(config.mesh), make_rules(config.sharding), self.batch),
-        )
+        read = batch_reader(self.loader(), BatchLayout(*make_mesh_and_rules(config), self.batch))
         read()
         t0 = time.perf_counter()
         for _ in range(steps):
@@ -147,7 +138,7 @@ class LoopBench:
         records: list[str] = []
         # The loop's own reporter (clock, progress bar, records); its checkpointer is only
         # asked about a non-finite step, and these are all finite.
-        reporter = _Reporter(
+        reporter = Reporter(
             config, steps, 0, Window(self.batch * self.seq_len), progress,
             lambda rec: records.append(json.dumps(rec)), None, label="bench", skipped=0,
         )  # fmt: skip

@@ -34,11 +34,10 @@ def _worker(config: dict[str, Any]) -> None:
 
     import zoo_models
     import zoo_train
-    from zoo_train._cli_data import load_corpus, make_loaders
-    from zoo_train._malloc import cap_malloc_arenas
     from zoo_train.data import byte_tokenizer
+    from zoo_train.recipes import load_corpus, make_loaders
 
-    cap_malloc_arenas()
+    zoo_train.cap_malloc_arenas()
     docs, _ = load_corpus([], max_bytes=3_000_000)
     train, val = make_loaders(docs, byte_tokenizer(), seq_len=128, seed=0, val_fraction=0.05)
     model_config = zoo_models.get("llama-tiny").replace(
