@@ -9,6 +9,7 @@ Commands (zoo COMMAND --help for each):
   zoo convert SRC DST             Hugging Face directory <-> zoo run directory
   zoo compile --topology v5e:2x2  compile the train step for a TPU topology: does it fit?
   zoo profile RUN                 where the time of `zoo train --profile A:B` steps went
+  zoo data prepare SOURCE... --out STORE   tokenize data once into a token store
   zoo models                      the model presets
   zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
 """
@@ -350,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
         "action", nargs="?", choices=["verify"], help="verify: run the conformance suite"
     )
     kern.add_argument("name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu")
+    from ._cli_store import add_data_parser
+
+    add_data_parser(sub)
     return parser
 
 
@@ -392,6 +396,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from ._cli_profile import cmd_profile
 
         return cmd_profile(args)
+    if args.command == "data":
+        from ._cli_store import cmd_data
+
+        return cmd_data(args)
     if args.command == "models":
         from ._cli_catalog import cmd_models
 
