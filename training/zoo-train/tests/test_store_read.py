@@ -67,6 +67,11 @@ def test_permutation_is_a_bijection_and_epochs_differ():
     assert not np.array_equal(a, permute(np.arange(1000), 1000, seed=3, epoch=1))
     assert not np.array_equal(a, permute(np.arange(1000), 1000, seed=4, epoch=0))
     assert abs(np.corrcoef(a, np.arange(1000))[0, 1]) < 0.2
+    # A batch's few rows take a Python-integer path: the same permutation.
+    for n in (7, 4097, 10**9):
+        index = np.arange(300) * 7919 % n
+        pieces = np.concatenate([permute(index[i : i + 12], n, seed=3) for i in range(0, 300, 12)])
+        np.testing.assert_array_equal(pieces, permute(index, n, seed=3))
 
 
 def test_rows_are_windows_of_the_stream_with_document_segments(stores):

@@ -130,20 +130,30 @@ class StoreLoader:
     def sources(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """``(store, row)`` int64 ``[stop - start]`` of global rows ``start … stop - 1``: which
         store each comes from and which of its rows."""
-        source, rank = self.mixture.assign(np.arange(start, stop, dtype=np.int64))
+        index = np.arange(start, stop, dtype=np.int64)
+        if len(self.layouts) == 1:
+            return np.zeros_like(index), self._rows_of(0, index)
+        source, rank = self.mixture.assign(index)
         row = np.empty_like(rank)
-        for k, lay in enumerate(self.layouts):
+        for k in range(len(self.layouts)):
             mine = source == k
-            epoch, at = np.divmod(rank[mine], lay.rows)
-            if not self.shuffle:
-                row[mine] = at
-                continue
-            out = np.empty_like(at)
-            for e in np.unique(epoch).tolist():  # one or two epochs per batch
-                here = epoch == e
-                out[here] = permute(at[here], lay.rows, seed=self.seed, stream=k, epoch=e)
-            row[mine] = out
+            row[mine] = self._rows_of(k, rank[mine])
         return source, row
+
+    def _rows_of(self, k: int, rank: np.ndarray) -> np.ndarray:
+        """The rows store ``k`` serves as its ``rank``-th rows (epoch after epoch)."""
+        rows = self.layouts[k].rows
+        epoch, at = np.divmod(rank, rows)
+        if not self.shuffle:
+            return at
+        first, last = (int(epoch[0]), int(epoch[-1])) if len(epoch) else (0, 0)
+        if first == last:  # a batch within one epoch, the common case
+            return permute(at, rows, seed=self.seed, stream=k, epoch=first)
+        out = np.empty_like(at)
+        for e in range(first, last + 1):
+            here = epoch == e
+            out[here] = permute(at[here], rows, seed=self.seed, stream=k, epoch=e)
+        return out
 
     def rows(self, start: int, stop: int) -> Batch:
         """The batch of global rows ``start … stop - 1``."""

@@ -93,14 +93,32 @@ class TokenSplit:
         which = np.repeat(np.arange(rows), count)
         first = np.cumsum(count) - count
         doc = np.arange(len(which)) - np.repeat(first, count) + np.repeat(lo, count)
-        starts = np.zeros((rows, width), bool)
-        starts[:, 0] = True
-        starts[which, self.starts[doc] - begin[which]] = True
+        cols = self.starts[doc] - begin[which]
         padding = None
         if (length < width).any():
             padding = np.arange(width)[None, :] >= length[:, None]
-        segment_ids, positions = segments_from_starts(starts, padding)
+        if len(cols) > 2 * rows or padding is not None:
+            starts = np.zeros((rows, width), bool)
+            starts[:, 0] = True
+            starts[which, cols] = True
+            segment_ids, positions = segments_from_starts(starts, padding)
+        else:  # windows over long documents: a few boundaries, each a slice
+            segment_ids, positions = _few_segments(rows, width, which.tolist(), cols.tolist())
         return rows_to_batch(tokens, segment_ids, positions, weights)
+
+
+def _few_segments(
+    rows: int, width: int, which: list[int], cols: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`segments_from_starts` for rows with few segment starts (``cols`` of rows
+    ``which``, in order along each row), without a pass over every token per start."""
+    ramp = np.arange(width, dtype=np.int32)
+    segment_ids = np.ones((rows, width), np.int32)
+    positions = np.tile(ramp, (rows, 1))
+    for r, c in zip(which, cols, strict=True):
+        segment_ids[r, c:] += 1
+        positions[r, c:] = ramp[: width - c]
+    return segment_ids, positions
 
 
 @dataclasses.dataclass(frozen=True)
