@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pathlib
 import shutil
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -209,10 +210,25 @@ def _locked(partial: pathlib.Path, out: pathlib.Path) -> Iterator[None]:
         yield
 
 
+def _jax_running() -> bool:
+    """Whether this process has started JAX's runtime (its threads make a fork unsafe)."""
+    if "jax" not in sys.modules:
+        return False
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # pragma: no cover - another jax layout: assume the worst
+        return True
+    return bool(getattr(xla_bridge, "backends_are_initialized", lambda: True)())
+
+
 def _pool(workers: int, encoder: Encoder) -> concurrent.futures.ProcessPoolExecutor:
-    # fork: workers start at once with the tokenizer already loaded (nothing is re-imported).
+    # fork: workers start at once with the tokenizer already loaded (nothing is re-imported);
+    # inside a process where JAX runs (a training run preparing its data), forkserver instead.
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    method = "fork" if "fork" in methods and not _jax_running() else "spawn"
+    if method == "spawn" and "forkserver" in methods:
+        method = "forkserver"
+    context = multiprocessing.get_context(method)
     return concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(encoder,)
     )
