@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from .._documents import Document, decode_text
 from ._files import InputFile, list_inputs
@@ -30,8 +30,13 @@ class DocumentStream:
     """
 
     def __init__(
-        self, sources: Sequence[str | os.PathLike[str]], *, text_field: str = "text"
+        self,
+        sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        text_field: str = "text",
     ) -> None:
+        if isinstance(sources, str | os.PathLike):
+            sources = [sources]
         self.sources = [os.fspath(s) for s in sources]
         self.files: list[InputFile] = list_inputs(self.sources)
         self.text_field = text_field
@@ -75,14 +80,14 @@ class DocumentStream:
         by_path = {f.path: f.source for f in self.files}
         return [(p, by_path[p]) for p in self.skipped]
 
-    def _read(self, file: InputFile, tell: object) -> Iterator[Document]:
+    def _read(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
         if file.kind == "jsonl":
-            return read_jsonl(file, self.text_field, tell)  # type: ignore[arg-type]
+            return read_jsonl(file, self.text_field, tell)
         if file.kind in ("parquet", "arrow"):
-            return read_table(file, self.text_field, tell)  # type: ignore[arg-type]
-        return self._read_text(file, tell)  # type: ignore[arg-type]
+            return read_table(file, self.text_field, tell)
+        return self._read_text(file, tell)
 
-    def _read_text(self, file: InputFile, tell: object) -> Iterator[Document]:
+    def _read_text(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
         small = not file.compression and file.path.stat().st_size <= _SMALL
         text = decode_text(file.path.read_bytes()) if small else None
         if (small and text is None) or (not small and not is_text(file.path, file.compression)):
@@ -99,4 +104,4 @@ class DocumentStream:
         with raw, stream:
             for doc in piece_documents(file.name, read_pieces(stream)):
                 yield doc
-                tell(raw.tell())  # type: ignore[operator]
+                tell(raw.tell())

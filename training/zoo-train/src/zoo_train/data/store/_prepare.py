@@ -235,7 +235,7 @@ def _pool(workers: int, encoder: Encoder) -> concurrent.futures.ProcessPoolExecu
 
 
 def prepare_store(
-    sources: Sequence[str | os.PathLike[str]],
+    sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
     *,
     tokenizer: str | os.PathLike[str] | Tokenizer | None = None,
