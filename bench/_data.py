@@ -74,6 +74,9 @@ def run(quick: bool, repeats: int = 3) -> dict[str, Any]:
         result["prepare_memory"] = memory
         store = f"{root}/store{big_mb}"
         result["loader"] = [_worker("loader", store) for _ in range(repeats)]
+        tiny = _worker("corpus", f"{root}/mem10", "10")["path"]
+        _worker("prepare", tiny, tok, "2", f"{root}/store10")
+        result["loader_10MB"] = [_worker("loader", f"{root}/store10") for _ in range(repeats)]
         result["epoch_boundary"] = [
             _worker("boundary", f"{root}/store{small_mb}") for _ in range(repeats)
         ]

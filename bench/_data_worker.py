@@ -157,11 +157,16 @@ def loader(store: str) -> dict[str, Any]:
     start = time.perf_counter()
     data = StoreLoader(store, seq_len=SEQ, seed=0)
     open_s = time.perf_counter() - start
+    data.next_batch(BATCH)
+    first_batch_s = time.perf_counter() - start
     _timed_batches(data, 50)
     times = _timed_batches(data, 2000)
     half = _timed_batches(data, 2000, rows=(0, BATCH // 2))
     return {
+        "store_mib": sum(p.stat().st_size for p in pathlib.Path(store).rglob("*") if p.is_file())
+        / 2**20,
         "open_s": open_s,
+        "first_batch_s": first_batch_s,
         "median_us": float(np.median(times) * 1e6),
         "p99_us": float(np.percentile(times, 99) * 1e6),
         "half_median_us": float(np.median(half) * 1e6),
@@ -257,7 +262,8 @@ def libraries(store: str, scratch: str) -> dict[str, Any]:
             times.append(time.perf_counter() - t)
         return float(np.median(times) * 1e6)
 
-    mm = split.tokens[0]
+    np.save(root / "tokens.npy", tokens)
+    mm = np.load(root / "tokens.npy", mmap_mode="r")
     out["numpy_memmap_us"] = timed(lambda s: np.stack([mm[a : a + SEQ + 1] for a in s]))
     widths = np.full(BATCH, SEQ + 1)
     out["store_batch_us"] = timed(lambda s: split.read(s.astype(np.int64), widths, SEQ + 1, 0))

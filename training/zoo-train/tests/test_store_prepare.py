@@ -27,7 +27,7 @@ def tok_dir(tmp_path_factory) -> pathlib.Path:
 
 def _documents(store: TokenStore, split: str = "train") -> list[list[int]]:
     part = store.split(split)
-    return [part.document(i).tolist() for i in range(part.num_documents)]
+    return [part.document(i)[0].tolist() for i in range(part.num_documents)]
 
 
 def _same_tree(a: pathlib.Path, b: pathlib.Path) -> None:
@@ -100,7 +100,7 @@ def test_chat_and_prompt_completion_masks_survive_the_store(tmp_path, tok_dir):
         for r in records
     ]
     ids, weights = tokenize_examples(docs, tok)
-    mask = np.concatenate([m for m in part.masks if m is not None])
+    mask = np.concatenate([part.document(i)[1] for i in range(part.num_documents)])
     assert _documents(store) == [i.tolist() for i in ids]
     np.testing.assert_array_equal(mask, np.concatenate(weights).astype(np.uint8))
     assert store_info(tmp_path / "s")["examples"] == 6

@@ -53,7 +53,7 @@ def _reference(
 def _train_texts(path: pathlib.Path, texts: list[str]) -> list[str]:
     store = TokenStore(path)
     part = store.split("train")
-    got = [bytes(part.document(i)[:-1].tolist()).decode() for i in range(part.num_documents)]
+    got = [bytes(part.document(i)[0][:-1].tolist()).decode() for i in range(part.num_documents)]
     assert set(got) <= set(texts) and len(got) < len(texts)  # some were held out
     return got
 
@@ -184,8 +184,8 @@ def test_packed_examples_keep_their_loss_masks(tmp_path):
     )
     store = TokenStore(tmp_path / "s", tokenizer=zoo_models.load_tokenizer(tok_dir))
     part = store.split("train")
-    docs = [part.document(i) for i in range(part.num_documents)]
-    masks = np.split(np.asarray(part.masks[0]), np.cumsum([len(d) for d in docs])[:-1])
+    docs = [part.document(i)[0] for i in range(part.num_documents)]
+    masks = [part.document(i)[1] for i in range(part.num_documents)]
     loader = StoreLoader(store, seq_len=32, shuffle=False)
     assert loader.layouts[0].truncated == 1
     batch = loader.next_batch(loader.rows_per_epoch[0])

@@ -86,6 +86,7 @@ def _batches(file: InputFile, text_field: str) -> tuple[Iterator[Any], int]:
         reader: Any = pa.ipc.open_file(source)
         batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
     except pa.ArrowInvalid:
+        source.seek(0)
         reader = pa.ipc.open_stream(source)
         batches = iter(reader)
     columns = _columns(reader.schema.names, file, text_field)

@@ -1,4 +1,4 @@
-"""Reading a store: memory-mapped shards, and rows of it as training batches.
+"""Reading a store: shards read by row, and rows of it as training batches.
 
 A split's shards read as one token stream. Rows are spans of it, ``seq_len + 1`` tokens wide:
 
@@ -29,19 +29,44 @@ from ._identity import TOKENIZER_DIR, stored_tokenizer, tokenizer_identity
 from ._verify import check_store
 
 
+class _ShardFile:
+    """One shard file read by positioned reads (``pread``): what a row needs comes from the page
+    cache or the disk, and the process's memory does not grow with what it has read (a
+    memory map's touched pages count as the reader's resident memory, readahead included)."""
+
+    def __init__(self, path: pathlib.Path, dtype: np.dtype) -> None:
+        self.path, self.dtype = path, np.dtype(dtype)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def read_into(self, out: np.ndarray, offset: int) -> None:
+        """Fill ``out`` (contiguous, this file's dtype) from item ``offset`` on."""
+        got = os.preadv(self.fd, [out], offset * self.dtype.itemsize)
+        if got != out.nbytes:
+            raise ValueError(
+                f"The shard {str(self.path)!r} is shorter than its manifest says (it changed "
+                "after the store was opened); prepare the store again."
+            )
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", None)
+        if fd is not None:
+            os.close(fd)
+
+
 class TokenSplit:
-    """One split (``train`` or ``eval``) of a store: its shards memory-mapped as one stream."""
+    """One split (``train`` or ``eval``) of a store: its shards read as one token stream."""
 
     def __init__(self, root: pathlib.Path, shards: list[dict[str, Any]], dtype: np.dtype) -> None:
-        self.tokens: list[np.ndarray] = []
-        self.masks: list[np.ndarray | None] = []
+        self.dtype = np.dtype(dtype)
+        self.tokens: list[_ShardFile] = []
+        self.masks: list[_ShardFile | None] = []
         starts: list[np.ndarray] = []
         self.offsets = [0]
         for shard in shards:
             names = {f["name"].rsplit(".", 1)[1]: root / f["name"] for f in shard["files"]}
-            self.tokens.append(np.memmap(names[TOKENS], dtype=dtype, mode="r"))
+            self.tokens.append(_ShardFile(names[TOKENS], self.dtype))
             mask = names.get(MASK)
-            self.masks.append(None if mask is None else np.memmap(mask, np.uint8, mode="r"))
+            self.masks.append(None if mask is None else _ShardFile(mask, np.dtype(np.uint8)))
             starts.append(np.fromfile(names[STARTS], np.int64) + self.offsets[-1])
             self.offsets.append(self.offsets[-1] + shard["tokens"])
         self.num_tokens = self.offsets[-1]
@@ -51,41 +76,49 @@ class TokenSplit:
         self.weighted = any(m is not None for m in self.masks)
         self.examples = sum(s["examples"] for s in shards)
 
-    def document(self, i: int) -> np.ndarray:
-        """The tokens of document ``i`` (for inspection)."""
+    def document(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The tokens of document ``i`` and their loss weights (``None``: the split has no
+        examples, every token counts)."""
         end = self.starts[i + 1] if i + 1 < self.num_documents else self.num_tokens
-        return self._span(int(self.starts[i]), int(end - self.starts[i]))[0]
+        return self.span(int(self.starts[i]), int(end - self.starts[i]))
 
-    def _span(self, begin: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """Tokens (and weights) of ``[begin, begin + length)``, across shards if need be."""
-        parts, weights = [], []
+    def span(self, begin: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Tokens (and weights, uint8) of ``[begin, begin + length)``, across shards if need be."""
+        tokens = np.empty(length, self.dtype)
+        weights = np.ones(length, np.uint8) if self.weighted else None
+        at = 0
         s = bisect.bisect_right(self.offsets, begin) - 1
-        while length > 0:
-            lo = begin - self.offsets[s]
-            take = min(length, self.offsets[s + 1] - begin)
-            parts.append(self.tokens[s][lo : lo + take])
+        while at < length:
+            lo = begin + at - self.offsets[s]
+            take = min(length - at, self.offsets[s + 1] - self.offsets[s] - lo)
+            self.tokens[s].read_into(tokens[at : at + take], lo)
             mask = self.masks[s]
-            weights.append(np.ones(take, np.uint8) if mask is None else mask[lo : lo + take])
-            begin, length, s = begin + take, length - take, s + 1
-        tokens = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return tokens, (np.concatenate(weights) if self.weighted else None)
+            if mask is not None and weights is not None:
+                mask.read_into(weights[at : at + take], lo)
+            at, s = at + take, s + 1
+        return tokens, weights
 
     def read(self, begin: np.ndarray, length: np.ndarray, width: int, pad_id: int) -> Batch:
         """The rows ``[begin[i], begin[i] + length[i])`` (int64 ``[B]``, lengths at most
         ``width``) as a batch of ``width - 1`` tokens (see :func:`rows_to_batch`), padded."""
         rows = len(begin)
-        tokens = np.full((rows, width), pad_id, np.int32)
+        raw = np.zeros((rows, width), self.dtype)
         weights = np.zeros((rows, width), np.float32) if self.weighted else None
         offsets, shards = self.offsets, self.tokens
         for i, (a, n) in enumerate(zip(begin.tolist(), length.tolist(), strict=True)):
             s = bisect.bisect_right(offsets, a) - 1
             if a + n <= offsets[s + 1] and weights is None:  # the common case, kept short
-                tokens[i, :n] = shards[s][a - offsets[s] : a - offsets[s] + n]
+                shards[s].read_into(raw[i, :n], a - offsets[s])
                 continue
-            row, weight = self._span(a, n)
-            tokens[i, :n] = row
-            if weights is not None:
+            row, weight = self.span(a, n)
+            raw[i, :n] = row
+            if weights is not None and weight is not None:
                 weights[i, :n] = weight
+        tokens = raw.astype(np.int32)
+        padding = None
+        if (length < width).any():
+            padding = np.arange(width)[None, :] >= length[:, None]
+            tokens[padding] = pad_id
         # Documents starting inside each row (after its first token) begin new segments.
         end = begin + length
         lo = np.searchsorted(self.starts, begin, side="right")
@@ -94,9 +127,6 @@ class TokenSplit:
         first = np.cumsum(count) - count
         doc = np.arange(len(which)) - np.repeat(first, count) + np.repeat(lo, count)
         cols = self.starts[doc] - begin[which]
-        padding = None
-        if (length < width).any():
-            padding = np.arange(width)[None, :] >= length[:, None]
         if len(cols) > 2 * rows or padding is not None:
             starts = np.zeros((rows, width), bool)
             starts[:, 0] = True
