@@ -15,7 +15,7 @@ def add_data_parser(sub: Any) -> argparse.ArgumentParser:
     data = sub.add_parser(
         "data",
         help="tokenize data once into a token store, or describe a store",
-        description="Token stores: data tokenized once, memory-mapped, read by any number of "
+        description="Token stores: data tokenized once, read by row index by any number of "
         "processes. `zoo data prepare SOURCE... --out STORE` makes one; `zoo data info STORE` "
         "describes one.",
     )

@@ -1,4 +1,4 @@
-"""The token store: data tokenized once (``prepare_store``), memory-mapped and read by row index
+"""The token store: data tokenized once (``prepare_store``), read by row index
 (``TokenStore``, ``StoreLoader``), the same batches on any number of processes."""
 
 from ._format import VERSION as VERSION

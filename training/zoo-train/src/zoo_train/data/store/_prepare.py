@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import pathlib
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -118,6 +119,8 @@ _WORKER: Encoder | None = None
 def _init_worker(encoder: Encoder) -> None:
     global _WORKER
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process
+    # Ctrl-C is the main process's to handle: it stops the pool and keeps the finished shards.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = encoder
 
 
