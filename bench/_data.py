@@ -41,15 +41,29 @@ def _worker(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+class _Result(dict):
+    """The result, rewritten to a file after every entry (a long run keeps what it measured)."""
+
+    def __init__(self, path: str | None, **items: Any) -> None:
+        super().__init__(items)
+        self.path = path
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if self.path:
+            with open(self.path, "w") as f:
+                json.dump(self, f, indent=1)
+
+
 def _median(values: list[float]) -> float:
     s = sorted(values)
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
-def run(quick: bool, repeats: int = 3) -> dict[str, Any]:
-    """All measurements; returns a JSON-ready dict (also printed)."""
+def run(quick: bool, repeats: int = 3, save: str | None = None) -> dict[str, Any]:
+    """All measurements; returns a JSON-ready dict (also written to ``save`` as it grows)."""
     root = tempfile.mkdtemp(prefix="zoo-bench-data-")
-    result: dict[str, Any] = {"name": NAME, "title": TITLE, "quick": quick, "repeats": repeats}
+    result = _Result(save, name=NAME, title=TITLE, quick=quick, repeats=repeats)
     try:
         small_mb, big_mb = (20, 100) if quick else (100, 1000)
         tok = _worker("tokenizer", root)["path"]
@@ -88,5 +102,5 @@ def run(quick: bool, repeats: int = 3) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    quick = "--quick" in sys.argv
-    print(json.dumps(run(quick), indent=1))
+    save = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--save=")), None)
+    print(json.dumps(run("--quick" in sys.argv, save=save), indent=1))

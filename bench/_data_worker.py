@@ -244,7 +244,7 @@ def libraries(store: str, scratch: str) -> dict[str, Any]:
     from zoo_train.data import TokenStore
 
     split = TokenStore(store).split("train")
-    tokens = np.asarray(split.tokens[0][:20_000_000])
+    tokens = split.span(0, min(20_000_000, split.offsets[1]))[0]
     n = len(tokens)
     root = pathlib.Path(scratch)
     root.mkdir(parents=True, exist_ok=True)
