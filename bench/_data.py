@@ -60,8 +60,11 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
-def run(quick: bool, repeats: int = 3, save: str | None = None) -> dict[str, Any]:
-    """All measurements; returns a JSON-ready dict (also written to ``save`` as it grows)."""
+def run(
+    quick: bool, repeats: int = 3, save: str | None = None, only: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """All measurements (``only=("rate",)``: the prepare rates alone); returns a JSON-ready
+    dict (also written to ``save`` as it grows)."""
     root = tempfile.mkdtemp(prefix="zoo-bench-data-")
     result = _Result(save, name=NAME, title=TITLE, quick=quick, repeats=repeats)
     try:
@@ -75,11 +78,14 @@ def run(quick: bool, repeats: int = 3, save: str | None = None) -> dict[str, Any
                 for what in ("baseline", "prepare"):
                     r = _worker(what, rate_corpus, tok, str(threads), f"{root}/s", env=env)
                     rates.setdefault(f"{what}_{threads}", []).append(r["mb_per_s"])
+                    rates.setdefault(f"{what}_{threads}_per_cpu_s", []).append(r["mb_per_cpu_s"])
         result["rate_mb_per_s"] = {k: {"median": _median(v), "runs": v} for k, v in rates.items()}
         for threads in (1, 2):
             p, b = rates[f"prepare_{threads}"], rates[f"baseline_{threads}"]
             result[f"prepare_vs_encode_batch_fast_{threads}"] = _median(p) / _median(b)
         result["prepare_2_vs_1_workers"] = _median(rates["prepare_2"]) / _median(rates["prepare_1"])
+        if only == ("rate",):
+            return result
         memory = {}
         for mb in (small_mb, big_mb):
             corpus = _worker("corpus", f"{root}/mem{mb}", str(mb))["path"]
@@ -103,4 +109,5 @@ def run(quick: bool, repeats: int = 3, save: str | None = None) -> dict[str, Any
 
 if __name__ == "__main__":
     save = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--save=")), None)
-    print(json.dumps(run("--quick" in sys.argv, save=save), indent=1))
+    only = ("rate",) if "--only=rate" in sys.argv else ()
+    print(json.dumps(run("--quick" in sys.argv, save=save, only=only), indent=1))

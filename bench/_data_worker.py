@@ -81,6 +81,15 @@ def corpus(directory: str, megabytes: str) -> dict[str, Any]:
     return {"path": str(out), "bytes": written, "files": n}
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (load on the machine aside)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _texts(directory: str) -> list[str]:
     texts = []
     for path in sorted(pathlib.Path(directory).glob("*.jsonl")):
@@ -125,10 +134,11 @@ def prepare(directory: str, tok_dir: str, workers: str, out: str) -> dict[str, A
     shutil.rmtree(out, ignore_errors=True)
     nbytes = sum(p.stat().st_size for p in pathlib.Path(directory).glob("*.jsonl"))
     start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
+    cpu, start = _cpu_s(), time.perf_counter()
     info = prepare_store([directory], out, tokenizer=tok_dir, workers=int(workers), progress=False)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     return {
+        "mb_per_cpu_s": nbytes / cpu / 1e6,
         "workers": int(workers),
         "mb": nbytes / 1e6,
         "seconds": seconds,

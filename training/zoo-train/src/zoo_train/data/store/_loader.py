@@ -15,6 +15,8 @@ from ._mixture import Mixture
 from ._order import permute
 from ._reader import RowLayout, TokenStore, layout
 
+_BLOCK = 256  # positions of an epoch's permutation computed at a time (16 batches of 16)
+
 
 class HeldOut:
     """The held-out split of one store, for evaluation: every row once, in order."""
@@ -121,6 +123,7 @@ class StoreLoader:
         self.pad_id = self.stores[0].pad_id
         self._row = 0
         self.last_sources = np.zeros(0, np.int64)
+        self._blocks: dict[tuple[int, int, int], np.ndarray] = {}
 
     @property
     def rows_per_epoch(self) -> list[int]:
@@ -146,14 +149,24 @@ class StoreLoader:
         epoch, at = np.divmod(rank, rows)
         if not self.shuffle:
             return at
-        first, last = (int(epoch[0]), int(epoch[-1])) if len(epoch) else (0, 0)
-        if first == last:  # a batch within one epoch, the common case
-            return permute(at, rows, seed=self.seed, stream=k, epoch=first)
         out = np.empty_like(at)
-        for e in range(first, last + 1):
-            here = epoch == e
-            out[here] = permute(at[here], rows, seed=self.seed, stream=k, epoch=e)
+        for i, (e, a) in enumerate(zip(epoch.tolist(), at.tolist(), strict=True)):
+            out[i] = self._block(k, e, a // _BLOCK, rows)[a % _BLOCK]
         return out
+
+    def _block(self, k: int, epoch: int, block: int, rows: int) -> np.ndarray:
+        """Where the permutation of store ``k``'s epoch sends a block of :data:`_BLOCK`
+        consecutive positions: computed once for the batches that read through it (one
+        vectorised call instead of one per batch), a few blocks kept."""
+        key = (k, epoch, block)
+        cached = self._blocks.get(key)
+        if cached is None:
+            index = np.arange(block * _BLOCK, min((block + 1) * _BLOCK, rows), dtype=np.int64)
+            cached = permute(index, rows, seed=self.seed, stream=k, epoch=epoch)
+            if len(self._blocks) >= 4 * len(self.layouts):
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[key] = cached
+        return cached
 
     def rows(self, start: int, stop: int) -> Batch:
         """The batch of global rows ``start … stop - 1``."""
