@@ -113,13 +113,14 @@ def baseline(directory: str, tok_dir: str, threads: str, _out: str) -> dict[str,
             current, size = [], 0
     batches.append(current)
     tok.encode_batch_fast(batches[0][:10])  # start the thread pool
-    start = time.perf_counter()
+    cpu, start = _cpu_s(), time.perf_counter()
     tokens = sum(
         len(e.ids) for b in batches for e in tok.encode_batch_fast(b, add_special_tokens=False)
     )
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     return {
         "mb_per_s": nbytes / seconds / 1e6,
+        "mb_per_cpu_s": nbytes / cpu / 1e6,
         "tokens_per_s": tokens / seconds,
         "threads": int(threads),
     }
