@@ -136,7 +136,10 @@ def prepare(directory: str, tok_dir: str, workers: str, out: str) -> dict[str, A
     nbytes = sum(p.stat().st_size for p in pathlib.Path(directory).glob("*.jsonl"))
     start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     cpu, start = _cpu_s(), time.perf_counter()
-    info = prepare_store([directory], out, tokenizer=tok_dir, workers=int(workers), progress=False)
+    tokenizer = None if tok_dir == "bytes" else tok_dir  # "bytes": the byte tokenizer
+    info = prepare_store(
+        [directory], out, tokenizer=tokenizer, workers=int(workers), progress=False
+    )
     seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     return {
         "mb_per_cpu_s": nbytes / cpu / 1e6,
