@@ -92,9 +92,14 @@ class ShardWriter:
         if self.tokens is None:
             return record
         starts = _File(self.root, shard_file(self.split, self.index, STARTS))
-        starts.write(np.concatenate(self.starts).astype(np.int64))
-        files = [self.tokens, starts, *([self.mask] if self.mask is not None else [])]
-        record["files"] = [f.finish() for f in files]
+        try:
+            starts.write(np.concatenate(self.starts).astype(np.int64))
+            files = [self.tokens, starts, *([self.mask] if self.mask is not None else [])]
+            record["files"] = [f.finish() for f in files]
+        except BaseException:
+            starts.abort()
+            self.abort()
+            raise
         return record
 
     def abort(self) -> None:
