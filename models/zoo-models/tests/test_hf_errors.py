@@ -211,3 +211,43 @@ def test_non_finite_weights_are_refused_by_name(tiny_model, tmp_path, bad):
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(ValueError, match=rf"tensor {name} holds NaN or infinite values"):
         zoo_models.load_hf(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("family", "change", "named"),
+    [
+        ("llama-tiny", {"hidden_size": -8}, "`hidden_size` must be a positive int, got -8"),
+        ("qwen2-tiny", {"num_key_value_heads": 3}, "of `num_key_value_heads` (3)"),
+        ("gemma2-tiny", {"intermediate_size": "wide"}, "`intermediate_size` must be a positive"),
+        ("mistral-tiny", {"rms_norm_eps": 0}, "`rms_norm_eps` must be a positive number"),
+        ("gpt2-tiny", {"n_embd": 0}, "`n_embd` must be a positive int, got 0"),
+        ("gpt2-tiny", {"layer_norm_epsilon": "tiny"}, "`layer_norm_epsilon` must be a number"),
+        ("llama-tiny", {"hidden_act": "swishy"}, "unsupported `hidden_act` 'swishy'"),
+    ],
+)
+def test_config_errors_name_config_json_keys(tmp_path, family, change, named) -> None:
+    # The user edits config.json, so its keys are named (hidden_size), not zoo's (d_model),
+    # with the file's path.
+    model = zoo_models.build(zoo_models.get(family), key=jax.random.key(0))
+    zoo_models.save_hf(model, tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**hf, **change}))
+    with pytest.raises(ValueError, match=r"config\.json: ") as raised:
+        zoo_models.load_hf(tmp_path)
+    message = str(raised.value)
+    assert message.startswith(f"{tmp_path / 'config.json'}: ") and named in message, message
+    for zoo_name in ("`d_model`", "`n_kv_heads`", "`mlp_hidden`", "`norm_eps`", "`activation`"):
+        assert zoo_name not in message, message
+    # A change the caller asks for is still named as zoo names it.
+    with pytest.raises(ValueError, match="`dropout` must be in"):
+        zoo_models.from_hf_config(hf, dropout=2.0)
+
+
+def test_a_shape_mismatch_names_the_first_few_tensors(tiny_model, tmp_path) -> None:
+    zoo_models.save_hf(tiny_model, tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**hf, "hidden_size": 32, "head_dim": 8}))
+    with pytest.raises(ValueError, match="does not match its llama config") as raised:
+        zoo_models.load_hf(tmp_path)
+    message = str(raised.value)
+    assert message.count("has shape") == 3 and " more." in message and len(message) < 600

@@ -79,3 +79,23 @@ def test_missing_files(tmp_path) -> None:
     (tmp_path / lost).unlink()
     with pytest.raises(ValueError, match=re.escape(lost)):
         TensorFiles(tmp_path)
+
+
+def test_a_full_disk_is_an_os_error_naming_the_file(tmp_path) -> None:
+    # safetensors raises its own SafetensorError for I/O; storage handling needs the OSError.
+    import errno
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)])
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        tensors = {"w": np.random.default_rng().standard_normal((256, 256), dtype=np.float32)}
+        with pytest.raises(OSError, match="No space left on device") as raised:
+            write_tensor_files(disk / "model", tensors)
+        assert raised.value.errno == errno.ENOSPC
+        assert raised.value.filename == str(disk / "model" / "model.safetensors")
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -157,3 +157,22 @@ def test_bos_is_what_transformers_puts_first(
     theirs = AutoTokenizer.from_pretrained(tmp_path)
     for text in [_random_text(random.Random(seed), 8) for seed in range(3)]:
         assert ours.encode(text, add_bos=ours.add_bos) == theirs(text)["input_ids"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("tokenizer.json", b"{ not json", "is not a readable tokenizer.json"),
+        ("tokenizer.json", b"", "is not a readable tokenizer.json"),
+        ("tokenizer_config.json", b"{'bos_token': 1}", "is not readable JSON"),
+        ("tokenizer_config.json", b'{"bos_token": "\xff"}', "is not readable JSON"),
+        ("tokenizer_config.json", b"[1, 2]", "holds a JSON list"),
+        ("chat_template.jinja", b"{{ \xff }}", "is not a readable UTF-8 template"),
+    ],
+)
+def test_a_damaged_tokenizer_file_is_named(tmp_path, name, content, said) -> None:
+    zoo_models.ByteTokenizer().save(tmp_path)
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError, match=said) as raised:
+        zoo_models.load_tokenizer(tmp_path)
+    assert str(raised.value).startswith(f"{tmp_path / name} ") and said in str(raised.value)

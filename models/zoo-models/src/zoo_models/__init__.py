@@ -17,7 +17,11 @@ from ._hf_io import load_hf as load_hf
 from ._hf_io import read_generation_config as read_generation_config
 from ._hf_io import save_hf as save_hf
 from ._hf_io import stop_token_ids as stop_token_ids
+from ._memory import DoesNotFitError as DoesNotFitError
 from ._memory import host_memory_bytes as host_memory_bytes
+from ._memory import host_memory_free as host_memory_free
+from ._memory import host_memory_limit as host_memory_limit
+from ._memory import human_bytes as human_bytes
 from ._model import KVCache as KVCache
 from ._model import LanguageModel as LanguageModel
 from ._model import Transformer as Transformer
@@ -27,6 +31,7 @@ from ._model import num_params as num_params
 from ._model import param_bytes as param_bytes
 from ._presets import get as get
 from ._presets import presets as presets
+from ._safetensors_files import save_tensors as save_tensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter
@@ -35,4 +40,4 @@ from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
 
-__version__ = "0.5.0"
+__version__ = "0.5.1.dev0"

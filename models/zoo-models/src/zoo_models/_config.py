@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, Literal
 
 from zoo_layers import RopeScaling
@@ -148,6 +149,12 @@ class ModelConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ValueError(f"`{name}` must be > 0 or None, got {value!r}.")
+        for name in ("norm_eps", "rope_theta", "init_std"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"`{name}` must be a positive number, got {value!r}.")
+            if not math.isfinite(value):
+                raise ValueError(f"`{name}` must be finite, got {value!r}.")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"`dropout` must be in [0, 1), got {self.dropout!r}.")
         for name in ("bos_token_id", "eos_token_id", "pad_token_id"):

@@ -9,6 +9,7 @@ window) is refused on writing, naming the fields, rather than silently changed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -50,10 +51,60 @@ RUNTIME_FIELDS = (
 )
 
 
+# Each family's config.json key for the ModelConfig fields it sets, so that a bad value is
+# reported under the name the user sees in the file.
+_LLAMA_KEYS = {
+    "d_model": "hidden_size",
+    "n_layers": "num_hidden_layers",
+    "n_heads": "num_attention_heads",
+    "n_kv_heads": "num_key_value_heads",
+    "mlp_hidden": "intermediate_size",
+    "max_position": "max_position_embeddings",
+    "norm_eps": "rms_norm_eps",
+    "activation": "hidden_act",
+    "rope_factor": "rope_scaling.factor",
+    "rope_low_freq_factor": "rope_scaling.low_freq_factor",
+    "rope_high_freq_factor": "rope_scaling.high_freq_factor",
+    "rope_original_max_position": "rope_scaling.original_max_position_embeddings",
+    "window_pattern": "layer_types",
+    "attn_logit_soft_cap": "attn_logit_softcapping",
+    "final_logit_soft_cap": "final_logit_softcapping",
+}
+_HF_KEYS: dict[str, dict[str, str]] = {
+    "gpt2": {
+        "d_model": "n_embd",
+        "n_layers": "n_layer",
+        "n_heads": "n_head",
+        "mlp_hidden": "n_inner",
+        "max_position": "n_positions",
+        "norm_eps": "layer_norm_epsilon",
+        "activation": "activation_function",
+    },
+    "llama": _LLAMA_KEYS,
+    "mistral": _LLAMA_KEYS,
+    "qwen2": _LLAMA_KEYS,
+    "gemma2": {**_LLAMA_KEYS, "activation": "hidden_activation"},
+}
+
+
+def _hf_names(message: str, model_type: str) -> str:
+    """``message`` with each `ModelConfig field` in backticks renamed to its config.json key."""
+    keys = _HF_KEYS[model_type]
+    return re.sub(r"`(\w+)`", lambda m: f"`{keys.get(m.group(1), m.group(1))}`", message)
+
+
+def _float(hf: Mapping[str, Any], key: str, default: float | None = None) -> float:
+    value = hf.get(key, default)
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"`{key}` must be a number, got {value!r}.") from None
+
+
 def _activation(name: object, model_type: str) -> str:
     if name not in _ACT_IN:
         raise ValueError(
-            f"{model_type} config.json has activation {name!r}; supported: {', '.join(_ACT_IN)}."
+            f"unsupported `activation` {name!r} for {model_type}; supported: {', '.join(_ACT_IN)}."
         )
     return _ACT_IN[name]  # type: ignore[index]
 
@@ -83,22 +134,23 @@ def _rope(hf: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         params = dict(hf.get("rope_scaling") or {})
         params.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
     kind = params.get("rope_type", params.get("type", "default"))
-    out: dict[str, Any] = {"rope_theta": float(params.get("rope_theta", 10000.0))}
+    out: dict[str, Any] = {"rope_theta": _float(params, "rope_theta", 10000.0)}
     if kind == "default":
         return out
     if kind == "linear":
-        return {**out, "rope_scaling": "linear", "rope_factor": float(params["factor"])}
+        return {**out, "rope_scaling": "linear", "rope_factor": _float(params, "factor")}
     if kind == "llama3":
+        original = params.get("original_max_position_embeddings")
         return {
             **out,
             "rope_scaling": "llama3",
-            "rope_factor": float(params["factor"]),
-            "rope_low_freq_factor": float(params["low_freq_factor"]),
-            "rope_high_freq_factor": float(params["high_freq_factor"]),
-            "rope_original_max_position": int(params["original_max_position_embeddings"]),
+            "rope_factor": _float(params, "factor"),
+            "rope_low_freq_factor": _float(params, "low_freq_factor"),
+            "rope_high_freq_factor": _float(params, "high_freq_factor"),
+            "rope_original_max_position": original,
         }
     raise ValueError(
-        f"{model_type} config.json has rope type {kind!r}; supported: default, linear, llama3."
+        f"unsupported rope type {kind!r} for {model_type}; supported: default, linear, llama3."
     )
 
 
@@ -130,7 +182,7 @@ def _window_pattern(hf: Mapping[str, Any], n_layers: int, model_type: str) -> tu
         return (True,)
     if len(layer_types) != n_layers:
         raise ValueError(
-            f"{model_type} config.json lists {len(layer_types)} layer_types for {n_layers} layers."
+            f"`layer_types` lists {len(layer_types)} layers, `n_layers` {n_layers}; make them agree."
         )
     local = tuple(t == "sliding_attention" for t in layer_types)
     for period in range(1, n_layers + 1):
@@ -149,7 +201,7 @@ def _layer_types(config: ModelConfig) -> list[str]:
 def _require(hf: Mapping[str, Any], model_type: str, *names: str) -> None:
     missing = [n for n in names if hf.get(n) is None]
     if missing:
-        raise ValueError(f"{model_type} config.json lacks {', '.join(missing)}.")
+        raise ValueError(f"no {', '.join(missing)}, which a {model_type} config.json needs.")
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -158,11 +210,9 @@ def _require(hf: Mapping[str, Any], model_type: str, *names: str) -> None:
 def _gpt2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
     _require(hf, "gpt2", "vocab_size", "n_embd", "n_layer", "n_head", "n_positions")
     if hf.get("scale_attn_by_inverse_layer_idx"):
-        raise ValueError(
-            "gpt2 config.json sets scale_attn_by_inverse_layer_idx, which is not supported."
-        )
+        raise ValueError("scale_attn_by_inverse_layer_idx is set, which is not supported.")
     if hf.get("scale_attn_weights", True) is False:
-        raise ValueError("gpt2 config.json sets scale_attn_weights=false, which is not supported.")
+        raise ValueError("scale_attn_weights is false, which is not supported.")
     return {
         "family": "gpt2",
         "vocab_size": hf["vocab_size"],
@@ -173,7 +223,7 @@ def _gpt2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
         "activation": _activation(hf.get("activation_function", "gelu_new"), "gpt2"),
         "mlp_gated": False,
         "norm": "layernorm",
-        "norm_eps": float(hf.get("layer_norm_epsilon", 1e-5)),
+        "norm_eps": _float(hf, "layer_norm_epsilon", 1e-5),
         "positional": "learned",
         "max_position": hf["n_positions"],
         "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
@@ -207,7 +257,7 @@ def _llama_like_in(hf: Mapping[str, Any], model_type: str) -> dict[str, Any]:
         "activation": _activation(hf.get("hidden_act", "silu"), model_type),
         "mlp_gated": True,
         "norm": "rmsnorm",
-        "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
+        "norm_eps": _float(hf, "rms_norm_eps", 1e-6),
         "positional": "rope",
         "max_position": hf.get("max_position_embeddings", 2048),
         "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
@@ -270,7 +320,7 @@ def _gemma2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
         "window_pattern": pattern if window is not None and any(pattern) else (True,),
         "attn_logit_soft_cap": hf.get("attn_logit_softcapping"),
         "final_logit_soft_cap": hf.get("final_logit_softcapping"),
-        "query_pre_attn_scalar": float(hf.get("query_pre_attn_scalar", 256)),
+        "query_pre_attn_scalar": _float(hf, "query_pre_attn_scalar", 256),
         "embedding_scale": True,
         "post_norms": True,
     }
@@ -291,16 +341,20 @@ def checkpoint_dtype(hf: Mapping[str, Any]) -> str | None:
     return dtype if dtype in ("float32", "bfloat16", "float16", "float64") else None
 
 
-def from_hf_config(hf: Mapping[str, Any], **changes: Any) -> ModelConfig:
+def from_hf_config(
+    hf: Mapping[str, Any], *, source: str = "config.json", **changes: Any
+) -> ModelConfig:
     """A :class:`ModelConfig` from a parsed Hugging Face ``config.json``.
 
     ``changes`` set runtime fields (``param_dtype``, ``compute_dtype``, ``remat``,
-    ``attention_implementation``, ``dropout``, ``init_std``).
+    ``attention_implementation``, ``dropout``, ``init_std``). A value the model cannot have
+    raises ``ValueError`` naming ``source`` and the key as config.json spells it
+    (``hidden_size``, not ``d_model``).
     """
     model_type = hf.get("model_type")
     if model_type not in _READERS:
         raise ValueError(
-            f"config.json has model_type {model_type!r}; supported model types: "
+            f"{source} has model_type {model_type!r}; supported model types: "
             f"{', '.join(SUPPORTED_MODEL_TYPES)}."
         )
     bad = sorted(set(changes) - set(RUNTIME_FIELDS))
@@ -308,11 +362,16 @@ def from_hf_config(hf: Mapping[str, Any], **changes: Any) -> ModelConfig:
         raise ValueError(
             f"cannot override {', '.join(bad)} when loading; only {', '.join(RUNTIME_FIELDS)}."
         )
-    fields = _READERS[model_type](hf)
-    dtype = checkpoint_dtype(hf)
-    if dtype is not None:
-        fields["param_dtype"] = dtype
-    return ModelConfig(**{**fields, **changes})
+    try:
+        fields = _READERS[model_type](hf)
+        dtype = checkpoint_dtype(hf)
+        if dtype is not None:
+            fields["param_dtype"] = dtype
+        config = ModelConfig(**fields)
+    except (ValueError, TypeError) as e:
+        # Reported under config.json's names (hidden_size), not the ModelConfig's (d_model).
+        raise ValueError(f"{source}: {_hf_names(str(e), model_type)}") from None
+    return config.replace(**changes) if changes else config
 
 
 # --- writing -------------------------------------------------------------------------------

@@ -134,6 +134,12 @@ def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
     return {}
 
 
+def _first_few(items: list[str], *, sep: str = ", ", shown: int = 3) -> str:
+    # A whole model's tensors would make a page of a sentence: the first few and a count.
+    rest = len(items) - shown
+    return sep.join(items[:shown]) + (f"{sep}and {rest} more" if rest > 0 else "")
+
+
 def from_hf_state_dict(
     config: ModelConfig,
     tensors: Mapping[str, Any],
@@ -179,11 +185,11 @@ def from_hf_state_dict(
     unexpected = sorted(n for n in names - used if not ignorable(n, config))
     problems = []
     if missing:
-        problems.append(f"missing tensor(s) {', '.join(missing)}")
+        problems.append(f"missing tensor(s) {_first_few(missing)}")
     if wrong:
-        problems.append("; ".join(wrong))
+        problems.append(_first_few(wrong, sep="; "))
     if unexpected:
-        problems.append(f"unexpected tensor(s) {', '.join(unexpected)}")
+        problems.append(f"unexpected tensor(s) {_first_few(unexpected)}")
     if problems:
         raise ValueError(
             f"{source} does not match its {config.family} config: {'; '.join(problems)}."
@@ -304,9 +310,9 @@ def load_hf(
     if not config_file.is_file():
         raise ValueError(f"{path} has no {CONFIG_FILE}; pass a Hugging Face checkpoint directory.")
     try:
-        hf = json.loads(config_file.read_text())
+        hf = json.loads(config_file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{config_file} is not valid JSON ({e}).") from None
+        raise ValueError(f"{config_file} is not valid JSON ({e}); fix it.") from None
     if not isinstance(hf, dict):
         raise ValueError(
             f"{config_file} holds a JSON {type(hf).__name__}, not an object of model settings; "
@@ -314,7 +320,7 @@ def load_hf(
         )
     if dtype is not None:
         config_changes["param_dtype"] = _dtype_name(dtype)
-    config = from_hf_config(hf, **config_changes)
+    config = from_hf_config(hf, source=str(config_file), **config_changes)
     check_fits_host(config, source=str(config_file))
     if callable(shardings):
         shardings = shardings(eqx.filter_eval_shape(build, config, key=jax.random.key(0)))

@@ -8,6 +8,7 @@ shards plus ``model.safetensors.index.json`` (``{"metadata": {"total_size": ...}
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,7 @@ __all__ = [
     "SINGLE_FILE",
     "TensorFiles",
     "parse_size",
+    "save_tensors",
     "write_tensor_files",
 ]
 
@@ -84,6 +86,28 @@ def _open(file: pathlib.Path) -> Any:  # safetensors' handle type is private
             f"{file} is not a readable safetensors file ({_first_line(e)}); replace it with a "
             "complete copy."
         ) from None
+
+
+def save_tensors(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, np.ndarray],
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """``safetensors.numpy.save_file``, its I/O failures raised as the ``OSError`` they are.
+
+    safetensors reports a full disk or a read-only directory as its own ``SafetensorError``
+    ("I/O error: No space left on device (os error 28)"), which code handling storage errors
+    would not recognise.
+    """
+    try:
+        save_file(dict(tensors), path, metadata=dict(metadata) if metadata else None)
+    except SafetensorError as e:
+        code = re.search(r"\(os error (\d+)\)", str(e))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(path)) from e
 
 
 def _first_line(error: BaseException) -> str:
@@ -222,13 +246,13 @@ def write_tensor_files(
     metadata = {"format": "pt"}  # transformers refuses safetensors files without it
     if len(shards) == 1:
         path = directory / SINGLE_FILE
-        save_file(shards[0], path, metadata=metadata)
+        save_tensors(path, shards[0], metadata=metadata)
         return [path]
     written = []
     weight_map = {}
     for i, shard in enumerate(shards):
         path = directory / f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, path, metadata=metadata)
+        save_tensors(path, shard, metadata=metadata)
         written.append(path)
         weight_map.update(dict.fromkeys(shard, path.name))
     total = sum(t.nbytes for t in arrays.values())

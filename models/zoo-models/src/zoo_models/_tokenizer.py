@@ -194,10 +194,8 @@ class HFTokenizer:
     def from_file(
         cls, path: str | pathlib.Path, *, bos_token: str | None = None, eos_token: str | None = None
     ) -> HFTokenizer:
-        """Load a ``tokenizer.json`` file."""
-        return cls(
-            tokenizers.Tokenizer.from_file(str(path)), bos_token=bos_token, eos_token=eos_token
-        )
+        """Load a ``tokenizer.json`` file (a file that is not one: ``ValueError`` naming it)."""
+        return cls(_read_tokenizer(pathlib.Path(path)), bos_token=bos_token, eos_token=eos_token)
 
     @property
     def tokenizer(self) -> tokenizers.Tokenizer:
@@ -310,16 +308,45 @@ def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     config: dict[str, object] = {}
     config_file = path / "tokenizer_config.json"
     if config_file.is_file():
-        config = json.loads(config_file.read_text())
+        config = _read_config(config_file)
     bos = _token_content(config.get("bos_token"))
     eos = _token_content(config.get("eos_token"))
-    tok = tokenizers.Tokenizer.from_file(str(file))
+    tok = _read_tokenizer(file)
     # A config naming a token the vocabulary lacks is not worth failing the load over.
     bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
     eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
     return HFTokenizer(
         tok, bos_token=bos, eos_token=eos, chat_template=_chat_template(path, config)
     )
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def _read_tokenizer(file: pathlib.Path) -> tokenizers.Tokenizer:
+    try:
+        return tokenizers.Tokenizer.from_file(str(file))
+    except Exception as e:  # tokenizers raises a bare Exception for every failure
+        raise ValueError(
+            f"{file} is not a readable tokenizer.json ({_first_line(e)}); replace it with the "
+            "model's own."
+        ) from None
+
+
+def _read_config(file: pathlib.Path) -> dict[str, object]:
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError included
+        raise ValueError(
+            f"{file} is not readable JSON ({_first_line(e)}); fix it or remove it."
+        ) from None
+    if not isinstance(config, dict):
+        raise ValueError(
+            f"{file} holds a JSON {type(config).__name__}, not an object of settings; fix it or "
+            "remove it."
+        )
+    return config
 
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
@@ -331,7 +358,12 @@ def _chat_template(directory: pathlib.Path, config: dict[str, object]) -> str | 
     ``tokenizer_config.json``, a string or a list of named templates."""
     file = directory / CHAT_TEMPLATE_FILE
     if file.is_file():
-        return file.read_text(encoding="utf-8")
+        try:
+            return file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(
+                f"{file} is not a readable UTF-8 template ({_first_line(e)}); fix it or remove it."
+            ) from None
     template = config.get("chat_template")
     if isinstance(template, list):
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
