@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -199,9 +202,9 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, cap
         "--set", f"model_config.n_layers={layers}",
     ])  # fmt: skip
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1, err
+    assert code == 3 and len(err.splitlines()) == 1, err  # 3: it does not fit
     assert "parameters" in err and "GiB, more than this host's memory" in err, err
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert not (tmp_path / "run").exists()  # refused: nothing left behind
     config = zoo_models.get("llama-tiny").replace(n_layers=1, d_model=16, mlp_hidden=32)
     zoo_models.save_hf(
         zoo_models.build(config, key=jax.random.key(0)),
@@ -212,6 +215,74 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(tmp_path, cap
     hf["num_hidden_layers"] = 10**7
     (tmp_path / "hf" / "config.json").write_text(json.dumps(hf))
     for command in (["eval", str(tmp_path / "hf")], ["convert", str(tmp_path / "hf"), "x"]):
-        assert main(command) == 2
+        assert main(command) == 3
         err = capsys.readouterr().err.strip()
         assert f"{zoo_models.num_params(config.replace(n_layers=10**7)):,} parameters" in err, err
+
+
+def _address_space() -> int:
+    status = pathlib.Path("/proc/self/status").read_text()
+    return int(status.split("VmSize:")[1].split()[0]) * 1024
+
+
+def test_a_model_within_the_host_but_over_ulimit_v_is_refused(tmp_path, capsys):
+    # A 400M-parameter model (6.4 GB with gradients and AdamW moments) fits this host's memory
+    # but not an address-space limit 3 GiB above what the process holds: refused before
+    # building it, naming the limit (it died in XLA allocating, with a traceback).
+    import resource
+
+    import zoo_models
+    from zoo_train.data import byte_tokenizer
+
+    write_corpus(tmp_path / "corpus", files=2, lines=5)
+    changes = {"d_model": 1024, "n_layers": 24, "mlp_hidden": 4096, "n_heads": 16}
+    vocab = byte_tokenizer().vocab_size
+    config = zoo_models.get("llama-tiny").replace(vocab_size=vocab, **changes)
+    need = 4 * 4 * zoo_models.num_params(config)  # float32 parameters, gradients, two moments
+    limit = _address_space() + 3 * 2**30
+    assert limit < need < zoo_models.host_memory_bytes() or limit > 2**40
+    sets = [a for k, v in changes.items() for a in ("--set", f"model_config.{k}={v}")]
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        code = main(["train", "--data", str(tmp_path / "corpus"), "--out", str(tmp_path / "run"),
+                     *sets])  # fmt: skip
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    err = capsys.readouterr().err.strip()
+    assert code == 3 and len(err.splitlines()) == 1, err
+    assert f"{zoo_models.num_params(config):,} parameters" in err, err
+    assert "address-space limit set by ulimit -v" in err and f"({limit / 2**30:.2f} GiB)" in err, (
+        err
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_xla_out_of_memory_is_one_sentence_with_the_sizes(tmp_path):
+    # Activations no check foresees (100,000 rows): XLA's RESOURCE_EXHAUSTED, under a memory
+    # limit that makes the allocation fail rather than wake the kernel's OOM killer.
+    import resource
+
+    write_corpus(tmp_path / "corpus", files=2, lines=5)
+    limit = 6 * 2**30
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "train", "--data", "corpus", "--out", "run",
+         "--batch-size", "100000", "--seq-len", "64", "--steps", "1", "--no-progress",
+         "--sample-tokens", "0", "--eval-every", "0"],
+        cwd=tmp_path, capture_output=True, text=True, preexec_fn=cap, timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    line = err[-1]
+    assert line.startswith("zoo train: error: Out of memory: an allocation of ") and line.endswith(
+        "."
+    ), line
+    assert "GiB failed (this process's address-space limit set by ulimit -v: 6.0 GiB)" in line
+    assert "lower --batch-size or --seq-len" in line, line

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 import pathlib
 import re
 import shutil
@@ -133,6 +134,18 @@ def test_generate_prints_text(trained, capsys):
     assert out == "def " + again + "\n"
 
 
+def test_generation_stops_at_the_models_positions_with_a_note(trained, capsys):
+    root, _ = trained
+    capsys.readouterr()
+    asked = 100_000_000  # a RoPE model: it was sized for 141 GB of cache, then died in XLA
+    assert main(["generate", str(root / "run"), "--max-new-tokens", str(asked), "--greedy"]) == 0
+    err = capsys.readouterr().err
+    loaded = zoo_train.load_run(root / "run")
+    prompt = len(loaded.tokenizer.encode("def "))
+    room = loaded.model.config.max_position - prompt
+    assert f"generating at most {room} new tokens, not {asked}: the model has " in err, err
+
+
 def test_eval_prints_loss_and_perplexity(trained, capsys):
     root, _ = trained
     capsys.readouterr()
@@ -201,7 +214,24 @@ def test_damaged_checkpoints_do_not_block_readers(trained, tmp_path, capsys, mon
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     capsys.readouterr()
     assert main(["convert", str(run), str(tmp_path / "hf")]) == 0, capsys.readouterr().err
-    assert f"wrote step {steps[-2]} of" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"wrote step {steps[-2]} of" in out
+    # One short line for the bad step (no TensorStore spec or object dump), said once.
+    (line,) = [x for x in err.splitlines() if f"checkpoint {steps[-1]} " in x]
+    assert len(line) < 300 and "tensorstore" not in line and "<" not in line, line
+    assert line.endswith(f"trying checkpoint {steps[-2]}"), line
+    # Every checkpoint bad: a line each, then one short sentence.
+    for step in steps[:-1]:
+        for f in (ckpts / str(step) / "state").rglob("d/*"):
+            f.write_bytes(b"\0" * f.stat().st_size)
+    assert main(["generate", str(run), "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == len(steps) + 1 and all(len(x) < 300 for x in err), err
+    assert err[-1] == (
+        f"zoo generate: error: None of the checkpoints in {ckpts} can be read (steps "
+        f"{', '.join(map(str, steps))}, each reported above); move them away or pick another "
+        "output directory (they are never overwritten)."
+    )
     time.sleep(0.5)  # the reads Orbax abandoned complete in the background
     gc.collect()
     assert [str(u.exc_value) for u in unraisable] == []  # no "Event loop is closed" tracebacks
@@ -250,22 +280,52 @@ def test_a_checkpoint_that_cannot_be_deleted_is_one_sentence(trained, tmp_path, 
     assert checkpoint_steps(run)[-1] == 4  # the newer checkpoint is committed
 
 
-def test_finetune_from_run_reports_kernel_change(trained, capsys):
+def test_finetune_from_run_reports_kernel_change_and_an_export_to_a_full_disk(
+    trained, tmp_path, capsys
+):
     root, _ = trained
     capsys.readouterr()
-    code = main([
-        "finetune", "--from-run", str(root / "run"), "--data", str(root / "corpus"),
-        "--out", str(root / "ft"), "--steps", "2", "--batch-size", "2", "--seq-len", "32",
-        "--lora-rank", "2", "--no-progress", "--eval-every", "0",
-        "--attention-implementation", "chunked",
-    ])  # fmt: skip
-    assert code == 0
+    disk = tmp_path / "disk"
+    with mounted_tmpfs(disk, "64k"):  # the export's weights do not fit
+        code = main([
+            "finetune", "--from-run", str(root / "run"), "--data", str(root / "corpus"),
+            "--out", str(root / "ft"), "--steps", "2", "--batch-size", "2", "--seq-len", "32",
+            "--lora-rank", "2", "--no-progress", "--eval-every", "0",
+            "--attention-implementation", "chunked", "--export-hf", str(disk / "export"),
+        ])  # fmt: skip
+        assert os.listdir(disk) == []  # no half-written export, no temporary sibling
     err = capsys.readouterr().err
+    # safetensors' own error for the full disk was a traceback: one sentence naming the export.
+    assert code == 2 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == (
+        f"zoo finetune: error: Cannot write {disk / 'export'}: no space left on device; free "
+        "space or choose a writable output directory (committed checkpoints are intact)."
+    )
     xla = zoo_attention.get_kernel("xla").version
     assert f"attention kernel: xla {xla} -> chunked " in err
     run = zoo_train.load_run(root / "ft")
     assert run.lora is not None and run.step == 2
     assert run.meta["run_info"]["init"]["kind"] == "run"
+
+
+@pytest.mark.parametrize("direction", ["to_hf", "from_hf"])
+def test_convert_into_a_full_or_read_only_disk_is_one_sentence(
+    trained, tmp_path, capsys, direction
+):
+    root, _ = trained
+    source = root / "run"
+    if direction == "from_hf":
+        assert main(["convert", str(source), str(tmp_path / "hf")]) == 0
+        source = tmp_path / "hf"
+    disk = tmp_path / "disk"
+    for options, reason in (({}, "no space left on device"), ({"read_only": True}, "read-only")):
+        with mounted_tmpfs(disk, "64k", **options):
+            capsys.readouterr()
+            assert main(["convert", str(source), str(disk / "model")]) == 2
+            assert os.listdir(disk) == []
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith(f"zoo convert: error: Cannot write {disk / 'model'}: {reason}")
+        assert "Traceback" not in "\n".join(err) and "checkpoint" not in err[-1], err
 
 
 def test_models_and_kernels_listings(tmp_path, capsys):

@@ -38,7 +38,7 @@ def test_warmup_is_a_fraction_of_the_run_and_short_runs_decay():
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--lora-rank", "-2"], "--lora-rank must be positive"),
+        (["--lora-rank", "-2"], "`lora.rank` (--lora-rank) must be at least 0, got -2"),
         (["--model", "llama-small"], "drop --model"),
         (["--model", "llama-tiny"], "drop --model"),  # the default preset's name too
     ],
@@ -152,3 +152,61 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
     kept, held_out = train_docs[0].text.splitlines(True), val_docs[0].text.splitlines(True)
     assert sorted(kept + held_out) == sorted(lines) and 5 < len(held_out) < 40
     assert make_loaders([one], tok, seq_len=16, seed=0, val_fraction=0.05)[1] is not None
+
+
+def test_every_numeric_setting_declares_its_range():
+    # Each is checked (finite, in range) when it is read, before anything is loaded.
+    from zoo_train.settings import FinetuneSettings, keys
+
+    numbers = {
+        k: v for k, v in keys(FinetuneSettings()).items() if v.kind.rstrip("?") in ("int", "float")
+    }
+    unchecked = sorted(k for k, v in numbers.items() if v.within is None)
+    assert unchecked == ["mesh.data", "mesh.fsdp", "mesh.tensor"]  # MeshConfig's own checks
+    for key in numbers.values():
+        if key.within is not None:
+            assert key.default is None or key.default in key.within, key.name
+
+
+def test_generation_is_capped_at_what_ulimit_v_leaves():
+    # A model whose positions allow a billion tokens: its cache may take half of what the
+    # address-space limit leaves, no more (it was allocated whole, or died in XLA).
+    import resource
+
+    import equinox as eqx
+    import jax
+
+    import zoo_models
+    from zoo_train import new_token_budget
+
+    config = zoo_models.get("llama-tiny").replace(max_position=10**9)
+    model = eqx.filter_eval_shape(zoo_models.build, config, key=jax.random.key(0))
+    per_token = 2 * config.n_layers * config.kv_heads * config.dim_per_head * 4  # float32
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    status = pathlib.Path("/proc/self/status").read_text()
+    size = int(status.split("VmSize:")[1].split()[0]) * 1024
+    spare = int(np.random.default_rng().integers(2**30, 2**31))
+    resource.setrlimit(resource.RLIMIT_AS, (size + spare, hard))
+    try:
+        budget, why = new_token_budget(model, 7, 10**12)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert abs(budget - (spare // 2 // per_token - 7)) < 2**20 // per_token, (budget, spare)
+    assert "ulimit -v" in why
+    assert new_token_budget(model, 7, 100) == (100, None)
+    with pytest.raises(ValueError, match="fills the model's 128 positions"):
+        new_token_budget(eqx.filter_eval_shape(zoo_models.build, config.replace(max_position=128),
+                                               key=jax.random.key(0)), 128, 1)  # fmt: skip
+
+
+def test_presets_train_from_scratch_with_the_byte_tokenizer():
+    # GPT-2's special ids (50256) name no byte token: the tokenizer's own stand in.
+    from zoo_train.data import byte_tokenizer
+    from zoo_train.recipes import preset_config
+
+    tokenizer = byte_tokenizer()
+    for preset in ("gpt2", "gpt2-medium", "qwen2-0.5b", "llama-3.2-1b"):
+        config = preset_config(_settings("train", model=preset), tokenizer)
+        assert config.vocab_size == tokenizer.vocab_size
+        assert config.eos_token_id == tokenizer.eos_id
+        assert config.bos_token_id in (None, tokenizer.bos_id)

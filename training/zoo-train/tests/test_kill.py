@@ -1,13 +1,17 @@
 """kill -9 a real training process at a random moment and again while a checkpoint is being
-written, or stop it with SIGINT and SIGTERM, then resume: the same final state as an
-uninterrupted run, bit for bit."""
+written, or stop it with SIGINT, SIGTERM and a hang-up of its terminal, then resume: the same
+final state as an uninterrupted run, bit for bit."""
 
+import fcntl
 import json
 import os
 import pathlib
+import pty
+import select
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import numpy as np
@@ -27,6 +31,23 @@ def _start(out: pathlib.Path) -> subprocess.Popen:
         text=True,
         env={**os.environ, "ZOO_ATTENTION": "xla"},
     )
+
+
+def _start_on_a_terminal(out: pathlib.Path) -> tuple[subprocess.Popen, int]:
+    """A run whose terminal is a pseudo-terminal (its controlling one, in a session of its
+    own), and the terminal's other end: closing it is a hang-up, as when an SSH session drops."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPT), str(out), str(STEPS)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+        env={**os.environ, "ZOO_ATTENTION": "xla"},
+    )
+    os.close(slave)
+    return process, master
 
 
 def _listing(ckpts: pathlib.Path) -> tuple[list[int], list[str]]:
@@ -70,7 +91,7 @@ def _train_steps(out: pathlib.Path) -> list[int]:
 def _wait_for(condition, process: subprocess.Popen) -> None:
     deadline = time.monotonic() + 300
     while not condition():
-        assert process.poll() is None, process.stderr.read()[-2000:]
+        assert process.poll() is None, process.stderr and process.stderr.read()[-2000:]
         assert time.monotonic() < deadline
         time.sleep(0.01)
 
@@ -89,7 +110,7 @@ def _kill_at_a_random_moment(out: pathlib.Path) -> None:
     assert victim.returncode == -signal.SIGKILL, victim.stderr.read()[-2000:]
 
 
-def test_sigint_while_compiling_and_sigterm_mid_run_save_then_resume(tmp_path, reference):
+def test_sigint_while_compiling_sigterm_and_a_hang_up_mid_run_save_then_resume(tmp_path, reference):
     out = tmp_path / "run"
     # Ctrl-C while the loop starts (tracing, compiling): a clean exit, before step 1 with nothing
     # to save or after it with step 1 saved; this once crashed the interpreter.
@@ -112,6 +133,22 @@ def test_sigint_while_compiling_and_sigterm_mid_run_save_then_resume(tmp_path, r
     stopped = json.loads(stdout.strip().splitlines()[-1])
     assert stopped["saved"] and stopped["stopped"] >= 7
     assert stopped["stopped"] in _listing(out / "checkpoints")[0]
+
+    # The terminal closes (SIGHUP, and every later write to it fails): saved as for SIGTERM.
+    hung, terminal = _start_on_a_terminal(out)
+    before = stopped["stopped"]
+
+    def trained_on() -> bool:
+        while select.select([terminal], [], [], 0)[0]:  # keep the terminal's buffer drained
+            os.read(terminal, 65536)
+        return max(_train_steps(out), default=0) >= before + 3
+
+    _wait_for(trained_on, hung)
+    os.close(terminal)
+    assert hung.wait(timeout=300) == 129  # 128 + SIGHUP, as a shell reports it
+    hung_up_at = max(_train_steps(out))
+    assert hung_up_at in _listing(out / "checkpoints")[0]  # the step it stopped after, saved
+    stopped = {"stopped": hung_up_at}
 
     third = _start(out)
     stdout, stderr = third.communicate(timeout=300)

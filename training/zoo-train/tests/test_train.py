@@ -116,16 +116,22 @@ def test_checkpoint_contents_and_provenance(straight):
     _assert_same(_params(restored.state), _params(straight))
 
 
-def test_resume_is_bitwise_identical(straight, tmp_path):
+def test_resume_is_bitwise_identical(straight, tmp_path, caplog, capsys):
     first = _run(tmp_path, _config(), stop_at=6)
     assert first.step == 6 and first.resumed_from is None
     # A torn piece of an older checkpoint (the metrics Orbax ranks steps by) is set aside.
     metrics = tmp_path / "checkpoints" / "4" / "metrics" / "metrics"
     metrics.write_text(metrics.read_text()[: np.random.default_rng().integers(1, 10)])
-    second = _run(tmp_path, _config())  # a new call with a new model: resumes automatically
+    capsys.readouterr()
+    with caplog.at_level("WARNING", logger="zoo_train"):
+        second = _run(tmp_path, _config())  # a new call with a new model: resumes automatically
     assert second.resumed_from == 6 and second.step == 12
     (report,) = second.skipped_checkpoints
     assert "checkpoint 4" in report and "metrics/metrics" in report
+    # Reported once, on one short line (it was logged, then printed again).
+    told = [r.getMessage() for r in caplog.records if "checkpoint 4" in r.getMessage()]
+    assert told == [report] and len(report) < 200 + len(str(tmp_path)), told
+    assert "checkpoint 4" not in capsys.readouterr().err
     assert [p.name[:2] for p in (tmp_path / "checkpoints-unreadable").iterdir()] == ["4-"]
     _assert_same(_params(second), _params(straight))
     records = zoo_train.read_metrics(tmp_path / "metrics.jsonl")

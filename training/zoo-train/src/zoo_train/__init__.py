@@ -19,6 +19,7 @@ from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
 from ._errors import RunLockedError as RunLockedError
 from ._errors import StoppedBySignalError as StoppedBySignalError
 from ._inference import evaluate_model as evaluate_model
+from ._inference import new_token_budget as new_token_budget
 from ._inference import sample_text as sample_text
 from ._loss import LossFn as LossFn
 from ._loss import make_lm_loss as make_lm_loss

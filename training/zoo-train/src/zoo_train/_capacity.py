@@ -43,18 +43,21 @@ def memory_of(mesh: Any) -> tuple[int | None, str]:
         kind = devices[0].device_kind
         return sum(limits) * len(devices) // len(
             local
-        ), f"the {len(devices)} {kind} device(s)' memory"
+        ), f"the memory of {len(devices)} {kind} device{'s' if len(devices) != 1 else ''}"
     hosts = len({d.process_index for d in devices})
-    if hosts > 1:
-        return zoo_models.host_memory_bytes() * hosts, f"the {hosts} hosts' memory"
-    return zoo_models.host_memory_bytes(), "this host's memory"
+    # A cgroup limit or `ulimit -v` may allow less than the host has; each host is taken to
+    # allow what this one does.
+    have, what = zoo_models.host_memory_limit()
+    if hosts > 1 and have is not None:
+        return have * hosts, f"the {hosts} hosts' memory"
+    return have, what
 
 
 def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool = True) -> None:
     """Refuse a run whose parameters and optimizer state exceed the memory of ``mesh``.
 
     Raises:
-        ValueError: one sentence with the parameter count and both figures.
+        zoo_models.DoesNotFitError: one sentence with the parameter count and both figures.
     """
     import zoo_models
 
@@ -63,9 +66,24 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
     need = state_bytes(model_config, optimizer, full=full)
     have, where = memory_of(mesh)
     if have is not None and need > have:
-        raise ValueError(
+        raise zoo_models.DoesNotFitError(
             f"The model has {zoo_models.num_params(model_config):,} parameters: with "
             f"{'gradients and ' + optimizer + ' state' if full else 'nothing else'} that is at "
             f"least {gib(need)}, more than {where} ({gib(have)}); choose a "
             "smaller model_config or more devices."
         )
+
+
+def free_memory() -> tuple[int | None, str]:
+    """``(bytes, name)``: what the first device can still allocate (the host's memory, for
+    this process, on CPU), and what limits it."""
+    import jax
+
+    import zoo_models
+
+    device = jax.devices()[0]
+    stats = device.memory_stats() or {}
+    if stats.get("bytes_limit"):
+        free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+        return free, f"the free memory of a {device.device_kind} device"
+    return zoo_models.host_memory_free()

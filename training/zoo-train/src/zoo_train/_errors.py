@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class NonFiniteLossError(RuntimeError):
     """The loss or gradient became NaN/inf with ``on_nonfinite="stop"``.
@@ -26,11 +28,11 @@ class NoUsableCheckpointError(RuntimeError):
 
 
 class StoppedBySignalError(RuntimeError):
-    """SIGINT or SIGTERM asked the run to stop; it saved a checkpoint at ``step`` first.
+    """SIGINT, SIGTERM or SIGHUP asked the run to stop; it saved a checkpoint at ``step`` first.
 
     Attributes:
         step: the last step taken (and saved, when ``saved``).
-        signum: the signal's number (``signal.SIGINT`` or ``signal.SIGTERM``).
+        signum: the signal's number (``signal.SIGINT``, ``SIGTERM`` or ``SIGHUP``).
         saved: whether a checkpoint of ``step`` was written (not when no step had run yet).
     """
 
@@ -50,6 +52,18 @@ class RunLockedError(RuntimeError):
     pid and host)."""
 
 
+# A full disk or quota, a read-only filesystem, missing permissions: storage the user must fix.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
 class CheckpointWriteError(RuntimeError):
     """A checkpoint could not be written or rotated (full disk, read-only or vanished directory);
-    the committed checkpoints before it are intact."""
+    the committed checkpoints before it are intact.
+
+    Attributes:
+        errno: the operating system's error number, when the failure carried one.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno

@@ -15,6 +15,7 @@ import pathlib
 import shutil
 from collections.abc import Iterator
 
+from ._errors import STORAGE_ERRNOS, CheckpointWriteError
 from ._usage import UsageError
 
 
@@ -63,13 +64,18 @@ def atomic_directory(
     if not enabled:
         yield dest
         return
-    dest.parent.mkdir(parents=True, exist_ok=True)
     tag = f"{dest.name}.{os.getpid()}"
     tmp, old = dest.with_name(f".{tag}.tmp"), dest.with_name(f".{dest.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier process of this pid
-    tmp.mkdir()
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # left by an earlier process of this pid
+        tmp.mkdir()
         yield tmp
+    except (OSError, CheckpointWriteError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno in STORAGE_ERRNOS:  # named as the destination, not the temporary sibling
+            raise OSError(e.errno, os.strerror(e.errno), str(dest)) from e
+        raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

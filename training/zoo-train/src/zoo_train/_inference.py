@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
+from ._capacity import free_memory
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
 from .loop import EvalSource
@@ -22,6 +24,8 @@ from .parallel import (
     replicated,
     to_host,
 )
+
+logger = logging.getLogger("zoo_train")
 
 
 def evaluate_model(
@@ -65,6 +69,55 @@ def evaluate_model(
     return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "tokens": weight}
 
 
+def new_token_budget(model: Any, prompt_len: int, requested: int) -> tuple[int, str | None]:
+    """How many of ``requested`` new tokens a prompt of ``prompt_len`` tokens can have, and why
+    fewer (``None``: all of them).
+
+    The model's positions end it (a rotary model's too: beyond ``max_position`` it was never
+    trained, and its cache would grow without bound), and so does memory: the KV cache of
+    prompt and continuation may take half of what the device, or this process on the host,
+    can still allocate (XLA may hold a copy of it).
+
+    Raises:
+        ValueError: the prompt alone fills the positions.
+        zoo_models.DoesNotFitError: not even one new token's cache fits.
+    """
+    import zoo_models
+
+    config = getattr(model, "config", None)
+    if config is None:
+        return requested, None
+    room = config.max_position - prompt_len
+    if room < 1:
+        raise ValueError(
+            f"The prompt ({prompt_len} tokens) fills the model's {config.max_position} "
+            "positions; shorten it."
+        )
+    budget, why = requested, None
+    if room < budget:
+        budget = room
+        why = f"the model has {config.max_position} positions and the prompt takes {prompt_len}"
+    dtype = jnp.dtype(getattr(model, "compute_dtype", None) or jnp.float32)
+    per_token = 2 * config.n_layers * config.kv_heads * config.dim_per_head * dtype.itemsize
+    free, what = free_memory()
+    if free is None:
+        return budget, why
+    fits = free // 2 // per_token - prompt_len
+    if fits < 1:
+        raise zoo_models.DoesNotFitError(
+            f"The cache of a {prompt_len}-token prompt needs "
+            f"{zoo_models.human_bytes(2 * prompt_len * per_token)} with its copy, more than "
+            f"{what} ({zoo_models.human_bytes(free)}); shorten the prompt."
+        )
+    if fits < budget:
+        budget = fits
+        why = (
+            f"the cache of {prompt_len + fits:,} tokens ({zoo_models.human_bytes(per_token)} "
+            f"each) takes half of {what} ({zoo_models.human_bytes(free)})"
+        )
+    return budget, why
+
+
 def sample_text(model: Any, tokenizer: Any, prompt: str, **settings: Any) -> str:
     """Continue ``prompt`` by up to ``max_new_tokens`` tokens (stopping at EOS); the new text.
 
@@ -93,7 +146,8 @@ def sample_ids(
     ``zoo_models.stop_token_ids`` of the checkpoint's generation settings to stop where
     ``transformers`` does (e.g. at an end-of-turn token).
 
-    Models with a learned position table (GPT-2) are limited to their ``max_position``.
+    Generation stops at the model's ``max_position`` and at the longest cache memory holds
+    (see :func:`new_token_budget`; a cap is logged).
 
     The prompt is encoded as the tokenizer's configuration says (BOS first when it adds one),
     as ``transformers`` does, so greedy ids match its ``generate`` on the same model.
@@ -110,13 +164,10 @@ def sample_ids(
         raise ValueError(
             "The prompt is empty and the tokenizer has no BOS token; pass --prompt TEXT."
         )
-    config = getattr(model, "config", None)
-    if config is not None and config.positional == "learned":
-        max_new_tokens = min(max_new_tokens, config.max_position - len(ids))
-        if max_new_tokens < 1:
-            raise ValueError(
-                f"The prompt fills the model's {config.max_position} positions; shorten it."
-            )
+    budget, why = new_token_budget(model, len(ids), max_new_tokens)
+    if why is not None:
+        logger.warning("generating at most %d new tokens, not %d: %s", budget, max_new_tokens, why)
+    max_new_tokens = budget
     if stop_tokens is None:
         stop_tokens = zoo_models.stop_token_ids({}, tokenizer)
     stops = tuple(int(t) for t in stop_tokens)

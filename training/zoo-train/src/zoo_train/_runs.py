@@ -21,6 +21,7 @@ import jax
 from jax.sharding import Mesh
 
 from ._config import TrainConfig
+from ._errors import NoUsableCheckpointError
 from ._plan import plan_state
 from ._usage import UsageError
 from .checkpoint import CHECKPOINT_DIR, Checkpointer
@@ -139,6 +140,29 @@ def checkpoint_steps(run_dir: str | pathlib.Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.is_dir() and p.name.isdigit())
 
 
+def no_model_error(path: str | pathlib.Path) -> UsageError:
+    """Why ``path`` holds no model to load: it does not exist, it is a run that has not saved a
+    checkpoint yet, or it is neither a run nor a Hugging Face directory."""
+    from .checkpoint import LOCK_FILE
+    from .loop import METRICS_FILE
+
+    p = pathlib.Path(path)
+    if not p.exists():
+        return UsageError(
+            f"{str(path)!r} does not exist; pass a zoo run directory or a Hugging Face model "
+            "directory."
+        )
+    if any((p / name).exists() for name in (LOCK_FILE, METRICS_FILE, CHECKPOINT_DIR)):
+        return UsageError(
+            f"{str(path)!r} is a zoo run with no checkpoint yet; let it train to its first save "
+            "(every --save-every steps, and at the end) or pass a run that has one."
+        )
+    return UsageError(
+        f"{str(path)!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face "
+        "model directory (with config.json); pass one."
+    )
+
+
 def read_metas(run_dir: str | pathlib.Path) -> dict[int, dict[str, Any]]:
     """The metadata of every readable checkpoint of ``run_dir`` (``{}`` when there are none)."""
     if not checkpoint_steps(run_dir):
@@ -171,15 +195,20 @@ def load_run(
 
     Raises:
         UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI.
+        NoUsableCheckpointError: it has checkpoints but none can be read.
     """
     import zoo_models
 
     run_dir = pathlib.Path(run_dir)
     metas = read_metas(run_dir)
+    steps = checkpoint_steps(run_dir)
+    if not steps:
+        raise no_model_error(run_dir)
     if not metas:
-        raise UsageError(
-            f"{str(run_dir)!r} holds no checkpoints; pass the --out directory of a zoo train "
-            "or zoo finetune run."
+        raise NoUsableCheckpointError(
+            f"None of the checkpoints in {run_dir / CHECKPOINT_DIR} (steps "
+            f"{', '.join(map(str, steps))}) has readable metadata; move them away or pass "
+            "another run."
         )
     meta = metas[max(metas)]
     info = meta.get("run_info") or {}

@@ -38,7 +38,14 @@ from ._agreement import agreed, sync
 from ._fingerprints import describe_leaves, fingerprints, fresh_copies, state_leaves
 from ._orbax_quiet import quiet_orbax
 from ._recovery import move_aside, refuse_if_all_torn, torn_steps, unkept_steps
-from ._reports import brief, mismatch, write_failure
+from ._reports import (
+    brief,
+    mismatch,
+    none_readable,
+    os_error_number,
+    unreadable,
+    write_failure,
+)
 
 logger = logging.getLogger("zoo_train")
 
@@ -190,7 +197,8 @@ class Checkpointer:
                     self.directory,
                     self._pending if step is None else step,
                     deleting=unkept[0] if unkept else None,
-                )
+                ),
+                errno=os_error_number(e),
             ) from e
 
     def read_meta(self, step: int) -> dict[str, Any]:
@@ -272,16 +280,14 @@ class Checkpointer:
         skipped: list[str] = list(self.set_aside_reports)
         self.set_aside_reports = []
         steps = self.steps()
-        for step in reversed(steps):
+        for i, step in reversed(list(enumerate(steps))):
             try:
                 restored = self._restore_step(step, template, check)
             except CheckpointMismatchError:
                 raise
             except Exception as e:  # a torn or corrupt step: report it and use the previous one
-                reason = (
-                    f"checkpoint {step} in {self.directory} is unreadable ({brief(e)}); "
-                    "using the previous one"
-                )
+                then = f"trying checkpoint {steps[i - 1]}" if i else "no earlier one is left"
+                reason = unreadable(self.directory, step, brief(e), then)
                 logger.warning(reason)
                 skipped.append(reason)
                 continue
@@ -290,10 +296,7 @@ class Checkpointer:
                 self._set_aside([s for s in steps if s > step])
             return restored
         if steps:
-            raise NoUsableCheckpointError(
-                f"None of the checkpoints {steps} in {self.directory} can be read ({'; '.join(skipped)}); "
-                "move them away or pick another output directory (they are never overwritten)."
-            )
+            raise NoUsableCheckpointError(none_readable(self.directory, steps))
         return None
 
     def _set_aside(self, steps: list[int]) -> None:
@@ -319,9 +322,9 @@ class Checkpointer:
         for step, reason in torn.items() if jax.process_index() == 0 else ():
             moved = move_aside(self.directory, step)
             if moved is not None:
-                report = (
-                    f"checkpoint {step} in {self.directory} is unreadable ({reason}); moved it "
-                    f"to {moved[1]} and using the others"
+                aside = moved[1].relative_to(self.directory.parent)
+                report = unreadable(
+                    self.directory, step, reason, f"moved it to {aside} and using the others"
                 )
                 logger.warning(report)
                 self.set_aside_reports.append(report)

@@ -9,12 +9,15 @@ can save those steps again. Nothing is ever deleted: steps go to ``<directory>-u
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 import shutil
 import time
 
 from .._errors import NoUsableCheckpointError
-from ._reports import brief
+from ._reports import brief, none_readable, unreadable
+
+logger = logging.getLogger("zoo_train")
 
 # The JSON files of a step that Orbax parses to list steps (its commit record, the metrics that
 # rank them). A torn ``meta/`` or array is found when that step is restored.
@@ -65,13 +68,12 @@ def unkept_steps(directory: pathlib.Path, keep: int) -> list[int]:
 
 
 def refuse_if_all_torn(directory: pathlib.Path, torn: dict[int, str]) -> None:
-    """Raise :class:`NoUsableCheckpointError` when every step of ``directory`` is torn."""
+    """Raise :class:`NoUsableCheckpointError` when every step of ``directory`` is torn (each
+    reported on a line of its own first)."""
     if torn and len(torn) == len(step_dirs(directory)):
-        raise NoUsableCheckpointError(
-            f"None of the checkpoints {sorted(torn)} in {directory} can be read "
-            f"({'; '.join(f'{s}: {r}' for s, r in sorted(torn.items()))}); move them "
-            "away or pick another output directory (they are never overwritten)."
-        )
+        for step, reason in sorted(torn.items()):
+            logger.warning(unreadable(directory, step, reason, "it is kept as it is"))
+        raise NoUsableCheckpointError(none_readable(directory, sorted(torn)))
 
 
 def move_aside(directory: pathlib.Path, step: int) -> tuple[pathlib.Path, pathlib.Path] | None:

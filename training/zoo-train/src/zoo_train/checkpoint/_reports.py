@@ -9,10 +9,41 @@ import re
 
 
 def brief(error: BaseException) -> str:
-    """``"Type: first clause"`` of ``error``, without the tensorstore spec storage errors carry."""
-    text = str(error).splitlines()[0] if str(error) else ""
-    text = text.split(" [tensorstore_spec")[0]
-    return f"{type(error).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
+    """What went wrong, in a clause: TensorStore's chain of contexts ("Error opening "cast"
+    driver: Error opening "zarr" driver: …: cause [tensorstore_spec=…]") cut to its status, its
+    cause and the last file it names; object reprs left out."""
+    text = (str(error).splitlines() or [""])[0].split(" [tensorstore_spec")[0]
+    text = re.sub(r"<[^<>]*>", "…", text)
+    status = re.match(r"([A-Z][A-Z_]{3,}): ", text)
+    if status is not None and ": " in text[status.end() :]:
+        files = re.findall(r'local file "([^"]+)"', text)
+        where = f" in …/{'/'.join(pathlib.Path(files[-1]).parts[-3:])}" if files else ""
+        text = f"{status.group(1)}: {text.rsplit(': ', 1)[-1]}{where}"
+    text = text or type(error).__name__
+    return text[:200] + ("…" if len(text) > 200 else "")
+
+
+def unreadable(directory: pathlib.Path, step: int, reason: str, then: str) -> str:
+    """The line reporting one unreadable step, and what happens instead (``then``)."""
+    return f"checkpoint {step} in {directory} is unreadable ({reason}); {then}"
+
+
+def none_readable(directory: pathlib.Path, steps: list[int]) -> str:
+    """The sentence ending a run whose checkpoints are all unreadable (each reported before)."""
+    return (
+        f"None of the checkpoints in {directory} can be read (steps "
+        f"{', '.join(map(str, steps))}, each reported above); move them away or pick another "
+        "output directory (they are never overwritten)."
+    )
+
+
+def os_error_number(error: BaseException) -> int | None:
+    """The operating system's error number behind ``error``, if it carries one."""
+    # TensorStore reports an OS error inside a long message: "... [os_error_code='28']".
+    code = re.search(r"os_error_code='(\d+)'", str(error))
+    if code is not None:
+        return int(code.group(1))
+    return error.errno if isinstance(error, OSError) else None
 
 
 def write_failure(
@@ -20,10 +51,9 @@ def write_failure(
 ) -> str:
     """The sentence for a failed save or asynchronous save of ``step`` in ``directory``, or for
     the failed deletion of step ``deleting`` when rotation was removing it."""
-    # TensorStore reports an OS error inside a long message: "... [os_error_code='28']".
-    code = re.search(r"os_error_code='(\d+)'", str(error))
-    if code is not None:
-        reason = os.strerror(int(code.group(1))).lower()
+    number = os_error_number(error)
+    if number is not None:
+        reason = os.strerror(number).lower()
     elif isinstance(error, OSError) and error.strerror:
         reason = error.strerror.lower()
     else:

@@ -1,28 +1,46 @@
 """How a command ends: one place maps what went wrong to an exit code and one sentence.
 
-Exit codes: 0 success; 1 a failed run or check (a non-finite loss, ``zoo kernels verify``);
-2 a usage or input error (one sentence on stderr, no traceback; ``ZOO_DEBUG=1`` shows the
-traceback instead); 3 a train step that does not fit the topology (``zoo compile``); 4 a peer
-process was lost; 128 + N a signal (130 SIGINT, 143 SIGTERM).
+| code | meaning |
+|---|---|
+| 0 | success |
+| 1 | a failed run or check: a non-finite loss, a failing ``zoo kernels verify`` case |
+| 2 | a usage or input error: bad flags or settings, missing or unreadable input, a directory that holds another run, storage that cannot be written |
+| 3 | it does not fit: a model or step larger than the memory there is (refused before allocating where that can be known; XLA's ``RESOURCE_EXHAUSTED`` otherwise), a step over a TPU's HBM (``zoo compile``) |
+| 4 | a peer process of a multi-process run was lost (its watchdog ends the process) |
+| 128 + N | stopped by signal N after saving: 129 SIGHUP, 130 SIGINT, 143 SIGTERM |
+
+Every code but 0 comes with one sentence on stderr, never a traceback (``ZOO_DEBUG=1`` shows
+the traceback of a 2 or 3 instead). What no rule covers is a bug: raised with its traceback.
 """
 
 from __future__ import annotations
 
-import errno
 import os
+import re
 import sys
 from collections.abc import Callable
 
+from .._errors import STORAGE_ERRNOS
 from .._usage import UsageError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-#: Exit status of a step that does not fit the topology's HBM.
+#: A model or step larger than the memory there is.
 EXIT_DOES_NOT_FIT = 3
+#: A peer process was lost: ``zoo_train.parallel.EXIT_PEER_LOST``, with which the watchdog ends
+#: the process itself, from its thread (kept here too so that the table is whole).
+EXIT_PEER_LOST = 4
 
-# A full disk or quota, a read-only filesystem, missing permissions: the user's to fix.
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+# What to lower when a command runs out of memory.
+_LOWER = {
+    "train": "lower --batch-size or --seq-len (--grad-accum keeps the batch), set "
+    "model_config.remat=true, or use more devices",
+    "generate": "lower --max-new-tokens or shorten the prompt",
+    "eval": "lower --batch-size or --seq-len",
+}
+_LOWER["finetune"] = _LOWER["train"] + " (or a LoRA rank)"
 
 
 def one_sentence(err: BaseException) -> str:
@@ -42,11 +60,42 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _storage_sentence(err: OSError) -> str:
+def _does_not_fit(err: BaseException) -> bool:
+    models = sys.modules.get("zoo_models")
+    return models is not None and isinstance(err, models.DoesNotFitError)
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    # XLA's allocation failure (jax.errors.JaxRuntimeError), without importing jax to ask.
+    return type(err).__name__.endswith("RuntimeError") and "RESOURCE_EXHAUSTED" in str(err)
+
+
+def _memory_sentence(err: BaseException, command: str) -> str:
+    """XLA's ``RESOURCE_EXHAUSTED`` as the sizes involved and what to lower."""
+    text = str(err)
+    asked = re.search(r"allocating (\d+) bytes", text)
+    hbm = re.search(r"Used ([\d.]+\w?) of ([\d.]+\w?) hbm", text)
+    import zoo_models
+
+    if asked is not None:
+        have, what = zoo_models.host_memory_limit()
+        within = f" ({what}: {zoo_models.human_bytes(have)})" if have is not None else ""
+        size = f"an allocation of {zoo_models.human_bytes(int(asked.group(1)))} failed{within}"
+    elif hbm is not None:
+        size = f"the program needs {hbm.group(1)}B of {hbm.group(2)}B of HBM"
+    else:
+        detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().splitlines()[0][:160]
+        size = f"XLA: {detail.rstrip('.')}"
+    lower = _LOWER.get(command, "use a smaller model or a machine with more memory")
+    return f"Out of memory: {size}; {lower}."
+
+
+def _storage_sentence(err: OSError, command: str) -> str:
     where = f" {err.filename}" if err.filename else ""
+    intact = " (committed checkpoints are intact)" if command in ("train", "finetune") else ""
     return (
         f"Cannot write{where}: {(err.strerror or str(err)).lower()}; free space or choose a "
-        "writable output directory (committed checkpoints are intact)."
+        f"writable output directory{intact}."
     )
 
 
@@ -74,11 +123,19 @@ def run_command(command: str, body: Callable[[], int]) -> int:
             return EXIT_FAILED
         if isinstance(err, StoppedBySignalError):
             print(f"{where}: {one_sentence(err)}", file=sys.stderr)
-            return 128 + err.signum  # 130 for SIGINT, 143 for SIGTERM, as a shell reports them
-        if isinstance(err, _user_errors()) and not debug:
+            return 128 + err.signum  # 129 SIGHUP, 130 SIGINT, 143 SIGTERM, as a shell reports
+        if debug:
+            raise
+        if _does_not_fit(err):
+            print(f"{where}: error: {one_sentence(err)}", file=sys.stderr)
+            return EXIT_DOES_NOT_FIT
+        if _out_of_memory(err):
+            print(f"{where}: error: {_memory_sentence(err, command)}", file=sys.stderr)
+            return EXIT_DOES_NOT_FIT
+        if isinstance(err, _user_errors()):
             print(f"{where}: error: {one_sentence(err)}", file=sys.stderr)
             return EXIT_USAGE
-        if isinstance(err, OSError) and err.errno in _STORAGE_ERRNOS and not debug:
-            print(f"{where}: error: {_storage_sentence(err)}", file=sys.stderr)
+        if isinstance(err, OSError) and err.errno in STORAGE_ERRNOS:
+            print(f"{where}: error: {_storage_sentence(err, command)}", file=sys.stderr)
             return EXIT_USAGE
         raise

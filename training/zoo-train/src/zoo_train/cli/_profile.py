@@ -7,6 +7,7 @@ import json
 import sys
 
 from .._usage import UsageError
+from ..settings import bounded
 
 HELP = "where the time of profiled train steps went"
 DESCRIPTION = (
@@ -25,7 +26,11 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument(
-        "--top", type=int, default=10, metavar="N", help="operations listed (default: 10)"
+        "--top",
+        type=bounded(int, "[1, inf)"),
+        default=10,
+        metavar="N",
+        help="operations listed (default: 10)",
     )
 
 

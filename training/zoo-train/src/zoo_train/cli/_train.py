@@ -48,7 +48,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     s = settings_of(args, "train")
     join_processes(args, s)
-    with stop_requests():  # from here on, SIGTERM/Ctrl-C stop after a step, with a save
+    with stop_requests():  # from here on, SIGTERM, Ctrl-C and SIGHUP stop after a step, with a save
         return train_recipe(s)
 
 

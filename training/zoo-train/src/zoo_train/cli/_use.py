@@ -20,7 +20,7 @@ from ..recipes import (
     make_loaders,
     mesh_and_rules,
 )
-from ..settings import RunSettings
+from ..settings import SEEDS, RunSettings, bounded
 from ._options import add_mesh_flag, add_tokenizer_flag
 
 
@@ -29,13 +29,20 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
         "source", metavar="RUN_OR_HF_DIR", help="a zoo run directory or a Hugging Face directory"
     )
     p.add_argument("--prompt", default="def ", help="prompt text (default: 'def ')")
-    p.add_argument("--max-new-tokens", type=int, default=200, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int, default=None, metavar="K")
-    p.add_argument("--top-p", type=float, default=None, metavar="P")
+    p.add_argument(
+        "--max-new-tokens",
+        type=bounded(int, "[1, inf)"),
+        default=200,
+        metavar="N",
+        help="at most this many tokens (capped at the model's positions and at what memory "
+        "holds, with a note)",
+    )
+    p.add_argument("--temperature", type=bounded(float, "(0, inf)"), default=0.8)
+    p.add_argument("--top-k", type=bounded(int, "[1, inf)"), default=None, metavar="K")
+    p.add_argument("--top-p", type=bounded(float, "(0, 1]"), default=None, metavar="P")
     p.add_argument("--greedy", action="store_true", help="argmax decoding")
-    p.add_argument("--num-samples", type=int, default=1, metavar="N")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-samples", type=bounded(int, "[1, inf)"), default=1, metavar="N")
+    p.add_argument("--seed", type=bounded(int, SEEDS), default=0)
     p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
     add_tokenizer_flag(p)
     add_mesh_flag(p, default=None)
@@ -101,15 +108,19 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--val-fraction",
-        type=float,
+        type=bounded(float, "[0, 1)"),
         default=None,
         help="evaluate only the held-out split of --data",
     )
-    p.add_argument("--seq-len", type=int, default=128, metavar="N")
-    p.add_argument("--batch-size", type=int, default=16, metavar="N")
-    p.add_argument("--max-batches", type=int, default=None, metavar="N")
-    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes, metavar="N")
-    p.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
+    p.add_argument("--seq-len", type=bounded(int, "[1, inf)"), default=128, metavar="N")
+    p.add_argument("--batch-size", type=bounded(int, "[1, inf)"), default=16, metavar="N")
+    p.add_argument("--max-batches", type=bounded(int, "[1, inf)"), default=None, metavar="N")
+    p.add_argument(
+        "--max-bytes", type=bounded(int, "[1, inf)"), default=defaults.max_bytes, metavar="N"
+    )
+    p.add_argument(
+        "--seed", type=bounded(int, SEEDS), default=0, help="seed of the train/held-out split"
+    )
     p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_tokenizer_flag(p)
@@ -181,15 +192,10 @@ def run_convert(args: argparse.Namespace) -> int:
     mesh, rules = mesh_and_rules(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
-    from .._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
+    from .._runs import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
     from ..peft import export_hf
 
-    if not checkpoint_steps(src):
-        raise UsageError(
-            f"{str(src)!r} is neither a Hugging Face model directory (config.json) nor a zoo run "
-            "directory (checkpoints/); pass one."
-        )
-    loaded = load_run(src, mesh=mesh, rules=rules)
+    loaded = load_run(src, mesh=mesh, rules=rules)  # a sentence for whatever src lacks
     init = (loaded.meta.get("run_info") or {}).get("init") or {}
     with atomic_directory(dst) as target:
         export_hf(loaded.model, target, dtype=init.get("dtype"), generation=read_generation(src))

@@ -133,7 +133,7 @@ def _save(run: Run, end: StepEnd) -> None:
 
 
 def _stop_if_asked(run: Run, end: StepEnd) -> None:
-    """SIGTERM or Ctrl-C: save this step (if not saved already) and stop."""
+    """SIGTERM, Ctrl-C or SIGHUP: save this step (if not saved already) and stop."""
     halt = run.stop.stop_step(end.step)
     if halt is None or end.step < halt[0] or end.step >= run.end:
         return

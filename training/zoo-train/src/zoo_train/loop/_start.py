@@ -78,7 +78,7 @@ class Run:
         record: writes a metrics record (process 0) and hands it to the caller's watcher.
         meta: what every checkpoint records besides the loader's position and last evaluation.
         last_eval: the last evaluation record.
-        stop: the stop request (SIGTERM, Ctrl-C).
+        stop: the stop request (SIGTERM, Ctrl-C, SIGHUP).
         profile, profile_meta: the traced window and what its capture records.
     """
 
@@ -307,9 +307,7 @@ def _announce(
             f"zoo-train: the run now ends at step {extended['to']} (was {extended['from']}); "
             "the learning-rate schedule follows the new total"
         )
-    skipped = [] if restored is None else restored.skipped
-    for report in skipped:
-        progress.write(f"zoo-train: {report}")
+    skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", label)
     prov = provenance()
     record(

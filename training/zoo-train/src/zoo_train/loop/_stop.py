@@ -1,6 +1,9 @@
-"""Preemption and Ctrl-C: SIGTERM or SIGINT stops a run after the current step, with a save.
+"""Preemption, Ctrl-C and hang-ups: SIGTERM, SIGINT or SIGHUP stops a run after the current
+step, with a save.
 
-TPU VMs and cluster schedulers send SIGTERM before taking a machine. The first signal only
+TPU VMs and cluster schedulers send SIGTERM before taking a machine; a closed terminal or a
+dropped SSH session sends SIGHUP, after which writing to the terminal fails (so from then on
+the output goes nowhere rather than failing the save). The first signal only
 raises a flag: the loop finishes the step in flight, saves it and ends with
 :class:`~zoo_train.StoppedBySignalError`. Nothing is interrupted halfway (compilation, an evaluation,
 a save), which is what made a raw ``KeyboardInterrupt`` crash. A second signal ends the process
@@ -25,11 +28,23 @@ from typing import Any
 
 import jax
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_KEY = "zoo/stop"
 # How far ahead a proposed stop step lies: no process can have dispatched further, because
 # each waits for the metrics of the step two back, which needs every process's part of it.
 MARGIN = 4
+
+
+def _silence_output() -> None:
+    """Point stdout and stderr at ``/dev/null``: after a hang-up nobody reads them, and a write
+    that fails would end the run before it saves."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a file descriptor (a test's capture)
+            continue
+    os.close(devnull)
 
 
 class StopRequest:
@@ -46,16 +61,21 @@ class StopRequest:
             os.kill(os.getpid(), signum)
             return
         self.signum = signum
-        if jax.process_index() == 0:
+        if jax.process_index() != 0:  # process 0 alone speaks
+            return
+        try:
             print(
                 f"\nzoo-train: {signal.Signals(signum).name}: stopping after the current step "
                 "with a checkpoint (again to stop at once).",
                 file=sys.stderr,
                 flush=True,
             )
+        except OSError:  # the terminal hung up: its writes fail from now on
+            _silence_output()
 
     def install(self) -> bool:
-        """Take SIGINT and SIGTERM (only the main thread can); returns whether it did."""
+        """Take SIGINT, SIGTERM and SIGHUP (only the main thread can); returns whether it
+        did."""
         if threading.current_thread() is not threading.main_thread():
             return False
         for s in SIGNALS:
@@ -90,7 +110,8 @@ _active: StopRequest | None = None
 
 @contextlib.contextmanager
 def stop_requests() -> Iterator[StopRequest]:
-    """SIGINT/SIGTERM handled as stop requests inside the block (nested blocks share one)."""
+    """SIGINT, SIGTERM and SIGHUP handled as stop requests inside the block (nested blocks share
+    one)."""
     global _active
     if _active is not None:
         yield _active

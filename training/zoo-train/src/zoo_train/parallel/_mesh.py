@@ -81,17 +81,19 @@ class MeshConfig:
         """
         sizes = self.to_dict()
         fixed = math.prod(v for v in sizes.values() if v != -1)
+        available = f"{num_devices} device{'s' if num_devices != 1 else ''}"
         if -1 in sizes.values():
             if num_devices % fixed:
                 raise ValueError(
-                    f"mesh {self} cannot use {num_devices} devices: the fixed axes take "
-                    f"{fixed}, which does not divide {num_devices}."
+                    f"mesh {self} cannot use {available}: the fixed axes take {fixed}, which "
+                    f"does not divide {num_devices}."
                 )
             sizes = {k: (num_devices // fixed if v == -1 else v) for k, v in sizes.items()}
         elif fixed != num_devices:
             raise ValueError(
-                f"mesh {self} needs {fixed} devices but {num_devices} are available; make the "
-                "sizes multiply to the device count, or set one axis to -1."
+                f"mesh {self} needs {fixed} devices but {num_devices} "
+                f"{'is' if num_devices == 1 else 'are'} available; make the sizes multiply to "
+                "the device count, or set one axis to -1."
             )
         return sizes
 

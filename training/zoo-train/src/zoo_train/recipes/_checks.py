@@ -10,9 +10,12 @@ from ._data import check_data_paths
 
 
 def check_run(s: RunSettings) -> None:
-    """The data paths, the kernel's version range and name."""
+    """The output directory, the data paths, the kernel's version range and name."""
     from .._requirements import check_requirement
 
+    out = pathlib.Path(s.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {s.out!r} is a file; pass a directory for the run.")
     check_data_paths(s.data)
     if s.attention.require is not None:
         check_requirement(s.attention.require)
@@ -37,17 +40,12 @@ def finetune_model_error() -> UsageError:
 
 
 def check_finetune(s: FinetuneSettings) -> None:
-    """What ``zoo train`` checks, the LoRA rank, and the export target (refused now, not after
-    training)."""
+    """What ``zoo train`` checks, and the export target (refused now, not after training)."""
     from .._export import check_export_target
 
     if s.model != RunSettings.model:
         raise finetune_model_error()
     check_run(s)
-    if s.lora.rank < 0:
-        raise UsageError(
-            f"--lora-rank must be positive for LoRA or 0 for full fine-tuning, got {s.lora.rank}."
-        )
     if s.export_hf is None:
         return
     if pathlib.Path(s.export_hf).resolve() == pathlib.Path(s.out).resolve():

@@ -14,7 +14,7 @@ from ._finish import export, sample
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
-from ._run import Job, run, saved_provenance, say
+from ._run import Job, run, run_started, saved_provenance, say
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -27,7 +27,8 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    # One training process per output directory; a run refused at startup leaves nothing.
+    with run_lock(out, enabled=is_primary(), started=run_started):
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)

@@ -67,6 +67,13 @@ def preset_config(s: RunSettings, tokenizer: Any | None = None) -> Any:
             )
         if tokenizer.eos_id is not None and config.eos_token_id is None:
             changes.setdefault("eos_token_id", tokenizer.eos_id)
+        # A preset's special ids beyond the tokenizer's vocabulary (GPT-2's 50256 with the byte
+        # tokenizer) name no token: the tokenizer's own stand in for them.
+        own = {"bos_token_id": tokenizer.bos_id, "eos_token_id": tokenizer.eos_id}
+        for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            preset_id = getattr(config, name)
+            if preset_id is not None and preset_id >= changes["vocab_size"]:
+                changes.setdefault(name, own.get(name))
     changes["attention_implementation"] = s.attention.implementation
     try:
         config = config.replace(**changes)

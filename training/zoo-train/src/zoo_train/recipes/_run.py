@@ -25,6 +25,15 @@ def say(message: str) -> None:
         tqdm.write(message, file=sys.stderr)
 
 
+def run_started(out: pathlib.Path) -> bool:
+    """Whether a run in ``out`` got as far as training (its start record is written) or has
+    checkpoints: a run that failed before then leaves nothing of value behind."""
+    from .._runs import checkpoint_steps
+    from ..loop import METRICS_FILE
+
+    return (out / METRICS_FILE).exists() or bool(checkpoint_steps(out))
+
+
 def saved_provenance(out: pathlib.Path) -> dict[int, dict[str, Any] | None]:
     """The provenance recorded in each readable checkpoint of ``out`` (empty: a new run)."""
     from .._runs import read_metas

@@ -90,7 +90,7 @@ def load_model(
     Returns:
         ``(model, tokenizer, description)``.
     """
-    from .._runs import checkpoint_steps, load_run
+    from .._runs import checkpoint_steps, load_run, no_model_error
 
     mesh = make_mesh() if mesh is None else mesh
     rules = make_rules(rules)
@@ -110,7 +110,4 @@ def load_model(
 
             tok = zoo_models.load_tokenizer(tokenizer_source(p, tokenizer))
         return loaded.model, tok, f"run {p} at step {loaded.step}"
-    raise UsageError(
-        f"{path!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face model "
-        "directory (with config.json); pass one."
-    )
+    raise no_model_error(p)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pathlib
 
-from .._usage import UsageError
 from ..checkpoint import run_lock
 from ..parallel import is_primary
 from ..settings import RunSettings
@@ -13,7 +12,7 @@ from ._data import build_data
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, scratch_model
-from ._run import Job, run, saved_provenance
+from ._run import Job, run, run_started, saved_provenance
 
 
 def train_recipe(s: RunSettings) -> int:
@@ -25,15 +24,13 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    # One training process per output directory; a run refused at startup leaves nothing.
+    with run_lock(out, enabled=is_primary(), started=run_started):
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         tokenizer = byte_tokenizer()
         config = preset_config(s, tokenizer)
-        try:  # before the model is built: a configuration may ask for any size
-            check_state_fits(config, s.optimizer.name, mesh)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+        check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
         check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
         check_positions(config, s.seq_len)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))

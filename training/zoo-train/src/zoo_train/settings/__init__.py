@@ -10,10 +10,13 @@ from ._fields import flat as flat
 from ._fields import keys as keys
 from ._flags import add_flags as add_flags
 from ._flags import given_flags as given_flags
+from ._ranges import Range as Range
+from ._ranges import bounded as bounded
 from ._resolve import defaults as defaults
 from ._resolve import parse_assignment as parse_assignment
 from ._resolve import read_config_file as read_config_file
 from ._resolve import resolve_settings as resolve_settings
+from ._run import SEEDS as SEEDS
 from ._run import AttentionSettings as AttentionSettings
 from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._usage import UsageError
+from ._ranges import Range
 
 
 def setting(
@@ -30,6 +31,7 @@ def setting(
     nargs: str | None = None,
     switch: bool | None = None,
     flag_help: str | None = None,
+    within: str | None = None,
 ) -> Any:
     """A field holding one setting.
 
@@ -41,6 +43,7 @@ def setting(
         metavar, nargs: for the flag.
         switch: the flag takes no value and sets the setting to this.
         flag_help: the flag's help, when it must say more than ``help``.
+        within: the interval a number must lie in, e.g. ``"[0, 1)"`` (see :class:`Range`).
     """
     metadata = {
         "help": help,
@@ -50,6 +53,7 @@ def setting(
         "nargs": nargs,
         "switch": switch,
         "flag_help": flag_help,
+        "within": None if within is None else Range.parse(within),
     }
     if isinstance(default, list | dict):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
@@ -76,7 +80,7 @@ class Key:
         kind: ``int``, ``float``, ``str``, ``bool`` or ``list``; ``?`` appended when it may be
             ``None``.
         default: its default in the class it was read from.
-        help, flag, metavar, nargs, switch, flag_help: see :func:`setting`.
+        help, flag, metavar, nargs, switch, flag_help, within: see :func:`setting`.
     """
 
     name: str
@@ -89,6 +93,7 @@ class Key:
     nargs: str | None = None
     switch: bool | None = None
     flag_help: str | None = None
+    within: Range | None = None
 
 
 def _kind(annotation: Any) -> str:
@@ -136,7 +141,7 @@ def keys(settings: Any) -> dict[str, Key]:
 
 
 def _flag_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    fields = ("help", "flag", "metavar", "nargs", "switch", "flag_help")
+    fields = ("help", "flag", "metavar", "nargs", "switch", "flag_help", "within")
     return {k: meta.get(k) for k in fields if meta.get(k) is not None or k == "help"}
 
 
@@ -179,6 +184,11 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         value = float(value)
         if not math.isfinite(value):
             raise UsageError(f"Setting `{key.name}` must be a finite number, got {value}.")
+    if base in ("int", "float") and key.within is not None and value not in key.within:
+        flag = f" ({key.flag})" if key.flag and not key.switch else ""
+        raise UsageError(
+            f"Setting `{key.name}`{flag} must be {key.within.describe()}, got {value}."
+        )
     elif base == "str":
         if not isinstance(value, str):
             raise _type_error(key.name, key.kind, value)

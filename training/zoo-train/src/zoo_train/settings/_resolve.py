@@ -75,7 +75,13 @@ def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
     path = pathlib.Path(path)
     if not path.is_file():
         raise UsageError(f"The config file {str(path)!r} does not exist; pass an existing file.")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(
+            f"The config file {str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start}); "
+            "save it as UTF-8."
+        ) from None
     try:
         if path.suffix == ".json":
             data = json.loads(text)

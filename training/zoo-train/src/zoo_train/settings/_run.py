@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from .._usage import UsageError
 from ._fields import section, setting, table
 
+# Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.
+SEEDS = "[0, 4294967296)"
+
 if TYPE_CHECKING:  # jax is imported only once a command runs: `zoo --help` stays fast
     from .._config import OptimizerConfig, TrainConfig
     from ..parallel import MeshConfig
@@ -24,21 +27,22 @@ class OptimizerSettings:
 
     name: str = setting("adamw", "adamw, sgd or adafactor")
     warmup_steps: int | None = setting(
-        None, "linear warm-up steps (none: warmup_fraction of the run)"
+        None, "linear warm-up steps (none: warmup_fraction of the run)", within="[0, inf)"
     )
     warmup_fraction: float = setting(
         0.125,
         "warm-up as a fraction of the run when warmup_steps is none (at least 10 steps, at most "
         "half the run)",
+        within="[0, 1]",
     )
     schedule: str = setting("cosine", "cosine, linear or constant")
-    min_lr_ratio: float = setting(0.1, "final lr as a fraction of lr")
-    weight_decay: float = setting(0.1, "decoupled weight decay")
-    b1: float = setting(0.9, "Adam b1")
-    b2: float = setting(0.95, "Adam b2")
-    eps: float = setting(1e-8, "Adam epsilon")
-    momentum: float = setting(0.9, "SGD momentum")
-    clip_norm: float | None = setting(1.0, "global-norm clipping (none: off)")
+    min_lr_ratio: float = setting(0.1, "final lr as a fraction of lr", within="[0, 1]")
+    weight_decay: float = setting(0.1, "decoupled weight decay", within="[0, inf)")
+    b1: float = setting(0.9, "Adam b1", within="[0, 1)")
+    b2: float = setting(0.95, "Adam b2", within="[0, 1)")
+    eps: float = setting(1e-8, "Adam epsilon", within="(0, inf)")
+    momentum: float = setting(0.9, "SGD momentum", within="[0, 1)")
+    clip_norm: float | None = setting(1.0, "global-norm clipping (none: off)", within="(0, inf)")
 
     def config(self, *, lr: float, steps: int) -> OptimizerConfig:
         """The :class:`OptimizerConfig` of a run of ``steps`` steps peaking at ``lr`` (the
@@ -128,15 +132,20 @@ class RunSettings:
         flag="--out",
         metavar="DIR",
     )
-    steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N")
-    batch_size: int = setting(16, "rows per micro-batch", flag="--batch-size", metavar="N")
-    seq_len: int = setting(128, "tokens per row", flag="--seq-len", metavar="N")
-    grad_accum: int = setting(1, "micro-batches per step", flag="--grad-accum", metavar="N")
+    steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)")
+    batch_size: int = setting(
+        16, "rows per micro-batch", flag="--batch-size", metavar="N", within="[1, inf)"
+    )
+    seq_len: int = setting(128, "tokens per row", flag="--seq-len", metavar="N", within="[1, inf)")
+    grad_accum: int = setting(
+        1, "micro-batches per step", flag="--grad-accum", metavar="N", within="[1, inf)"
+    )
     stop_at: int | None = setting(
         None,
         "end this call after this step (resume later with the same settings)",
         flag="--stop-at",
         metavar="STEP",
+        within="[1, inf)",
     )
     checkpoint_every: int = setting(
         100,
@@ -144,27 +153,43 @@ class RunSettings:
         key="save_every",
         flag="--save-every",
         metavar="N",
+        within="[1, inf)",
     )
-    lr: float = setting(2e-3, "peak learning rate", flag="--lr", metavar="LR")
+    lr: float = setting(2e-3, "peak learning rate", flag="--lr", metavar="LR", within="(0, inf)")
     eval_every: int = setting(
-        100, "steps between evaluations (0: only at the end)", flag="--eval-every", metavar="N"
+        100,
+        "steps between evaluations (0: only at the end)",
+        flag="--eval-every",
+        metavar="N",
+        within="[0, inf)",
     )
-    eval_batches: int | None = setting(8, "cap on evaluation batches (none: the whole split)")
-    log_every: int = setting(10, "steps between metric records", flag="--log-every", metavar="N")
-    keep: int = setting(3, "checkpoints kept besides the best")
+    eval_batches: int | None = setting(
+        8, "cap on evaluation batches (none: the whole split)", within="[1, inf)"
+    )
+    log_every: int = setting(
+        10, "steps between metric records", flag="--log-every", metavar="N", within="[1, inf)"
+    )
+    keep: int = setting(3, "checkpoints kept besides the best", within="[1, inf)")
     seed: int = setting(
-        0, "seed of the model init, data order and split", flag="--seed", metavar="N"
+        0,
+        "seed of the model init, data order and split",
+        flag="--seed",
+        metavar="N",
+        within=SEEDS,
     )
-    val_fraction: float = setting(0.05, "fraction of documents held out for evaluation")
+    val_fraction: float = setting(
+        0.05, "fraction of documents held out for evaluation", within="[0, 1)"
+    )
     text_field: str = setting("text", "the field of each .jsonl line that holds its text")
     max_bytes: int = setting(
         3_000_000,
         "size of the stdlib corpus (when `data` is empty)",
         flag="--max-bytes",
         metavar="N",
+        within="[1, inf)",
     )
     compute_dtype: str = setting("auto", "auto, float32 or bfloat16")
-    z_loss: float = setting(0.0, "weight of the z-loss")
+    z_loss: float = setting(0.0, "weight of the z-loss", within="[0, inf)")
     progress: bool = setting(
         True,
         "show the progress bar",
@@ -179,10 +204,14 @@ class RunSettings:
         metavar="START:END",
     )
     sample_tokens: int = setting(
-        300, "tokens sampled at the end (0: none)", flag="--sample-tokens", metavar="N"
+        300,
+        "tokens sampled at the end (0: none)",
+        flag="--sample-tokens",
+        metavar="N",
+        within="[0, inf)",
     )
     prompt: str = setting("def ", "prompt of the final sample", flag="--prompt", metavar="TEXT")
-    temperature: float = setting(0.8, "sampling temperature of the final sample")
+    temperature: float = setting(0.8, "sampling temperature of the final sample", within="(0, inf)")
     optimizer: OptimizerSettings = section(OptimizerSettings)
     mesh: MeshSettings = section(MeshSettings)
     attention: AttentionSettings = section(AttentionSettings)
@@ -227,12 +256,15 @@ class RunSettings:
 class LoRASettings:
     """``[lora]``: the adapters of a LoRA fine-tune."""
 
-    rank: int = setting(0, "LoRA rank (0: full fine-tuning)", flag="--lora-rank", metavar="R")
+    rank: int = setting(
+        0, "LoRA rank (0: full fine-tuning)", flag="--lora-rank", metavar="R", within="[0, inf)"
+    )
     alpha: float = setting(
         16.0,
         "LoRA alpha (the update is scaled by alpha / rank)",
         flag="--lora-alpha",
         metavar="ALPHA",
+        within="(0, inf)",
     )
     targets: list[str] = setting(
         ["q", "k", "v", "o"],

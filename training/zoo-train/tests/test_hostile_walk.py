@@ -1,0 +1,178 @@
+"""Every `zoo` command, given a hostile input of each kind, ends with its exit code (see
+`zoo_train.cli._exit`) and one line on stderr naming what to change, never a traceback; a
+training command that is refused leaves nothing behind in its output directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import jax
+import pytest
+from cli_helpers import write_corpus
+
+import zoo_models
+from zoo_train.checkpoint import LOCK_FILE
+from zoo_train.cli import main
+
+USAGE, DOES_NOT_FIT = 2, 3
+
+
+@pytest.fixture(scope="module")
+def place(tmp_path_factory) -> pathlib.Path:
+    """A corpus, a tiny Hugging Face model, damaged copies of it, a run directory with no
+    checkpoint yet and hostile config files."""
+    root = tmp_path_factory.mktemp("hostile")
+    write_corpus(root / "corpus", files=3, lines=5)
+    (root / "empty").mkdir()
+    tokenizer = zoo_models.ByteTokenizer()
+    config = zoo_models.get("llama-tiny").replace(
+        vocab_size=tokenizer.vocab_size, n_layers=1, d_model=16, mlp_hidden=32
+    )
+    hf = root / "hf"
+    zoo_models.save_hf(zoo_models.build(config, key=jax.random.key(0)), hf, tokenizer=tokenizer)
+    damages = {
+        "bad_tokenizer": lambda d: (d / "tokenizer.json").write_text("{ not json"),
+        "bad_tokenizer_config": lambda d: (d / "tokenizer_config.json").write_text("{'x': 1}"),
+        "latin1_config": lambda d: (d / "config.json").write_bytes(b'{"model_type": "\xe9"}'),
+        "negative_width": lambda d: _edit_config(d, hidden_size=-16),
+        "bad_heads": lambda d: _edit_config(d, num_key_value_heads=3),
+        "bad_eps": lambda d: _edit_config(d, rms_norm_eps=float("nan")),
+        "huge": lambda d: _edit_config(d, num_hidden_layers=10**7),
+    }
+    for name, damage in damages.items():
+        copy = root / name
+        copy.mkdir()
+        for f in hf.iterdir():
+            (copy / f.name).write_bytes(f.read_bytes())
+        damage(copy)
+    (root / "pending").mkdir()  # a run that has not saved yet: its lock file alone
+    (root / "pending" / LOCK_FILE).write_text("")
+    (root / "latin1.toml").write_bytes(b'steps = "\xff"\n')
+    (root / "list.json").write_text("[1, 2]")
+    (root / "bad.toml").write_text("steps = \n")
+    (root / "a_file").write_text("not a directory")
+    return root
+
+
+def _edit_config(directory: pathlib.Path, **changes: object) -> None:
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, **changes}))
+
+
+TRAIN = ["train", "--data", "corpus", "--out", "out", "--steps", "2", "--no-progress"]
+FINETUNE = ["finetune", "--from-hf", "hf", "--data", "corpus", "--out", "out", "--steps", "2"]
+
+# (command line, exit code, what the sentence must say). Paths are relative to `place`.
+CASES = [
+    # Bad flags and values of every kind, refused before anything is loaded.
+    (["train", "--no-such-flag"], USAGE, "--no-such-flag"),
+    ([*TRAIN, "--steps", "many"], USAGE, "'many'"),
+    ([*TRAIN, "--steps", "0"], USAGE, "`steps` (--steps) must be at least 1, got 0"),
+    ([*TRAIN, "--batch-size", "-4"], USAGE, "`batch_size` (--batch-size) must be at least 1"),
+    ([*TRAIN, "--lr", "inf"], USAGE, "`lr` must be a finite number"),
+    ([*TRAIN, "--lr", "-0.1"], USAGE, "`lr` (--lr) must be greater than 0"),
+    ([*TRAIN, "--set", "z_loss=nan"], USAGE, "`z_loss` must be a finite number"),
+    ([*TRAIN, "--set", "optimizer.weight_decay=nan"], USAGE, "`optimizer.weight_decay`"),
+    ([*TRAIN, "--set", "optimizer.b1=5"], USAGE, "`optimizer.b1` must be in [0, 1), got 5.0"),
+    ([*TRAIN, "--set", "optimizer.b2=1"], USAGE, "`optimizer.b2` must be in [0, 1)"),
+    ([*TRAIN, "--set", "optimizer.eps=-1"], USAGE, "`optimizer.eps` must be greater than 0"),
+    ([*TRAIN, "--set", "optimizer.momentum=-3"], USAGE, "`optimizer.momentum`"),
+    ([*TRAIN, "--set", "temperature=-1"], USAGE, "`temperature` must be greater than 0"),
+    ([*TRAIN, "--set", "temperature=nan"], USAGE, "`temperature` must be a finite number"),
+    ([*TRAIN, "--sample-tokens", "-3"], USAGE, "(--sample-tokens) must be at least 0"),
+    ([*TRAIN, "--max-bytes", "0"], USAGE, "(--max-bytes) must be at least 1"),
+    ([*TRAIN, "--seed", "-1"], USAGE, "(--seed) must be in [0, 4294967296)"),
+    ([*TRAIN, "--set", "keep=0"], USAGE, "`keep` must be at least 1"),
+    ([*TRAIN, "--set", "val_fraction=1"], USAGE, "`val_fraction` must be in [0, 1)"),
+    ([*TRAIN, "--set", "optimizer.nope=1"], USAGE, "Unknown setting `optimizer.nope`"),
+    ([*TRAIN, "--set", "model_config.d_model=-5"], USAGE, "`d_model` must be a positive int"),
+    ([*TRAIN, "--model", "llama-huge"], USAGE, "Unknown model preset 'llama-huge'"),
+    ([*TRAIN, "--mesh", "data=2"], USAGE, "cannot use 1 device: the fixed axes take 2"),
+    ([*TRAIN, "--mesh", "data=1,fsdp=3"], USAGE, "needs 3 devices but 1 is available"),
+    ([*TRAIN, "--attention-implementation", "warp"], USAGE, "'warp' is not an installed kernel"),
+    ([*TRAIN, "--config", "latin1.toml"], USAGE, "latin1.toml"),
+    ([*TRAIN, "--config", "list.json"], USAGE, "must hold a table of settings"),
+    ([*TRAIN, "--config", "bad.toml"], USAGE, "'bad.toml' is not valid"),
+    ([*TRAIN, "--config", "nowhere.toml"], USAGE, "does not exist"),
+    (["train", "--data", "nowhere", "--out", "out"], USAGE, "does not exist"),
+    (["train", "--data", "empty", "--out", "out"], USAGE, "empty"),
+    ([*TRAIN, "--set", "model_config.n_layers=100000000"], DOES_NOT_FIT, "parameters"),
+    ([*TRAIN, "--out", "a_file"], USAGE, "a_file"),
+    ([*FINETUNE, "--lora-rank", "-2"], USAGE, "`lora.rank` (--lora-rank) must be at least 0"),
+    ([*FINETUNE, "--lora-alpha", "0"], USAGE, "`lora.alpha` (--lora-alpha) must be greater"),
+    ([*FINETUNE, "--model", "llama-tiny"], USAGE, "drop --model"),
+    (["finetune", "--from-hf", "nowhere", "--data", "corpus", "--out", "out"], USAGE, "nowhere"),
+    (["finetune", "--from-run", "pending", "--data", "corpus", "--out", "out"], USAGE,
+     "'pending' is a zoo run with no checkpoint yet"),
+    (["finetune", "--from-hf", "bad_tokenizer", "--data", "corpus", "--out", "out"], USAGE,
+     "bad_tokenizer/tokenizer.json is not a readable tokenizer.json"),
+    (["finetune", "--from-hf", "huge", "--data", "corpus", "--out", "out"], DOES_NOT_FIT,
+     "huge/config.json describes a model of"),
+    ([*FINETUNE, "--export-hf", "a_file"], USAGE, "'a_file' is a file"),
+    # Using a model: sampling and evaluation settings, sources that hold no model.
+    (["generate", "hf", "--num-samples", "0", "--temperature", "-1"], USAGE,
+     "--num-samples: must be at least 1, got 0"),
+    (["generate", "hf", "--temperature", "nan"], USAGE, "--temperature: must be greater than 0"),
+    (["generate", "hf", "--max-new-tokens", "0"], USAGE, "--max-new-tokens: must be at least 1"),
+    (["generate", "hf", "--top-p", "1.5"], USAGE, "--top-p: must be in (0, 1]"),
+    (["generate", "hf", "--top-k", "0"], USAGE, "--top-k: must be at least 1"),
+    (["generate", "pending"], USAGE, "'pending' is a zoo run with no checkpoint yet"),
+    (["generate", "nowhere"], USAGE, "'nowhere' does not exist"),
+    (["generate", "corpus"], USAGE, "neither a zoo run directory"),
+    (["generate", "bad_tokenizer"], USAGE, "bad_tokenizer/tokenizer.json is not a readable"),
+    (["generate", "bad_tokenizer_config"], USAGE,
+     "bad_tokenizer_config/tokenizer_config.json is not readable JSON"),
+    (["generate", "latin1_config"], USAGE, "latin1_config/config.json is not valid JSON"),
+    (["generate", "negative_width"], USAGE,
+     "negative_width/config.json: `hidden_size` must be a positive int, got -16"),
+    (["generate", "bad_heads"], USAGE,
+     "`num_attention_heads` (4) must be a multiple of `num_key_value_heads` (3)"),
+    (["generate", "bad_eps"], USAGE, "`rms_norm_eps` must be a positive number, got nan"),
+    (["generate", "huge"], DOES_NOT_FIT, "parameters"),
+    (["eval", "hf", "--seq-len", "0"], USAGE, "--seq-len: must be at least 1"),
+    (["eval", "hf", "--batch-size", "x"], USAGE, "--batch-size: expected an integer, got 'x'"),
+    (["eval", "hf", "--val-fraction", "2"], USAGE, "--val-fraction: must be in [0, 1)"),
+    (["eval", "hf", "--data", "nowhere"], USAGE, "does not exist"),
+    (["eval", "pending"], USAGE, "no checkpoint yet"),
+    (["convert", "pending", "x"], USAGE, "'pending' is a zoo run with no checkpoint yet"),
+    (["convert", "hf", "a_file"], USAGE, "'a_file' is a file"),
+    (["convert", "hf", "corpus"], USAGE, "'corpus' exists and is not empty"),
+    (["convert", "negative_width", "x"], USAGE, "`hidden_size` must be a positive int"),
+    # The rest of the table.
+    (["compile", "--topology", "v5e:2x2", "--set", "optimizer.b1=2"], USAGE, "`optimizer.b1`"),
+    (["profile", "nowhere"], USAGE, "nowhere"),
+    (["profile", "corpus", "--top", "0"], USAGE, "--top: must be at least 1"),
+    (["profile"], USAGE, "Give one trace to read"),
+    (["models", "extra"], USAGE, "Unrecognized arguments: extra"),
+    (["kernels", "verify", "warp"], USAGE, "Unknown kernel 'warp'"),
+    (["kernels", "explain"], USAGE, "invalid choice: 'explain'"),
+    (["data", "info", "nowhere"], USAGE, "'nowhere' is not a token store"),
+    (["data", "prepare", "nowhere", "--out", "store"], USAGE, "'nowhere' does not exist"),
+    (["data", "prepare", "corpus", "--out", "store", "--workers", "0"], USAGE, "at least 1"),
+    (["data", "prepare", "corpus", "--out", "store", "--eval-fraction", "nan"], USAGE, "[0, 1)"),
+]  # fmt: skip
+
+
+def _id(case: tuple) -> str:
+    return " ".join(case[0])[:60]
+
+
+@pytest.mark.parametrize(("argv", "code", "needle"), CASES, ids=[_id(c) for c in CASES])
+def test_each_command_refuses_hostile_input_in_one_sentence(
+    place, monkeypatch, capsys, argv, code, needle
+):
+    monkeypatch.chdir(place)
+    before = sorted(os.listdir(place))
+    try:
+        got = main(argv)
+    except SystemExit as e:  # argparse's own refusals
+        got = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    # Notes may come before it (the model being loaded); the error is the last line, and one.
+    assert err and err[-1].startswith(f"zoo {argv[0]}: error: ") and err[-1].endswith("."), err
+    assert needle in err[-1], err[-1]
+    assert got == code, err
+    assert sorted(os.listdir(place)) == before  # nothing left behind: no `out` with a lock in it
