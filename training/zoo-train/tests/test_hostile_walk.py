@@ -176,3 +176,36 @@ def test_each_command_refuses_hostile_input_in_one_sentence(
     assert needle in err[-1], err[-1]
     assert got == code, err
     assert sorted(os.listdir(place)) == before  # nothing left behind: no `out` with a lock in it
+
+
+@pytest.mark.parametrize(
+    ("command", "message", "said"),
+    [
+        ("eval", "RESOURCE_EXHAUSTED: Out of memory allocating 21427462544 bytes.",
+         "an allocation of 20.0 GiB failed ("),
+        ("generate", "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 2147483648 bytes.",
+         "an allocation of 2.0 GiB failed ("),
+        ("train", "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+         "memory space hbm. Used 30.63G of 15.75G hbm. Exceeded hbm capacity by 14.88G.",
+         "the program needs 30.63GB of 15.75GB of HBM; lower --batch-size"),
+    ],
+)  # fmt: skip
+def test_out_of_memory_from_each_backend_is_one_sentence(capsys, command, message, said):
+    # XLA's wording differs by backend (CPU, GPU, TPU); each becomes the sizes and what to
+    # lower, exit 3. The CPU one is raised for real in test_cli_errors.
+    from zoo_train.cli._exit import EXIT_DOES_NOT_FIT, run_command
+
+    def body() -> int:
+        raise jax.errors.JaxRuntimeError(message)
+
+    assert run_command(command, body) == EXIT_DOES_NOT_FIT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"zoo {command}: error: Out of memory: ") and said in line, line
+
+
+def test_the_exit_code_table_agrees_with_the_watchdog():
+    from zoo_train.cli import _exit
+    from zoo_train.parallel import EXIT_PEER_LOST
+
+    assert _exit.EXIT_PEER_LOST == EXIT_PEER_LOST == 4
+    assert (_exit.EXIT_FAILED, _exit.EXIT_USAGE, _exit.EXIT_DOES_NOT_FIT) == (1, 2, 3)

@@ -73,12 +73,19 @@ def _out_of_memory(err: BaseException) -> bool:
 def _memory_sentence(err: BaseException, command: str) -> str:
     """XLA's ``RESOURCE_EXHAUSTED`` as the sizes involved and what to lower."""
     text = str(err)
-    asked = re.search(r"allocating (\d+) bytes", text)
+    # CPU: "allocating N bytes"; GPU: "while trying to allocate N bytes"; TPU: "Used X of Y hbm".
+    asked = re.search(r"allocat\w* (\d+) bytes", text)
     hbm = re.search(r"Used ([\d.]+\w?) of ([\d.]+\w?) hbm", text)
+    import jax
+
     import zoo_models
 
     if asked is not None:
+        device = jax.devices()[0]
+        limit = (device.memory_stats() or {}).get("bytes_limit")
         have, what = zoo_models.host_memory_limit()
+        if limit:
+            have, what = limit, f"a {device.device_kind} device's memory"
         within = f" ({what}: {zoo_models.human_bytes(have)})" if have is not None else ""
         size = f"an allocation of {zoo_models.human_bytes(int(asked.group(1)))} failed{within}"
     elif hbm is not None:
