@@ -99,6 +99,8 @@ def _kind(annotation: Any) -> str:
     if optional:
         (annotation,) = [a for a in args if a is not type(None)]
     base = typing.get_origin(annotation) or annotation
+    if base is list and typing.get_args(annotation) == (float,):
+        return "floats" + ("?" if optional else "")
     name = {int: "int", float: "float", str: "str", bool: "bool", list: "list"}[base]
     return name + ("?" if optional else "")
 
@@ -157,6 +159,7 @@ def _type_error(key: str, kind: str, value: Any) -> UsageError:
         "str": "a string",
         "bool": "true or false",
         "list": "a list of strings",
+        "floats": "a list of numbers",
     }[kind.rstrip("?")]
     return UsageError(f"Setting `{key}` must be {want}, got {value!r}.")
 
@@ -191,6 +194,16 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise _type_error(key.name, key.kind, value)
         value = list(value)
+    elif base == "floats":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            raise _type_error(key.name, key.kind, value)
+        value = [float(v) for v in value]
+        if not all(math.isfinite(v) for v in value):
+            raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {value}.")
     return value
 
 
@@ -211,6 +224,11 @@ def _parse_text(key: Key, base: str, text: str) -> Any:
         raise _type_error(key.name, base, text)
     if base == "list":
         return [part.strip() for part in text.split(",") if part.strip()]
+    if base == "floats":
+        try:
+            return [float(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise _type_error(key.name, base, text) from None
     return text
 
 
