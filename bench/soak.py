@@ -1,8 +1,8 @@
 """Memory soak: host RSS and live device buffers over thousands of steps of a tiny model.
 
 A slow leak once cost 40% over budget. This runs ``zoo_train.train`` on a tiny Llama (one
-layer, width 32) with ``make train``'s data settings (the 3 MB standard-library corpus, byte
-tokens, batch 16 × 128, so a new epoch every ~1,400 steps) for 12,000 steps (quick: 600), with
+layer, width 32) with ``make train``'s data settings (the 3 MB standard-library corpus in a token
+store, byte tokens, batch 16 × 128, so a new epoch every ~1,400 steps) for 12,000 steps (quick: 600), with
 a save and an evaluation every 250 steps, in a process of its own (``python -m bench.soak
 CONFIG``) whose malloc arenas are capped as ``zoo`` caps them. It samples at every train record
 the process's RSS and ``jax.live_arrays()`` (count and bytes). After a warm-up (the first fifth
@@ -34,12 +34,9 @@ def _worker(config: dict[str, Any]) -> None:
 
     import zoo_models
     import zoo_train
-    from zoo_train.data import byte_tokenizer
-    from zoo_train.recipes import load_corpus, make_loaders
+    from zoo_train.data import StoreLoader, byte_tokenizer, prepare_store, stdlib_files
 
     zoo_train.cap_malloc_arenas()
-    docs, _ = load_corpus([], max_bytes=3_000_000)
-    train, val = make_loaders(docs, byte_tokenizer(), seq_len=128, seed=0, val_fraction=0.05)
     model_config = zoo_models.get("llama-tiny").replace(
         n_layers=1, d_model=32, mlp_hidden=64, vocab_size=byte_tokenizer().vocab_size,
         max_position=128,
@@ -72,11 +69,16 @@ def _worker(config: dict[str, Any]) -> None:
         plot=False,
     )
     with tempfile.TemporaryDirectory(prefix="zoo-soak-") as out:
+        # make train's data: the stdlib corpus as a token store, read as windows of rows
+        files = [str(f) for f in stdlib_files(max_bytes=3_000_000)]
+        prepare_store(files, f"{out}/data", workers=1, progress=False)
+        train = StoreLoader(f"{out}/data", seq_len=128, seed=0)
+        val = train.held_out()
         zoo_train.train(
             lambda: zoo_models.build(model_config, key=jax.random.key(0)),
             train,
             config=train_config,
-            out=out,
+            out=f"{out}/run",
             eval_data=val,
             on_record=sample,
         )

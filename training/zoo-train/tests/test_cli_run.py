@@ -24,7 +24,7 @@ import zoo_attention
 import zoo_train
 from zoo_train._runs import checkpoint_steps
 from zoo_train.cli import main
-from zoo_train.data import PackedLoader, load_documents
+from zoo_train.data import HeldOut, TokenStore, prepare_store
 
 CONFIG = """
 model = "llama-tiny"
@@ -124,7 +124,8 @@ def test_generate_prints_text(trained, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert out.startswith("def ") and len(out.strip()) > len("def")
+    # Something was generated after the prompt (six steps in, often spaces: the commonest byte).
+    assert out.startswith("def ") and len(out.rstrip("\n")) > len("def ")
     loaded = zoo_train.load_run(root / "run")
     assert loaded.step == 6
     # Greedy generation is deterministic and matches the library call.
@@ -155,8 +156,9 @@ def test_eval_prints_loss_and_perplexity(trained, capsys):
     got = json.loads(capsys.readouterr().out)
     # Independent: per-token cross entropy in float64 numpy from the model's logits.
     loaded = zoo_train.load_run(root / "run")
-    docs = load_documents(corpus)
-    loader = PackedLoader.from_documents(docs, loaded.tokenizer, seq_len=32, shuffle=False)
+    # The rows `zoo eval` reads: the corpus whole, as a token store.
+    prepare_store(corpus, root / "eval-store", workers=1, eval_fraction=0.0, progress=False)
+    loader = HeldOut(TokenStore(root / "eval-store"), 32, splits=("train", "eval"))
     forward = eqx.filter_jit(
         lambda m, b: m(b["input_ids"], positions=b["positions"], segment_ids=b["segment_ids"])
     )
@@ -246,7 +248,8 @@ def _one_error_line(capsys) -> str:
 
 def test_full_disk_and_read_only_output_are_one_sentence(trained, tmp_path, capsys):
     _, base = trained
-    base = base[: base.index("--out")]
+    # The data's store off the small disk: what fills it here is the run's own writing.
+    base = [*base[: base.index("--out")], "--data-cache", str(tmp_path / "cache")]
     disk = tmp_path / "disk"
     # Room for one or two checkpoints of ~0.4 MB, not three: which save fills the disk depends
     # on when Orbax's rotation frees an older one, so the step is read from the sentence.

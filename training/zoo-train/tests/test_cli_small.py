@@ -78,7 +78,7 @@ def test_text_field_setting(tmp_path, capsys):
         (tmp_path / f"{field}.jsonl").write_text(lines)
     args = ["eval", str(tmp_path / "hf"), "--seq-len", "32", "--batch-size", "2", "--json"]
     assert main([*args, "--data", str(tmp_path / "content.jsonl")]) == 2
-    assert "zoo eval --text-field NAME" in capsys.readouterr().err
+    assert "--text-field NAME" in capsys.readouterr().err
     assert main([*args, "--data", str(tmp_path / "text.jsonl")]) == 0
     want = json.loads(capsys.readouterr().out)
     extra = ["--data", str(tmp_path / "content.jsonl"), "--text-field", "content"]
@@ -129,29 +129,34 @@ def test_eval_refuses_rows_longer_than_the_positions(tmp_path, capsys):
 
 
 def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
-    from zoo_train.data import Document, byte_tokenizer, split_rows
-    from zoo_train.recipes import make_loaders
+    from zoo_train.data import byte_tokenizer
+    from zoo_train.recipes import build_data
 
     tok = byte_tokenizer()
-    docs = [Document(f"d{i}", "alpha beta gamma " * 20) for i in range(20)]
-    held = [Document("h", "delta " * 40)]
-    train, val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=held)
-    assert train.describe()["num_documents"] == 20 and val.describe()["num_documents"] == 1
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(20):
+        (corpus / f"d{i}.txt").write_text("alpha beta gamma " * 20)
+    (tmp_path / "held.txt").write_text("delta " * 40)
+    (tmp_path / "short.txt").write_text("tiny")
+    common = {"data": [str(corpus)], "seq_len": 16, "out": str(tmp_path / "o")}
+    s = _settings("train", **common, eval_data=[str(tmp_path / "held.txt")])
+    with build_data(s, tok) as data:
+        (store,) = data.train.stores
+        assert store.manifest["splits"]["train"]["documents"] == 20  # every document trains
+        assert list(data.val) == ["held.txt"] and data.val["held.txt"].rows == 15  # 240 bytes
     # Held-out data shorter than one row is evaluated (one padded row), not dropped.
-    short = [Document("s", "tiny")]
-    val = make_loaders(docs, tok, seq_len=16, seed=0, val_fraction=0.2, eval_docs=short)[1]
-    (batch,) = val.eval_batches(2)
-    assert batch["loss_mask"].sum() == len(tok.encode("tiny"))  # every target up to the EOS
-    with pytest.raises(ValueError, match="fewer than one row"):
-        val.next_batch(1)
+    s = _settings("train", **common, eval_data=[str(tmp_path / "short.txt")])
+    with build_data(s, tok) as data:
+        (batch,) = data.val["short.txt"].eval_batches(2)
+        assert batch["loss_mask"].sum() == len(tok.encode("tiny"))  # every target up to the EOS
     assert _settings("finetune", eval_data=["x"]).eval_data == ["x"]
     # A corpus of one file is split by its lines, not left without validation.
     lines = [f"line {i}\n" for i in range(400)]
-    one = Document("corpus.txt", "".join(lines))
-    train_docs, val_docs = split_rows(one, val_fraction=0.05)
-    kept, held_out = train_docs[0].text.splitlines(True), val_docs[0].text.splitlines(True)
-    assert sorted(kept + held_out) == sorted(lines) and 5 < len(held_out) < 40
-    assert make_loaders([one], tok, seq_len=16, seed=0, val_fraction=0.05)[1] is not None
+    (tmp_path / "corpus.txt").write_text("".join(lines))
+    one = _settings("train", data=[str(tmp_path / "corpus.txt")], seq_len=16, out=common["out"])
+    with build_data(one, tok) as data:
+        assert data.val is not None and sum(part.rows for part in data.val.values()) > 0
 
 
 def test_every_numeric_setting_declares_its_range():
@@ -159,13 +164,16 @@ def test_every_numeric_setting_declares_its_range():
     from zoo_train.settings import FinetuneSettings, keys
 
     numbers = {
-        k: v for k, v in keys(FinetuneSettings()).items() if v.kind.rstrip("?") in ("int", "float")
+        k: v
+        for k, v in keys(FinetuneSettings()).items()
+        if v.kind.rstrip("?") in ("int", "float", "floats")
     }
     unchecked = sorted(k for k, v in numbers.items() if v.within is None)
     assert unchecked == ["mesh.data", "mesh.fsdp", "mesh.tensor"]  # MeshConfig's own checks
     for key in numbers.values():
         if key.within is not None:
-            assert key.default is None or key.default in key.within, key.name
+            values = key.default if isinstance(key.default, list) else [key.default]
+            assert all(v is None or v in key.within for v in values), key.name
 
 
 def test_generation_is_capped_at_what_ulimit_v_leaves():

@@ -22,7 +22,13 @@ import zoo_train
 from zoo_train._inference import sample_ids
 from zoo_train._runs import load_run
 from zoo_train.cli import main
-from zoo_train.data import Document, PackedLoader, load_documents, tokenize_documents
+from zoo_train.data import (
+    Document,
+    HeldOut,
+    TokenStore,
+    prepare_store,
+    tokenize_documents,
+)
 
 PROMPT = "def alpha return"
 RUN_ARGS = [
@@ -203,7 +209,9 @@ def test_lora_from_continues_a_peft_adapter(flow):
     assert main([*args, "--steps", "1", "--lr", "1e-9", "--eval-data", str(held_out)]) == 0
     # --eval-data is what was evaluated (its reply tokens), not a split of --data.
     tok = load_run(out).tokenizer
-    loader = PackedLoader.from_documents(load_documents(held_out), tok, seq_len=16, shuffle=False)
+    store = flow / "held-store"
+    prepare_store(held_out, store, tokenizer=tok, workers=1, eval_fraction=0.0, progress=False)
+    loader = HeldOut(TokenStore(store), 16, splits=("train", "eval"))
     counted = sum(b["loss_mask"].sum() for b in loader.eval_batches(2, max_batches=8))
     evals = [r for r in _records(out) if "eval_loss" in r]
     assert [r["step"] for r in evals] == [0, 1] and evals[0]["eval_tokens"] == counted

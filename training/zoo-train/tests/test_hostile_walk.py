@@ -87,6 +87,7 @@ CASES = [
     ([*TRAIN, "--set", "keep=0"], USAGE, "`keep` must be at least 1"),
     ([*TRAIN, "--set", "val_fraction=1"], USAGE, "`val_fraction` must be in [0, 1)"),
     ([*TRAIN, "--set", "optimizer.nope=1"], USAGE, "Unknown setting `optimizer.nope`"),
+    ([*TRAIN, "--data-weights", "-1"], USAGE, "must hold numbers greater than 0, got -1.0"),
     ([*TRAIN, "--set", "model_config.d_model=-5"], USAGE, "`d_model` must be a positive int"),
     ([*TRAIN, "--model", "llama-huge"], USAGE, "Unknown model preset 'llama-huge'"),
     ([*TRAIN, "--mesh", "data=2"], USAGE, "cannot use 1 device: the fixed axes take 2"),

@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 from ._capacity import free_memory
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
-from .loop import EvalSource
+from .loop import EvalData
 from .parallel import (
     BatchLayout,
     MeshFunction,
@@ -30,7 +30,7 @@ logger = logging.getLogger("zoo_train")
 
 def evaluate_model(
     model: Any,
-    source: EvalSource,
+    source: EvalData,
     *,
     batch_size: int,
     max_batches: int | None = None,
@@ -38,7 +38,8 @@ def evaluate_model(
     mesh: Mesh | None = None,
     rules: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Token-mean cross entropy of ``model`` over ``source.eval_batches(batch_size)``.
+    """Token-mean cross entropy of ``model`` over ``source.eval_batches(batch_size)`` (every
+    source's, when ``source`` maps names to several).
 
     With a ``mesh`` (and sharding ``rules``) the batches are split over its data-parallel axes
     and the model is used where its arrays are (shard it first, e.g. ``load_run(mesh=...)``).
@@ -59,10 +60,12 @@ def evaluate_model(
     )
     layout = BatchLayout(mesh, rules, batch_size)
     total, weight = 0.0, 0.0
-    for batch in source.eval_batches(batch_size, max_batches=max_batches):
-        loss_sum, aux = loss_fn(model, layout.place(layout.local_part(batch)))
-        total += float(loss_sum)
-        weight += float(aux["weight"])
+    sources = source.values() if isinstance(source, Mapping) else [source]
+    for part in sources:
+        for batch in part.eval_batches(batch_size, max_batches=max_batches):
+            loss_sum, aux = loss_fn(model, layout.place(layout.local_part(batch)))
+            total += float(loss_sum)
+            weight += float(aux["weight"])
     if weight <= 0:
         raise ValueError("The evaluation data has no counted tokens; give it longer documents.")
     loss = total / weight

@@ -74,7 +74,11 @@ def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
             "bos": tokenizer.bos_id is not None,
             "eos": tokenizer.eos_id is not None,
         }
-    return {"kind": "hf", "dir": TOKENIZER_DIR}
+    from .data.store import tokenizer_identity
+
+    # The fingerprint names a change of tokenizer when a run resumes.
+    fingerprint = tokenizer_identity(tokenizer, "")["fingerprint"]
+    return {"kind": "hf", "dir": TOKENIZER_DIR, "fingerprint": fingerprint}
 
 
 def tokenizer_files(source: pathlib.Path) -> list[pathlib.Path]:

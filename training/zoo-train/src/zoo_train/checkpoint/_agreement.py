@@ -11,14 +11,6 @@ import jax
 import numpy as np
 
 
-def sync(name: str) -> None:
-    """Wait until every process reaches this point (nothing to do in a one-process run)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
 def agreed(error: Exception | None) -> None:
     """Raise unless every process got through a phase: ``error`` (this process's), or a note
     that another process failed. Every process reaches the same verdict."""

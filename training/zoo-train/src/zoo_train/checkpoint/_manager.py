@@ -33,8 +33,8 @@ from orbax.checkpoint import checkpoint_managers as ocm
 
 from .._errors import CheckpointMismatchError, CheckpointWriteError, NoUsableCheckpointError
 from .._state import TrainState
-from ..parallel import is_array_like
-from ._agreement import agreed, sync
+from ..parallel import barrier, is_array_like
+from ._agreement import agreed
 from ._fingerprints import describe_leaves, fingerprints, fresh_copies, state_leaves
 from ._orbax_quiet import quiet_orbax
 from ._recovery import move_aside, refuse_if_all_torn, torn_steps, unkept_steps
@@ -310,7 +310,7 @@ class Checkpointer:
                 moved = move_aside(self.directory, step)
                 if moved is not None:
                     logger.warning("moved unreadable checkpoint %s to %s", *moved)
-        sync("zoo-train: unreadable checkpoints set aside")
+        barrier("zoo-train: unreadable checkpoints set aside")
         self._manager.reload()
 
     def _set_aside_torn(self) -> None:
@@ -318,7 +318,7 @@ class Checkpointer:
         # process reads the same files and reaches the same verdict; process 0 alone moves.
         torn = torn_steps(self.directory)
         refuse_if_all_torn(self.directory, torn)
-        sync("zoo-train: checkpoints scanned")
+        barrier("zoo-train: checkpoints scanned")
         for step, reason in torn.items() if jax.process_index() == 0 else ():
             moved = move_aside(self.directory, step)
             if moved is not None:
@@ -328,7 +328,7 @@ class Checkpointer:
                 )
                 logger.warning(report)
                 self.set_aside_reports.append(report)
-        sync("zoo-train: torn checkpoints set aside")
+        barrier("zoo-train: torn checkpoints set aside")
 
     def wait(self) -> None:
         """Block until every started save is committed.

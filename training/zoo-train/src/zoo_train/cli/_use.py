@@ -9,15 +9,12 @@ import sys
 from typing import Any
 
 from .._export import atomic_directory, check_export_target
-from .._usage import UsageError
 from ..recipes import (
     check_data_paths,
     check_mesh_fits,
     check_positions,
-    load_corpus,
     load_hf_on_mesh,
     load_model,
-    make_loaders,
     mesh_and_rules,
 )
 from ..settings import SEEDS, RunSettings, bounded
@@ -99,7 +96,18 @@ def run_generate(args: argparse.Namespace) -> int:
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     defaults = RunSettings()
     p.add_argument("source", metavar="RUN_OR_HF_DIR")
-    p.add_argument("--data", nargs="+", metavar="PATH", help="text to evaluate on (all of it)")
+    p.add_argument(
+        "--data",
+        nargs="+",
+        metavar="PATH",
+        help="token stores, or text, .jsonl, Parquet or Arrow files to evaluate on (all of it)",
+    )
+    p.add_argument(
+        "--data-cache",
+        metavar="DIR",
+        default=None,
+        help="keep the stores raw --data is prepared into here (default: a temporary directory)",
+    )
     p.add_argument(
         "--text-field",
         default=defaults.text_field,
@@ -129,40 +137,38 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity."""
+    import tempfile
+
     from .._inference import evaluate_model
+    from ..recipes import eval_sources
 
     data = args.data or []
     check_data_paths(data)
     mesh, rules, model, tokenizer, what = _loaded(args, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
-    docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
-    if data and args.val_fraction is None:
-        # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
-        from ..data import PackedLoader
-
+    with tempfile.TemporaryDirectory(prefix="zoo-eval-") as scratch:
+        loader, described = eval_sources(
+            data,
+            tokenizer,
+            cache=pathlib.Path(args.data_cache or scratch),
+            seq_len=args.seq_len,
+            text_field=args.text_field,
+            max_bytes=args.max_bytes,
+            seed=args.seed,
+            val_fraction=args.val_fraction,
+        )
         try:
-            loader = PackedLoader.from_documents(
-                docs, tokenizer, seq_len=args.seq_len, shuffle=False, eval_only=True
+            result = evaluate_model(
+                model,
+                loader,
+                batch_size=args.batch_size,
+                max_batches=args.max_batches,
+                mesh=mesh,
+                rules=rules,
             )
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-    else:
-        fraction = 0.05 if args.val_fraction is None else args.val_fraction
-        loader = make_loaders(
-            docs, tokenizer, seq_len=args.seq_len, seed=args.seed, val_fraction=fraction
-        )[1]
-        if loader is None:
-            raise UsageError(
-                "The held-out split is too small to evaluate; pass --data or raise --val-fraction."
-            )
-    result = evaluate_model(
-        model,
-        loader,
-        batch_size=args.batch_size,
-        max_batches=args.max_batches,
-        mesh=mesh,
-        rules=rules,
-    )
+        finally:
+            for part in loader.values():
+                part.close()
     print(f"zoo: evaluated {what} on {described}", file=sys.stderr)
     if args.json:
         print(json.dumps(result))

@@ -13,13 +13,16 @@ from ._packing import rows_to_batch as rows_to_batch
 from ._split import split_documents as split_documents
 from ._split import split_rows as split_rows
 from ._stdlib import stdlib_corpus as stdlib_corpus
+from ._stdlib import stdlib_files as stdlib_files
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import byte_tokenizer as byte_tokenizer
+from ._tokenizer import is_byte_level as is_byte_level
 from ._tokenizer import leading_bos as leading_bos
 from .inputs import DocumentStream as DocumentStream
 from .store import HeldOut as HeldOut
 from .store import StoreLoader as StoreLoader
 from .store import TokenStore as TokenStore
 from .store import check_store as check_store
+from .store import is_store as is_store
 from .store import prepare_store as prepare_store
 from .store import store_info as store_info

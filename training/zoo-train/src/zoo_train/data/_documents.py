@@ -27,11 +27,14 @@ class Document:
         turns: an instruction or chat example's ``(role, content)`` pairs (``("prompt", …),
             ("completion", …)`` for a prompt/completion pair; see :mod:`._chat`); empty for
             plain text.
+        split: ``"train"`` or ``"eval"`` when the document's side of the held-out split is
+            already chosen (the lines of a corpus of one file); empty: by the hash of its id.
     """
 
     id: str
     text: str
     turns: tuple[tuple[str, str], ...] = ()
+    split: str = ""
 
 
 def _expand(source: str | os.PathLike[str]) -> list[tuple[pathlib.Path, str, bool]]:

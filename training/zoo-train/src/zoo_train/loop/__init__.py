@@ -3,6 +3,7 @@ finishes it; evaluation, checkpoints, the profile window and stop requests are h
 their intervals between steps; progress and metrics are reported as steps finish."""
 
 from ..checkpoint import CHECKPOINT_DIR as CHECKPOINT_DIR
+from ._evaluate import EvalData as EvalData
 from ._evaluate import evaluate as evaluate
 from ._hooks import Hooks as Hooks
 from ._hooks import StepEnd as StepEnd

@@ -20,8 +20,7 @@ import jax
 
 from .._errors import StoppedBySignalError
 from ..profile import host_annotation
-from ._evaluate import evaluate
-from ._result import EvalSource
+from ._evaluate import EvalData, evaluate
 from ._start import Run, report_evaluation
 
 
@@ -81,7 +80,7 @@ class Hooks:
                 hook.fn(end)
 
 
-def standard_hooks(run: Run, eval_data: EvalSource | None) -> Hooks:
+def standard_hooks(run: Run, eval_data: EvalData | None) -> Hooks:
     """The profile window, evaluation every ``eval_every`` steps (with ``eval_data``),
     checkpoints every ``checkpoint_every`` steps and the stop request, in that order."""
     hooks = Hooks(run.end)
@@ -115,7 +114,7 @@ def _capture_profile(run: Run, end: StepEnd) -> None:
     )
 
 
-def _evaluate(run: Run, eval_data: EvalSource, end: StepEnd) -> None:
+def _evaluate(run: Run, eval_data: EvalData, end: StepEnd) -> None:
     run.metrics.drain()
     t_eval = time.perf_counter()
     with host_annotation("eval"):

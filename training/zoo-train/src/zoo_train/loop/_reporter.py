@@ -30,11 +30,15 @@ class Reporter:
         *,
         label: str,
         skipped: int,
+        extras: Callable[[int, int], dict[str, Any]] | None = None,
     ) -> None:
         self.config, self.end, self.start, self.window = config, end, start, window
         self.progress, self.record, self.checkpointer = progress, record, checkpointer
         self.label = label
         self.skipped = skipped
+        # What the data adds to a record of steps (a, b], e.g. the tokens of each source.
+        self.extras = extras
+        self._recorded = start
 
     def due(self, step: int) -> bool:
         """Whether a train record is written after ``step``."""
@@ -56,6 +60,9 @@ class Reporter:
             rec = self.window.record(step, lr=m["lr"])
             rec["skipped_total"] = self.skipped
             rec["kernel"] = self.label
+            if self.extras is not None:
+                rec.update(self.extras(self._recorded, step))
+            self._recorded = step
             self.record(rec)
             shown = {"loss": rec.get("loss", m["loss"]), "lr": m["lr"]}
             if rec["tokens_per_s"] is not None:

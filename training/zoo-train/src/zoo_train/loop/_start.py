@@ -47,13 +47,12 @@ from ..parallel import (
     platform_of,
 )
 from ..profile import ProfileWindow
-from ._evaluate import evaluate
+from ._evaluate import EvalData, evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress
 from ._reporter import Reporter
-from ._result import EvalSource
 from ._stop import StopRequest, stop_requests
 
 logger = logging.getLogger("zoo_train")
@@ -128,7 +127,7 @@ def start_run(
     *,
     config: TrainConfig,
     out: pathlib.Path,
-    eval_data: EvalSource | None,
+    eval_data: EvalData | None,
     loss_fn: LossFn | None,
     trainable: Any,
     run_info: dict[str, Any] | None,
@@ -178,7 +177,7 @@ def start_run(
     window = Window(tokens_per_step)
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
-        skipped=int(jax.device_get(state.skipped)),
+        skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
     )  # fmt: skip
     return Run(
         config=config,
@@ -367,6 +366,18 @@ def _feed(
     feed = Prefetcher(lambda: (next_batch(), data.state_dict()), count)
     resources.callback(feed.close)
     return feed
+
+
+def _source_tokens(
+    data: DataSource, config: TrainConfig
+) -> Callable[[int, int], dict[str, Any]] | None:
+    """``tokens/NAME`` of steps ``(a, b]`` for data mixed from several named sources (its
+    ``source_tokens(start, stop)`` of global rows), else ``None``."""
+    counts = getattr(data, "source_tokens", None)
+    if counts is None or len(counts(0, 1 << 12)) < 2:
+        return None
+    rows = config.batch_size * config.grad_accum
+    return lambda a, b: {f"tokens/{k}": v for k, v in counts(a * rows, b * rows).items()}
 
 
 def _initial_state(

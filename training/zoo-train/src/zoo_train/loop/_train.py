@@ -19,9 +19,10 @@ from ..checkpoint import holds_run_lock
 from ..data import DataSource
 from ..parallel import is_primary
 from ..profile import step_annotation
+from ._evaluate import EvalData
 from ._hooks import StepEnd, standard_hooks
 from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
-from ._result import EvalSource, TrainResult
+from ._result import TrainResult
 from ._start import Run, start_run
 
 
@@ -32,7 +33,7 @@ def train(
     *,
     config: TrainConfig,
     out: str | pathlib.Path,
-    eval_data: EvalSource | None = None,
+    eval_data: EvalData | None = None,
     loss_fn: LossFn | None = None,
     trainable: Callable[[Any], bool] | PyTree[bool] | None = None,
     run_info: dict[str, Any] | None = None,

@@ -29,6 +29,7 @@ from ._processes import StartError as StartError
 from ._processes import abandon_processes as abandon_processes
 from ._processes import agree_settings as agree_settings
 from ._processes import await_verdict as await_verdict
+from ._processes import barrier as barrier
 from ._processes import is_primary as is_primary
 from ._processes import key_value_store as key_value_store
 from ._processes import process_label as process_label

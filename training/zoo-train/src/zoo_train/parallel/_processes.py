@@ -310,3 +310,11 @@ def agree_settings(settings: Mapping[str, Any], *, timeout_s: float | None = Non
                     f"process {i}'s {key} ({theirs.get(key)!r}) differs from process 0's "
                     f"({every[0].get(key)!r}); start every process with the same settings."
                 )
+
+
+def barrier(name: str) -> None:
+    """Wait until every process of the run reaches this point (nothing with one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)

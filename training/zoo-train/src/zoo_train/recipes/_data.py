@@ -1,23 +1,19 @@
-"""The data of a run: documents (or the stdlib corpus) into packed loaders."""
+"""The data of a run: its sources as token stores, read as training rows and held-out rows."""
 
 from __future__ import annotations
 
 import dataclasses
 import glob
 import os
+import pathlib
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from .._usage import UsageError
-from ..data import (
-    Document,
-    PackedLoader,
-    load_documents,
-    split_documents,
-    split_rows,
-    stdlib_corpus,
-)
+from ..parallel import is_primary
 from ..settings import RunSettings
+from ._stores import eval_stores, slug, training_stores
 
 
 def check_data_paths(paths: list[str]) -> None:
@@ -34,94 +30,157 @@ def check_data_paths(paths: list[str]) -> None:
             )
 
 
-def load_corpus(
-    paths: list[str], *, max_bytes: int, text_field: str = "text"
-) -> tuple[list[Document], str]:
-    """The documents of ``paths`` (the stdlib corpus when empty) and a short description;
-    ``text_field`` names the field of ``.jsonl`` lines that holds the text."""
-    if not paths:
-        docs = stdlib_corpus(max_bytes=max_bytes)
-        return docs, f"the Python standard library ({len(docs)} files)"
-    docs = load_documents(paths, text_field=text_field, on_skipped=_say_skipped)
-    if sum(len(d.text) for d in docs) == 0:  # pragma: no cover - load_documents drops empties
-        raise UsageError(f"The data in {paths} is empty; pass files with text.")
-    noun = "document" if len(docs) == 1 else "documents"
-    return docs, f"{', '.join(paths)} ({len(docs)} {noun})"
-
-
-def _say_skipped(count: int, example: str) -> None:
-    noun = "file" if count == 1 else "files"
-    print(
-        f"zoo: warning: skipped {count} binary or non-UTF-8 {noun} in the data (e.g. {example}).",
-        file=sys.stderr,
-    )
-
-
-def make_loaders(
-    docs: list[Document],
-    tokenizer: Any,
-    *,
-    seq_len: int,
-    seed: int,
-    val_fraction: float,
-    eval_docs: list[Document] | None = None,
-) -> tuple[PackedLoader, PackedLoader | None]:
-    """A shuffled training loader and an evaluation loader of the held-out documents.
-
-    With ``eval_docs`` (``--eval-data``) every document trains and those evaluate; else the
-    documents are split by :func:`split_documents`, or a single document by its lines
-    (:func:`split_rows`). The evaluation loader is ``None`` (with a note on stderr) when the
-    split leaves it too little text for one row.
-    """
-    if not 0.0 <= val_fraction < 1.0:
-        raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
-    if eval_docs is not None:
-        train_docs, val_docs = docs, eval_docs
-    elif len(docs) == 1 and not docs[0].turns:
-        train_docs, val_docs = split_rows(docs[0], val_fraction=val_fraction, seed=seed)
-    else:
-        train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
-    try:
-        train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    val = None
-    if val_docs:
-        try:
-            val = PackedLoader.from_documents(
-                val_docs, tokenizer, seq_len=seq_len, shuffle=False, eval_only=True
-            )
-        except ValueError:
-            val = None
-    if val is None and val_fraction > 0:
-        print("zoo: too little held-out text for evaluation; training without it.", file=sys.stderr)
-    return train, val
-
-
 @dataclasses.dataclass
 class Data:
-    """A run's training loader, its held-out loader (or ``None``) and a description for the
-    start line."""
+    """A run's training rows, its held-out rows by source (``None``: none), and a description
+    for the start line."""
 
-    train: PackedLoader
-    val: PackedLoader | None
+    train: Any
+    val: Mapping[str, Any] | None
     described: str
+
+    def __enter__(self) -> Data:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close every store's files."""
+        self.train.close()
+        for part in (self.val or {}).values():
+            part.close()
+
+    @property
+    def tokens_per_epoch(self) -> int:
+        """Training tokens in one pass over every source."""
+        return sum(self.train.rows_per_epoch) * self.train.seq_len
+
+
+def _unique(names: list[str]) -> list[str]:
+    """``names`` with repeats numbered (``data``, ``data-2``): the sources' names in metrics."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return out
+
+
+def _describe(sources: list[tuple[str, pathlib.Path]], stores: list[Any]) -> str:
+    """Each source with its documents and what of it is held out, e.g. ``corpus/ (120
+    documents; held out: 6, 4.8% of the tokens)``."""
+    parts = []
+    for (name, path), store in zip(sources, stores, strict=True):
+        train, held = store.manifest["splits"]["train"], store.manifest["splits"]["eval"]
+        docs = train["documents"] + held["documents"]
+        what = "the Python standard library" if name == "stdlib" else str(path)
+        share = held["tokens"] / max(train["tokens"] + held["tokens"], 1)
+        out = (
+            f"held out: {held['documents']:,}, {share:.1%} of the tokens"
+            if held["tokens"]
+            else "none held out"
+        )
+        parts.append(f"{what} ({docs:,} document{'s' if docs != 1 else ''}; {out})")
+    return ", ".join(parts)
 
 
 def build_data(s: RunSettings, tokenizer: Any) -> Data:
-    """The data of the settings (``data``, ``eval_data``, the split), tokenized for ``tokenizer``."""
-    docs, described = load_corpus(s.data, max_bytes=s.max_bytes, text_field=s.text_field)
-    eval_docs = None
-    if s.eval_data:
-        check_data_paths(s.eval_data)
-        eval_docs, _ = load_corpus(s.eval_data, max_bytes=s.max_bytes, text_field=s.text_field)
-        described += f", evaluated on {', '.join(s.eval_data)}"
-    train, val = make_loaders(
-        docs,
-        tokenizer,
-        seq_len=s.seq_len,
-        seed=s.seed,
-        val_fraction=s.val_fraction,
-        eval_docs=eval_docs,
-    )
+    """The training and held-out rows of the settings' data (``data``, ``data_weights``,
+    ``eval_data``, the split), every source a token store made with ``tokenizer``.
+
+    Raises:
+        UsageError: a store of another tokenizer, too little data for one row, bad weights.
+    """
+    from ..data import HeldOut, StoreLoader, TokenStore
+
+    sources = training_stores(s, tokenizer)
+    try:
+        stores = [TokenStore(path, tokenizer=tokenizer) for _, path in sources]
+        # Without weights, each source in proportion to its size: as if they were one corpus.
+        weights = s.data_weights or [max(st.split("train").num_tokens, 1) for st in stores]
+        train = StoreLoader(
+            stores,
+            seq_len=s.seq_len,
+            weights=weights,
+            seed=s.seed,
+            tokenizer=tokenizer,
+            names=_unique([name for name, _ in sources]),
+        )
+        described = _describe(sources, stores)
+        if s.eval_data:
+            held = eval_stores(s, tokenizer)
+            val = {
+                name: HeldOut(
+                    TokenStore(path, tokenizer=tokenizer), s.seq_len, splits=("train", "eval")
+                )
+                for name, path in zip(
+                    _unique([n for n, _ in held]), [p for _, p in held], strict=True
+                )
+            }
+            described += f", evaluated on {', '.join(s.eval_data)}"
+        else:
+            val = train.held_out()
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    if not val:
+        val = None
+        if (s.val_fraction > 0 or s.eval_data) and is_primary():
+            print(
+                "zoo: too little held-out text for evaluation; training without it.",
+                file=sys.stderr,
+            )
     return Data(train, val, described)
+
+
+def eval_sources(
+    paths: list[str],
+    tokenizer: Any,
+    *,
+    cache: pathlib.Path,
+    seq_len: int,
+    text_field: str,
+    max_bytes: int,
+    seed: int,
+    val_fraction: float | None,
+) -> tuple[dict[str, Any], str]:
+    """What ``zoo eval`` evaluates, by source, and its description: ``paths`` whole (stores as
+    they are, raw data prepared into ``cache``), or only their held-out split with
+    ``val_fraction``; without ``paths``, the held-out split of the standard library corpus
+    that ``zoo train`` evaluates on.
+
+    Raises:
+        UsageError: a held-out split too small to evaluate.
+    """
+    from ..data import HeldOut, TokenStore, is_store, stdlib_files
+    from ._stores import prepared
+
+    whole = bool(paths) and val_fraction is None
+    fraction = 0.0 if whole else (0.05 if val_fraction is None else val_fraction)
+    prepare = {
+        "tokenizer": tokenizer,
+        "cache": cache,
+        "text_field": text_field,
+        "eval_fraction": fraction,
+        "progress": False,
+    }
+    if paths:
+        named = [
+            (name, pathlib.Path(p) if is_store(p) else prepared([p], name=name, **prepare))
+            for name, p in zip(_unique([slug(p) for p in paths]), paths, strict=True)
+        ]
+        described = ", ".join(paths)
+    else:
+        files = [str(f) for f in stdlib_files(max_bytes=max_bytes, seed=seed)]
+        named = [("stdlib", prepared(files, name="stdlib", **prepare))]
+        described = f"the Python standard library ({len(files)} files)"
+    splits = ("train", "eval") if whole else ("eval",)
+    try:
+        sources = {
+            name: HeldOut(TokenStore(path, tokenizer=tokenizer), seq_len, splits=splits)
+            for name, path in named
+        }
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    if not any(part.rows for part in sources.values()):
+        raise UsageError(
+            "The held-out split is too small to evaluate; pass --data or raise --val-fraction."
+        )
+    return sources, described

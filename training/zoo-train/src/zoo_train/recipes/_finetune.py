@@ -35,11 +35,11 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size)
         check_positions(model.config, s.seq_len)
         lora = lora_config(s, model)
-        data = build_data(s, model.tokenizer)
-        job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
-        result = run(
-            job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
-        )
+        with build_data(s, model.tokenizer) as data:
+            job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
+            result = run(
+                job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
+            )
         if lora is not None:
             say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")
         # Every process reads them alike: each one generates the final sample.

@@ -44,6 +44,39 @@ def _check_model_changes(changes: dict[str, Any]) -> None:
         )
 
 
+#: A vocabulary from a real tokenizer is rounded up to a multiple of this (TPU-friendly shapes).
+VOCAB_MULTIPLE = 128
+
+
+def vocabulary_for(tokenizer: Any) -> int:
+    """The model vocabulary a tokenizer asks for: its own size, rounded up to a multiple of
+    :data:`VOCAB_MULTIPLE` unless it is the byte tokenizer (whose small models stay exact)."""
+    from ..data import is_byte_level
+
+    n = int(tokenizer.vocab_size)
+    return n if is_byte_level(tokenizer) else -(-n // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def run_tokenizer(s: RunSettings, out: pathlib.Path) -> Any:
+    """The tokenizer ``zoo train`` trains with: ``--tokenizer`` (its files copied into the run,
+    so it travels into generate, eval and exports), else the byte tokenizer."""
+    from .._runs import TOKENIZER_DIR, copy_tokenizer_files
+    from ..data import byte_tokenizer
+
+    if s.tokenizer is None:
+        return byte_tokenizer()
+    import zoo_models
+
+    source = tokenizer_source(None, s.tokenizer)
+    try:
+        tokenizer = zoo_models.load_tokenizer(source)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    if is_primary():
+        copy_tokenizer_files(source, out / TOKENIZER_DIR)
+    return tokenizer
+
+
 def preset_config(s: RunSettings, tokenizer: Any | None = None) -> Any:
     """The ``ModelConfig`` of the preset with the settings' changes and attention kernel.
 
@@ -59,7 +92,7 @@ def preset_config(s: RunSettings, tokenizer: Any | None = None) -> Any:
     changes = dict(s.model_config)
     _check_model_changes(changes)
     if tokenizer is not None:
-        changes.setdefault("vocab_size", tokenizer.vocab_size)
+        changes.setdefault("vocab_size", vocabulary_for(tokenizer))
         if changes["vocab_size"] < tokenizer.vocab_size:
             raise UsageError(
                 f"model_config.vocab_size {changes['vocab_size']} is smaller than the tokenizer's "

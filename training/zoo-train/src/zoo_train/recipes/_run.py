@@ -88,7 +88,7 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     if not job.saved:
         say(
             f"zoo: {job.command} {job.model.config.family} model on {job.data.described}: "
-            f"{job.data.train.num_tokens:,} training tokens, {config.steps} steps of "
+            f"{job.data.tokens_per_epoch:,} training tokens, {config.steps} steps of "
             f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens on mesh "
             f"{describe_mesh(job.mesh)} -> {job.out}"
         )

@@ -11,15 +11,14 @@ from ._checks import check_run
 from ._data import build_data
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
-from ._model import preset_config, scratch_model
-from ._run import Job, run, run_started, saved_provenance
+from ._model import preset_config, run_tokenizer, scratch_model
+from ._run import Job, run, run_started, saved_provenance, say
 
 
 def train_recipe(s: RunSettings) -> int:
     """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
     code."""
     from .._capacity import check_state_fits
-    from ..data import byte_tokenizer
     from ..loop import train
 
     check_run(s)
@@ -28,14 +27,19 @@ def train_recipe(s: RunSettings) -> int:
     with run_lock(out, enabled=is_primary(), started=run_started):
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
-        tokenizer = byte_tokenizer()
+        tokenizer = run_tokenizer(s, out)
         config = preset_config(s, tokenizer)
+        if "vocab_size" not in s.model_config and config.vocab_size != tokenizer.vocab_size:
+            say(
+                f"zoo: vocabulary {config.vocab_size:,}: the tokenizer's {tokenizer.vocab_size:,} "
+                "ids rounded up to a multiple of 128"
+            )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
         check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
         check_positions(config, s.seq_len)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
-        data = build_data(s, tokenizer)
-        job = Job("train", s, out, mesh, rules, model, data, None, saved)
-        result = run(job, train)
+        with build_data(s, tokenizer) as data:
+            job = Job("train", s, out, mesh, rules, model, data, None, saved)
+            result = run(job, train)
         sample(job, result.model, generation={})
     return 0

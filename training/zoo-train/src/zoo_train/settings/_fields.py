@@ -104,6 +104,8 @@ def _kind(annotation: Any) -> str:
     if optional:
         (annotation,) = [a for a in args if a is not type(None)]
     base = typing.get_origin(annotation) or annotation
+    if base is list and typing.get_args(annotation) == (float,):
+        return "floats" + ("?" if optional else "")
     name = {int: "int", float: "float", str: "str", bool: "bool", list: "list"}[base]
     return name + ("?" if optional else "")
 
@@ -162,6 +164,7 @@ def _type_error(key: str, kind: str, value: Any) -> UsageError:
         "str": "a string",
         "bool": "true or false",
         "list": "a list of strings",
+        "floats": "a list of numbers",
     }[kind.rstrip("?")]
     return UsageError(f"Setting `{key}` must be {want}, got {value!r}.")
 
@@ -184,11 +187,6 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         value = float(value)
         if not math.isfinite(value):
             raise UsageError(f"Setting `{key.name}` must be a finite number, got {value}.")
-    if base in ("int", "float") and key.within is not None and value not in key.within:
-        flag = f" ({key.flag})" if key.flag and not key.switch else ""
-        raise UsageError(
-            f"Setting `{key.name}`{flag} must be {key.within.describe()}, got {value}."
-        )
     elif base == "str":
         if not isinstance(value, str):
             raise _type_error(key.name, key.kind, value)
@@ -201,7 +199,29 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise _type_error(key.name, key.kind, value)
         value = list(value)
+    elif base == "floats":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            raise _type_error(key.name, key.kind, value)
+        value = [float(v) for v in value]
+        if not all(math.isfinite(v) for v in value):
+            raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {value}.")
+    if key.within is not None:
+        _check_range(key, value if base == "floats" else [value])
     return value
+
+
+def _check_range(key: Key, values: list[float]) -> None:
+    bad = [v for v in values if v not in key.within]  # type: ignore[operator]
+    if bad:
+        flag = f" ({key.flag})" if key.flag and not key.switch else ""
+        what = "must be" if key.kind.rstrip("?") != "floats" else "must hold numbers"
+        raise UsageError(
+            f"Setting `{key.name}`{flag} {what} {key.within.describe()}, got {bad[0]}."  # type: ignore[union-attr]
+        )
 
 
 def _parse_text(key: Key, base: str, text: str) -> Any:
@@ -221,6 +241,11 @@ def _parse_text(key: Key, base: str, text: str) -> Any:
         raise _type_error(key.name, base, text)
     if base == "list":
         return [part.strip() for part in text.split(",") if part.strip()]
+    if base == "floats":
+        try:
+            return [float(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise _type_error(key.name, base, text) from None
     return text
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._fields import keys
 
-_TYPES = {"int": int, "float": float, "str": str, "list": str}
+_TYPES = {"int": int, "float": float, "str": str, "list": str, "floats": float}
 
 
 def add_flags(

@@ -112,11 +112,13 @@ class RunSettings:
     )
     data: list[str] = setting(
         [],
-        "text files, directories, globs or .jsonl; empty = the stdlib corpus",
+        "token stores, or text files, directories, globs, .jsonl, Parquet or Arrow (prepared "
+        "once into a store); empty = the stdlib corpus",
         flag="--data",
         nargs="+",
         metavar="PATH",
-        flag_help="text files, directories, globs or .jsonl (default: the Python stdlib's source)",
+        flag_help="token stores (zoo data prepare), or text files, directories, globs, .jsonl, "
+        "Parquet or Arrow, prepared once into a store (default: the Python stdlib's source)",
     )
     eval_data: list[str] = setting(
         [],
@@ -125,6 +127,28 @@ class RunSettings:
         nargs="+",
         metavar="PATH",
         flag_help="held-out data to evaluate on instead of a split of --data",
+    )
+    data_weights: list[float] = setting(
+        [],
+        "each --data source's share of the training rows (empty: in proportion to their sizes)",
+        flag="--data-weights",
+        nargs="+",
+        metavar="W",
+        within="(0, inf)",
+    )
+    data_cache: str | None = setting(
+        None,
+        "where raw --data is prepared into token stores, once (none: .zoo-data-cache beside "
+        "the output directory)",
+        flag="--data-cache",
+        metavar="DIR",
+    )
+    tokenizer: str | None = setting(
+        None,
+        "tokenizer.json or a Hugging Face directory (none: the byte tokenizer for zoo train, "
+        "the model's own for zoo finetune)",
+        flag="--tokenizer",
+        metavar="PATH",
     )
     out: str = setting(
         "runs/default",
@@ -180,7 +204,12 @@ class RunSettings:
     val_fraction: float = setting(
         0.05, "fraction of documents held out for evaluation", within="[0, 1)"
     )
-    text_field: str = setting("text", "the field of each .jsonl line that holds its text")
+    text_field: str = setting(
+        "text",
+        "the field of each .jsonl line (or column of Parquet and Arrow) that holds its text",
+        flag="--text-field",
+        metavar="NAME",
+    )
     max_bytes: int = setting(
         3_000_000,
         "size of the stdlib corpus (when `data` is empty)",
@@ -305,12 +334,6 @@ class FinetuneSettings(RunSettings):
         "let --export-hf replace a non-empty directory or the source model",
         flag="--overwrite",
         switch=True,
-    )
-    tokenizer: str | None = setting(
-        None,
-        "tokenizer directory or tokenizer.json (none: the model's own)",
-        flag="--tokenizer",
-        metavar="PATH",
     )
     lora: LoRASettings = section(LoRASettings)
 

@@ -9,7 +9,16 @@ from collections.abc import Callable, Iterator, Sequence
 from .._documents import Document, decode_text
 from ._files import InputFile, list_inputs
 from ._records import read_jsonl, read_table
-from ._text import PIECE_CHARS, is_text, open_raw, piece_documents, pieces, read_pieces
+from ._text import (
+    PIECE_CHARS,
+    LineBudget,
+    is_text,
+    open_raw,
+    piece_documents,
+    pieces,
+    read_pieces,
+    split_lines,
+)
 
 # Files this small are read whole (one read, no separate validation pass).
 _SMALL = 4 * PIECE_CHARS
@@ -22,7 +31,11 @@ class DocumentStream:
     longer than :data:`PIECE_CHARS` characters comes as several documents (ids ``name``,
     ``name#2``, …). Binary and non-UTF-8 files found in a directory or by a glob are skipped
     and listed in :attr:`skipped`; :attr:`bytes_read` (of :attr:`total_bytes`, on disk) says
-    how far the reading has got.
+    how far the reading has got. With ``line_split=(fraction, seed)``, text files too few to
+    hold out ``fraction`` of them by document (fewer than ``2 / fraction``) are held out by
+    their lines instead, at most ``fraction`` of the corpus's characters
+    (:func:`~zoo_train.data.inputs._text.split_lines`): one file of three would be a third of
+    the corpus.
 
     Raises (on construction or while iterating):
         ValueError: a missing source, an unsupported or binary file named directly, a
@@ -34,18 +47,26 @@ class DocumentStream:
         sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         text_field: str = "text",
+        line_split: tuple[float, int] | None = None,
     ) -> None:
         if isinstance(sources, str | os.PathLike):
             sources = [sources]
         self.sources = [os.fspath(s) for s in sources]
         self.files: list[InputFile] = list_inputs(self.sources)
         self.text_field = text_field
+        texts = sum(f.kind == "text" for f in self.files)
+        few = line_split is not None and line_split[0] > 0 and texts < 2 / line_split[0]
+        self.line_split = line_split if few else None
+        self._budget: LineBudget | None = None
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.total_bytes = sum(self.sizes)
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
 
     def __iter__(self) -> Iterator[Document]:
+        if self.line_split is not None:  # a fresh budget for each pass over the corpus
+            fraction, seed = self.line_split
+            self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
         # A source whose files all came through an earlier one has nothing left to find.
         found: dict[str, int] = dict.fromkeys((f.source for f in self.files), 0)
         done = 0
@@ -98,10 +119,15 @@ class DocumentStream:
             self.skipped.append(file.path)
             return
         if text is not None:
-            yield from piece_documents(file.name, pieces(text))
+            yield from self._documents(file.name, pieces(text))
             return
         stream, raw = open_raw(file.path, file.compression)
         with raw, stream:
-            for doc in piece_documents(file.name, read_pieces(stream)):
+            for doc in self._documents(file.name, read_pieces(stream)):
                 yield doc
                 tell(raw.tell())
+
+    def _documents(self, name: str, texts: Iterator[str]) -> Iterator[Document]:
+        if self._budget is None:
+            return piece_documents(name, texts)
+        return split_lines(name, texts, self._budget)

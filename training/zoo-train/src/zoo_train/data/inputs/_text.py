@@ -95,3 +95,60 @@ def read_pieces(stream: BinaryIO) -> Iterator[str]:
             yield buffer[:end]
             buffer = buffer[end:]
     yield from pieces(buffer)
+
+
+class LineBudget:
+    """How many characters of a corpus may still be held out: ``fraction`` of its size, shared
+    by the files :func:`split_lines` splits, in order."""
+
+    def __init__(self, fraction: float, corpus_chars: int, *, seed: int = 0) -> None:
+        self.fraction, self.seed = fraction, seed
+        self.left = fraction * corpus_chars
+
+
+def split_lines(name: str, texts: Iterator[str], budget: LineBudget) -> Iterator[Document]:
+    """The text of one file as held-out and training documents, for a corpus of too few files to
+    hold out by file: a line goes to the held-out side when the seeded hash of
+    ``"name:line number"`` says so (as :func:`~zoo_train.data.split_rows` splits) and the
+    corpus's held-out budget still has room for it; each side's lines, in order, form
+    documents of at most :data:`PIECE_CHARS` characters (``name:train``, ``name:validation``,
+    then ``#2``, …)."""
+    from .._split import held_out
+
+    sides: dict[str, list[str]] = {"train": [], "eval": []}
+    sizes = dict.fromkeys(sides, 0)
+    counts = dict.fromkeys(sides, 0)
+    labels = {"train": "train", "eval": "validation"}
+
+    def flush(side: str) -> Document:
+        counts[side] += 1
+        suffix = "" if counts[side] == 1 else f"#{counts[side]}"
+        text = "".join(sides[side])
+        sides[side], sizes[side] = [], 0
+        return Document(f"{name}:{labels[side]}{suffix}", text, split=side)
+
+    number, carry = 0, ""
+
+    def side_of(line: str) -> str:
+        nonlocal number
+        number += 1
+        chosen = held_out(f"{name}:{number}", budget.fraction, seed=budget.seed)
+        if chosen and len(line) <= budget.left:
+            budget.left -= len(line)
+            return "eval"
+        return "train"
+
+    for block in texts:
+        lines = (carry + block).splitlines(keepends=True)
+        carry = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else ""
+        for line in lines:
+            side = side_of(line)
+            sides[side].append(line)
+            sizes[side] += len(line)
+            if sizes[side] >= PIECE_CHARS:
+                yield flush(side)
+    if carry:
+        sides[side_of(carry)].append(carry)
+    for side in sides:
+        if sides[side]:
+            yield flush(side)

@@ -2,6 +2,7 @@
 (``TokenStore``, ``StoreLoader``), the same batches on any number of processes."""
 
 from ._format import VERSION as VERSION
+from ._format import is_store as is_store
 from ._identity import tokenizer_identity as tokenizer_identity
 from ._info import describe_info as describe_info
 from ._info import store_info as store_info

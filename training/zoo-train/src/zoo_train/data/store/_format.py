@@ -99,3 +99,8 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"this zoo reads ({VERSION}); upgrade zoo-train."
         )
     return manifest
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a token store directory (it has a manifest)."""
+    return (pathlib.Path(path) / MANIFEST).is_file()

@@ -7,6 +7,8 @@ from typing import Any
 
 from ._format import read_manifest
 
+_SHOWN = 8  # sources listed by name; the rest are counted
+
 
 def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON-ready summary of the store at ``store``: ``path``, ``fingerprint``, ``documents``,
@@ -51,8 +53,15 @@ def describe_info(summary: dict[str, Any]) -> str:
     ]
     for name, split in summary["splits"].items():
         lines.append(f"{name:<11} {split['documents']:,} documents, {split['tokens']:,} tokens")
-    for src in summary["sources"]:
+    sources = summary["sources"]
+    for src in sources[:_SHOWN]:
         lines.append(f"source      {src['source']} ({src['files']} files, {src['bytes']:,} bytes)")
+    if len(sources) > _SHOWN:
+        rest = sources[_SHOWN:]
+        lines.append(
+            f"            and {len(rest):,} more sources ({sum(s['files'] for s in rest):,} files, "
+            f"{sum(s['bytes'] for s in rest):,} bytes; --json lists them)"
+        )
     if summary["skipped"]["files"]:
         lines.append(
             f"skipped     {summary['skipped']['files']} binary or non-UTF-8 file(s) "

@@ -19,21 +19,40 @@ _BLOCK = 256  # positions of an epoch's permutation computed at a time (16 batch
 
 
 class HeldOut:
-    """The held-out split of one store, for evaluation: every row once, in order."""
+    """Evaluation rows of one store: every row of ``splits`` once, in order (default its
+    held-out split; ``("train", "eval")``: every document, for a store of held-out data)."""
 
-    def __init__(self, store: TokenStore, seq_len: int) -> None:
+    def __init__(
+        self, store: TokenStore, seq_len: int, *, splits: Sequence[str] = ("eval",)
+    ) -> None:
         self.store = store
-        self.layout = layout(store.split("eval"), seq_len, whole=True)
+        self.layouts = [layout(store.split(name), seq_len, whole=True) for name in splits]
+        self.layouts = [lay for lay in self.layouts if lay.rows]
+
+    def close(self) -> None:
+        """Close the store's files."""
+        self.store.close()
+
+    @property
+    def rows(self) -> int:
+        """Rows of ``seq_len + 1`` tokens it evaluates."""
+        return sum(lay.rows for lay in self.layouts)
 
     def eval_batches(self, n: int, *, max_batches: int | None = None) -> Iterator[Batch]:
         """Batches of ``n`` rows ``[n, seq_len]``; the last padded with rows of no loss."""
-        count = -(-self.layout.rows // n)
+        count = -(-self.rows // n)
         if max_batches is not None:
             count = min(count, max_batches)
+        bounds = np.cumsum([0, *(lay.rows for lay in self.layouts)])
         for b in range(count):
-            rows = np.arange(b * n, min((b + 1) * n, self.layout.rows))
-            batch = self.layout.read(rows, self.store.pad_id)
-            if len(rows) < n:
+            wanted = np.arange(b * n, min((b + 1) * n, self.rows))
+            parts = []
+            for k, lay in enumerate(self.layouts):
+                mine = wanted[(wanted >= bounds[k]) & (wanted < bounds[k + 1])] - bounds[k]
+                if len(mine):
+                    parts.append(lay.read(mine, self.store.pad_id))
+            batch = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+            if len(wanted) < n:
                 batch = _padded(batch, n, self.store.pad_id)
             yield batch
 
@@ -125,6 +144,11 @@ class StoreLoader:
         self.last_sources = np.zeros(0, np.int64)
         self._blocks: dict[tuple[int, int, int], np.ndarray] = {}
 
+    def close(self) -> None:
+        """Close the stores' files."""
+        for store in self.stores:
+            store.close()
+
     @property
     def rows_per_epoch(self) -> list[int]:
         """Each store's rows per epoch."""
@@ -167,6 +191,12 @@ class StoreLoader:
                 self._blocks.pop(next(iter(self._blocks)))
             self._blocks[key] = cached
         return cached
+
+    def source_tokens(self, start: int, stop: int) -> dict[str, int]:
+        """Tokens each store gives global rows ``start … stop - 1`` (``seq_len`` a row), by
+        name."""
+        counts = np.bincount(self.sources(start, stop)[0], minlength=len(self.stores))
+        return {name: int(c) * self.seq_len for name, c in zip(self.names, counts, strict=True)}
 
     def rows(self, start: int, stop: int) -> Batch:
         """The batch of global rows ``start … stop - 1``."""
@@ -227,11 +257,11 @@ class StoreLoader:
 
     def held_out(self) -> dict[str, HeldOut]:
         """Each store's held-out split by name (stores without one left out)."""
-        return {
+        held = {
             name: HeldOut(store, self.seq_len)
             for name, store in zip(self.names, self.stores, strict=True)
-            if store.split("eval").num_tokens > 1
         }
+        return {name: part for name, part in held.items() if part.rows}
 
     def eval_batches(self, n: int, *, max_batches: int | None = None) -> Iterator[Batch]:
         """Every store's held-out rows, store after store (see :meth:`held_out` for each alone).

@@ -30,6 +30,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from .._documents import Document
 from .._tokenizer import Tokenizer
 from ..inputs import PIECE_CHARS, DocumentStream
@@ -80,6 +82,9 @@ def _settings(identity: dict[str, Any], text_field: str, eval_fraction: float) -
         "text_field": text_field,
         "eval_fraction": eval_fraction,
         "split_seed": 0,
+        # a document the hash holds out trains instead where it would push the held-out
+        # split past eval_fraction of the tokens so far
+        "split_rule": "hash, capped by tokens; few text files by lines",
         "chunk_chars": CHUNK_CHARS,
         "chunk_docs": CHUNK_DOCS,
         "shard_chars": SHARD_CHARS,
@@ -132,12 +137,16 @@ def _encode_in_worker(chunk: list[Document]) -> Encoded:
 class _Run:
     """One prepare into a partial directory: groups of shards, progress, the progress bar."""
 
-    def __init__(self, partial: pathlib.Path, settings: dict[str, Any], bar: Any) -> None:
+    def __init__(
+        self, partial: pathlib.Path, settings: dict[str, Any], bar: Any, total_bytes: int
+    ) -> None:
         self.partial = partial
+        self.total_bytes = total_bytes
         self.settings = settings
         self.groups: list[dict[str, Any]] = []
         self.bar = bar
         self.tokens = 0
+        self.split_tokens = dict.fromkeys(SPLITS, 0)
         self.started = time.perf_counter()
         self._open()
 
@@ -147,9 +156,29 @@ class _Run:
             if shard_problems(self.partial, group["shards"], checksum=True):
                 break
             self.groups.append(group)
+            for shard in group["shards"]:
+                self.split_tokens[shard["split"]] += shard["tokens"]
         self.abort()
         self._open()
         return sum(g["chunks"] for g in self.groups)
+
+    def _capped(self, encoded: Encoded, read: int) -> np.ndarray:
+        """The documents held out: those the hash chose, as long as the held-out split stays
+        within ``eval_fraction`` of the corpus's tokens (a large document the hash chose trains
+        instead); a side chosen before (lines of text files) is kept. The corpus's tokens are
+        estimated from its size on disk and the tokens per byte read so far. Decided here, in
+        document order, so the split is the same whatever the number of workers."""
+        so_far = self.split_tokens["train"] + self.split_tokens["eval"] + len(encoded.tokens)
+        corpus = max(so_far, so_far * self.total_bytes / max(read, 1))
+        limit = self.settings["eval_fraction"] * corpus
+        out = np.zeros_like(encoded.held_out)
+        held_out, chosen, lengths = (
+            a.tolist() for a in (encoded.held_out, encoded.chosen, encoded.lengths)
+        )
+        for i, (held, fixed, n) in enumerate(zip(held_out, chosen, lengths, strict=True)):
+            out[i] = held and (fixed or self.split_tokens["eval"] + n <= limit)
+            self.split_tokens["eval" if out[i] else "train"] += n
+        return out
 
     def _open(self) -> None:
         index = len(self.groups)
@@ -158,7 +187,7 @@ class _Run:
         self.chars = 0
 
     def add(self, encoded: Encoded, chars: int, read: int) -> None:
-        held = encoded.held_out
+        held = self._capped(encoded, read)
         ends = encoded.lengths.cumsum()
         starts = ends - encoded.lengths
         for split, take in zip(SPLITS, (~held, held), strict=True):
@@ -195,8 +224,6 @@ class _Run:
 
 
 def _gather(array: Any, pieces: list[slice]) -> Any:
-    import numpy as np
-
     return np.concatenate([array[p] for p in pieces])
 
 
@@ -260,7 +287,9 @@ def prepare_store(
         text_field: the field or column that holds a plain record's text.
         workers: tokenizing processes (default: every core).
         eval_fraction: the share of documents held out, chosen by a stable hash of each
-            document's id.
+            document's id; never more than this share of the tokens (a large document the
+            hash chose trains instead). Text files too few to split by document (fewer than
+            ``2 / eval_fraction``) are split by their lines instead.
         overwrite: replace a store made with other settings or inputs.
         progress: show a progress bar (MB/s, tokens/s, ETA) on stderr.
 
@@ -280,7 +309,7 @@ def prepare_store(
     out = pathlib.Path(out)
     tok, description = load_tokenizer(tokenizer)
     identity = tokenizer_identity(tok, description)
-    stream = DocumentStream(sources, text_field=text_field)
+    stream = DocumentStream(sources, text_field=text_field, line_split=(eval_fraction, 0))
     settings = _settings(identity, text_field, eval_fraction)
     source_records = _source_records(stream)
     if (out / MANIFEST).is_file():
@@ -332,12 +361,13 @@ def _write(
         desc="prepare",
         disable=not progress,
         dynamic_ncols=True,
+        delay=2.0,  # only for work long enough to watch
     )
     with bar:
         resuming = saved is not None and saved.get("settings") == run_settings
         if not resuming:
             _clear(partial)
-        run = _Run(partial, run_settings, bar)
+        run = _Run(partial, run_settings, bar, stream.total_bytes)
         done = run.resume(saved["groups"]) if resuming and saved is not None else 0
         status = "resumed" if done else "prepared"
         pool = _pool(workers, encoder) if workers > 1 else None

@@ -47,10 +47,14 @@ class _ShardFile:
                 "after the store was opened); prepare the store again."
             )
 
-    def __del__(self) -> None:
-        fd = getattr(self, "fd", None)
+    def close(self) -> None:
+        """Close the file (reading it again is an error)."""
+        fd, self.fd = getattr(self, "fd", None), None
         if fd is not None:
             os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class TokenSplit:
@@ -75,6 +79,12 @@ class TokenSplit:
         self.num_documents = len(self.starts)
         self.weighted = any(m is not None for m in self.masks)
         self.examples = sum(s["examples"] for s in shards)
+
+    def close(self) -> None:
+        """Close the shard files."""
+        for f in [*self.tokens, *self.masks]:
+            if f is not None:
+                f.close()
 
     def document(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
         """The tokens of document ``i`` and their loss weights (``None``: the split has no
@@ -268,6 +278,13 @@ class TokenStore:
             shards = [s for s in self.manifest["shards"] if s["split"] == name]
             self._splits[name] = TokenSplit(self.path, shards, self.dtype)
         return self._splits[name]
+
+    def close(self) -> None:
+        """Close the shard files of the splits read so far (a store on a disk being unmounted
+        must hold none open)."""
+        for split in self._splits.values():
+            split.close()
+        self._splits.clear()
 
     def tokenizer(self) -> Tokenizer:
         """The tokenizer the store was made with."""

@@ -21,6 +21,7 @@ class Encoded:
         tokens: ``[N]`` every document's ids (BOS and EOS included) one after another.
         lengths: ``[D]`` int64, each document's number of tokens.
         held_out: ``[D]`` bool, documents of the held-out split.
+        chosen: ``[D]`` bool, documents whose side was chosen before (``Document.split``).
         mask: ``[N]`` uint8 loss weight of each token as a target (0 on the prompt and the
             user turns of an example), or ``None`` when the chunk holds no example.
         examples: ``[D]`` bool, chat and prompt/completion examples.
@@ -29,6 +30,7 @@ class Encoded:
     tokens: np.ndarray
     lengths: np.ndarray
     held_out: np.ndarray
+    chosen: np.ndarray
     mask: np.ndarray | None
     examples: np.ndarray
 
@@ -83,8 +85,15 @@ class Encoder:
             tokens=np.concatenate(parts) if parts else np.zeros(0, self.dtype),
             lengths=lengths,
             held_out=np.array(
-                [held_out(d.id, self.eval_fraction, seed=self.seed) for d in docs], bool
+                [
+                    d.split == "eval"
+                    if d.split
+                    else held_out(d.id, self.eval_fraction, seed=self.seed)
+                    for d in docs
+                ],
+                bool,
             ),
+            chosen=np.array([bool(d.split) for d in docs], bool),
             mask=np.concatenate(weights) if examples.any() else None,
             examples=examples,
         )

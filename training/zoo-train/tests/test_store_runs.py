@@ -1,0 +1,166 @@
+"""Runs that read token stores: raw data prepared once into the cache, mixtures with tokens and
+held-out losses per source, resume refused on another store, `zoo eval` on raw data and on its
+store, pretraining with a BPE tokenizer, and the held-out split of odd corpora."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from cli_helpers import WORDS, tiny_tokenizer, write_corpus
+
+import zoo_train
+from zoo_train.cli import main
+from zoo_train.data import TokenStore, prepare_store
+
+BASE = [
+    "--model", "llama-tiny", "--batch-size", "4", "--seq-len", "32", "--no-progress",
+    "--sample-tokens", "0", "--set", "model_config.n_layers=1", "--set", "model_config.d_model=32",
+    "--set", "model_config.mlp_hidden=64",
+]  # fmt: skip
+
+
+def _records(run: pathlib.Path) -> list[dict]:
+    return zoo_train.read_metrics(run / zoo_train.METRICS_FILE)
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """Two raw corpora and their stores."""
+    root = tmp_path_factory.mktemp("corpora")
+    for name, seed in (("code", 1), ("prose", 2)):
+        write_corpus(root / name, files=24, lines=30, seed=seed)
+        prepare_store(root / name, root / f"{name}.store", workers=1, progress=False)
+    return root
+
+
+def test_raw_data_is_prepared_once_into_the_cache_and_reused(corpora, tmp_path, capsys):
+    args = ["train", *BASE, "--data", str(corpora / "code"), "--out", str(tmp_path / "run")]
+    assert main([*args, "--steps", "2", "--eval-every", "0"]) == 0
+    cache = tmp_path / ".zoo-data-cache"
+    (store,) = cache.iterdir()  # beside the run
+    manifest = (store / "manifest.json").stat().st_mtime_ns
+    capsys.readouterr()
+    assert main([*args, "--steps", "4", "--eval-every", "0"]) == 0  # extends: the same data
+    assert [p.name for p in cache.iterdir()] == [store.name]
+    assert (store / "manifest.json").stat().st_mtime_ns == manifest  # not prepared again
+    assert "resuming from step 2" in capsys.readouterr().err
+    # The run's identity is the store's: its fingerprint is what a resume compares.
+    assert TokenStore(store).fingerprint in json.dumps(
+        zoo_train.load_run(tmp_path / "run").meta["identity"]["data"]
+    )
+
+
+def test_a_mixture_counts_tokens_and_evaluates_per_source(corpora, tmp_path):
+    run = tmp_path / "mix"
+    code = main([
+        "train", *BASE, "--data", str(corpora / "code.store"), str(corpora / "prose.store"),
+        "--data-weights", "0.75", "0.25", "--steps", "8", "--log-every", "4",
+        "--eval-every", "8", "--out", str(run),
+    ])  # fmt: skip
+    assert code == 0
+    records = _records(run)
+    train = [r for r in records if "loss" in r and "event" not in r]
+    assert train and all({"tokens/code.store", "tokens/prose.store"} <= set(r) for r in train)
+    code_tokens = sum(r["tokens/code.store"] for r in train)
+    prose_tokens = sum(r["tokens/prose.store"] for r in train)
+    rows = (code_tokens + prose_tokens) / 32
+    assert rows == 8 * 4  # every row of every step counted once
+    assert abs(code_tokens / 32 - 0.75 * rows) <= 1  # within one row of the weights
+    last = [r for r in records if "eval_loss" in r][-1]
+    assert {"eval_loss/code.store", "eval_loss/prose.store"} <= set(last)
+    both = [last["eval_loss/code.store"], last["eval_loss/prose.store"]]
+    assert min(both) <= last["eval_loss"] <= max(both)  # the token-weighted mean of the two
+
+
+def test_resume_on_another_store_is_refused_in_one_sentence(corpora, tmp_path, capsys):
+    run = tmp_path / "run"
+    base = ["train", *BASE, "--steps", "4", "--eval-every", "0", "--out", str(run)]
+    assert main([*base, "--stop-at", "2", "--data", str(corpora / "code.store")]) == 0
+    capsys.readouterr()
+    assert main([*base, "--data", str(corpora / "prose.store")]) == 2
+    err = capsys.readouterr().err.strip()
+    line = err.splitlines()[-1]  # after the parameters line: the refusal, one sentence
+    assert line.startswith("zoo train: error: The checkpoints in") and "different run" in line
+    assert "data.stores" in line and "Traceback" not in err
+
+
+def test_eval_gives_the_same_loss_on_raw_data_and_on_its_store(corpora, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", *BASE, "--steps", "2", "--eval-every", "0", "--out", str(run)]) == 0
+    held = tmp_path / "held.jsonl"
+    rng = np.random.default_rng()
+    held.write_text(
+        "".join(json.dumps({"text": " ".join(rng.choice(WORDS, 30))}) + "\n" for _ in range(9))
+    )
+    prepare_store(held, tmp_path / "held.store", workers=1, eval_fraction=0.0, progress=False)
+    losses = []
+    for data in (held, tmp_path / "held.store"):
+        capsys.readouterr()
+        args = ["eval", str(run), "--data", str(data), "--seq-len", "32", "--json"]
+        assert main(args) == 0
+        losses.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert losses[0] == losses[1] and losses[0]["tokens"] > 0
+
+
+def test_pretraining_with_a_bpe_tokenizer_rounds_the_vocabulary_and_keeps_the_tokenizer(
+    corpora, tmp_path, capsys
+):
+    tok = tiny_tokenizer(tmp_path / "tok", vocab_size=200)
+    run = tmp_path / "run"
+    args = ["train", *BASE, "--data", str(corpora / "code"), "--tokenizer", str(tok)]
+    assert main([*args, "--steps", "2", "--eval-every", "0", "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    loaded = zoo_train.load_run(run)
+    ids = loaded.tokenizer.vocab_size  # the BPE one, not bytes: the tokenizer travels along
+    assert ids != 257 and loaded.model.config.vocab_size == -(-ids // 128) * 128
+    assert f"the tokenizer's {ids:,} ids rounded up to a multiple of 128" in err
+    assert loaded.tokenizer.encode("alpha beta") == TokenStore(
+        next((tmp_path / ".zoo-data-cache").iterdir())
+    ).tokenizer().encode("alpha beta")
+    assert main(["generate", str(run), "--prompt", "def", "--max-new-tokens", "3"]) == 0
+    # A store of another tokenizer is refused, naming both.
+    capsys.readouterr()
+    store = ["--data", str(corpora / "code.store"), "--out", str(tmp_path / "other")]
+    assert main([*args[: args.index("--data")], *store, "--tokenizer", str(tok)]) == 2
+    assert "was made with the byte tokenizer" in capsys.readouterr().err
+
+
+def _held_out_id(fraction: float, want: bool) -> str:
+    from zoo_train.data._split import held_out
+
+    return next(f"big{i}" for i in range(10_000) if held_out(f"big{i}", fraction) == want)
+
+
+def test_a_large_document_the_hash_holds_out_trains_instead(tmp_path):
+    # Enough files to hold out by file: the split never holds out more than its share of the
+    # tokens, even when the hash picks a file larger than the rest together.
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / f"{_held_out_id(0.05, True)}.txt").write_text("alpha beta gamma\n" * 20_000)
+    for i in range(60):
+        (data / f"small{i}.txt").write_text(f"delta {i} epsilon\n" * 40)
+    info = prepare_store(data, tmp_path / "s", workers=1, progress=False)
+    splits = info["splits"]
+    total = splits["eval"]["tokens"] + splits["train"]["tokens"]
+    assert 0 < splits["eval"]["tokens"] <= 0.05 * total  # small files only
+    assert splits["eval"]["tokens"] < 0.01 * total
+
+
+def test_a_corpus_of_one_file_is_held_out_by_lines(tmp_path):
+    lines = [
+        f"line {i} {' '.join(np.random.default_rng(i).choice(WORDS, 4))}\n" for i in range(400)
+    ]
+    (tmp_path / "one.txt").write_text("".join(lines))
+    prepare_store(tmp_path / "one.txt", tmp_path / "s", workers=1, progress=False)
+    store = TokenStore(tmp_path / "s")
+    texts = {}
+    for split in ("train", "eval"):
+        part = store.split(split)
+        (doc,) = [part.document(i)[0] for i in range(part.num_documents)]
+        texts[split] = bytes(doc[:-1].astype(np.uint8)).decode()  # less the EOS
+    held = texts["eval"].splitlines(keepends=True)
+    assert 5 < len(held) < 40
+    assert sorted(texts["train"].splitlines(keepends=True) + held) == sorted(lines)
