@@ -218,3 +218,32 @@ def test_presets_train_from_scratch_with_the_byte_tokenizer():
         assert config.vocab_size == tokenizer.vocab_size
         assert config.eos_token_id == tokenizer.eos_id
         assert config.bos_token_id in (None, tokenizer.bos_id)
+
+
+def test_log_lines_are_the_commands_own_and_leave_the_callers_logging(monkeypatch, capsys):
+    import io
+    import logging
+
+    from zoo_train.cli import _main
+
+    def command(name, body) -> int:
+        logging.getLogger("zoo_train").warning("a note %d", 7)
+        return 0
+
+    monkeypatch.setattr(_main, "run_command", command)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    # No stream handler yet: the command adds one for its own lines and takes it away after,
+    # so a later line is not written to a stream of this command's (here: one captured).
+    assert main(["models"]) == 0
+    assert capsys.readouterr().err == "zoo_train: a note 7\n"
+    assert root.handlers == before
+    # The handler absl installs on importing Orbax (Python's default format): reformatted,
+    # not doubled by a second one.
+    absl_like = logging.StreamHandler(io.StringIO())
+    absl_like.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    monkeypatch.setattr(root, "handlers", [*before, absl_like])
+    assert main(["models"]) == 0
+    assert absl_like.stream.getvalue() == "zoo_train: a note 7\n"
+    assert capsys.readouterr().err == ""
+    assert root.handlers == [*before, absl_like]

@@ -309,3 +309,16 @@ def test_an_update_that_overflows_is_never_kept_or_saved(tmp_path):
             assert all(np.isfinite(x).all() for x in _params(saved))
     finally:
         ckpt.close()
+
+
+def test_a_tensorstore_error_is_cut_to_its_status_cause_and_the_item_it_names():
+    from zoo_train.checkpoint._reports import brief
+
+    path = "/runs/a/checkpoints/6/state/ocdbt.process_0/d/7a67c9c0"
+    error = ValueError(
+        'DATA_LOSS: Error opening "zarr3" driver: Error reading local file "'
+        f'{path}": 0x00000000; at byte 4 [tensorstore_spec={{"driver": "zarr3"}}] '
+        "<bound method pybind11_detail_function_record_v1_system of <x>>"
+    )
+    # The step's own directory is in the sentence around it; the item (state) is not.
+    assert brief(error) == "DATA_LOSS: 0x00000000; at byte 4 in …/state/ocdbt.process_0/d/7a67c9c0"

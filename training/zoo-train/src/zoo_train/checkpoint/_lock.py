@@ -7,7 +7,7 @@ The file records the holder (pid, host, start time) for the refusal message; a r
 on a free lock is one a killed process could not clear, and is reported when taken over.
 
 The file is emptied on release rather than removed, with one exception: a run that fails
-before it starts (``run_lock(..., discard=...)``) removes the directory it created, lock file
+before it starts (``run_lock(..., started=...)``) removes the directory it created, lock file
 included, so a refused command leaves nothing behind. A process that locked a file which was
 removed meanwhile notices (the path no longer names the file it holds) and locks the new one.
 Locking is reentrant within a process (the command line and the library's ``train`` both take

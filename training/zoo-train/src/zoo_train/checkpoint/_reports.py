@@ -17,7 +17,8 @@ def brief(error: BaseException) -> str:
     status = re.match(r"([A-Z][A-Z_]{3,}): ", text)
     if status is not None and ": " in text[status.end() :]:
         files = re.findall(r'local file "([^"]+)"', text)
-        where = f" in …/{'/'.join(pathlib.Path(files[-1]).parts[-3:])}" if files else ""
+        # Four parts name the item as well as the file (…/state/ocdbt.process_0/d/<hash>).
+        where = f" in …/{'/'.join(pathlib.Path(files[-1]).parts[-4:])}" if files else ""
         text = f"{status.group(1)}: {text.rsplit(': ', 1)[-1]}{where}"
     text = text or type(error).__name__
     return text[:200] + ("…" if len(text) > 200 else "")

@@ -4,12 +4,47 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 from .._malloc import cap_malloc_arenas
 from ._exit import run_command
 from ._parser import build_parser
 from ._processes import after_crash, leave_processes
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
+    handler does), so a redirected or captured stderr gets the lines."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
+def _log_lines() -> logging.Handler | None:
+    """Log records as ``zoo_train: message`` on stderr; the handler added for the command, if
+    one was (removed when it ends, so a program calling ``main`` keeps its own logging).
+    Importing Orbax may already have given the root logger absl's handler, in Python's default
+    format (``WARNING:zoo_train:…``): that one gets this format instead of a second handler
+    printing every line twice; a stream handler of another format is the caller's, left as
+    it is."""
+    line = logging.Formatter("%(name)s: %(message)s")
+    plain = [h for h in logging.root.handlers if type(h) is logging.StreamHandler]
+    for handler in plain:
+        if handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT:
+            handler.setFormatter(line)
+    if plain:
+        return None
+    added = _Stderr()
+    added.setFormatter(line)
+    logging.root.addHandler(added)
+    return added
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,9 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser, so the hint names its --help
         args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
-    # force: absl configures the root logger with its own format when Orbax is imported, which
-    # printed zoo's one-line reports as "WARNING:zoo_train:…".
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", force=True)
+    handler = _log_lines()
     # Orbax logs through absl, warning on every save without an eval metric, and logs each
     # failed write with its traceback from every thread it passed through: the error this
     # command reports says it in one sentence (ZOO_DEBUG=1 shows them).
@@ -32,5 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException:
         after_crash()
         raise
+    finally:
+        if handler is not None:  # the command's, not the calling program's
+            logging.root.removeHandler(handler)
     leave_processes(code)
     return code
