@@ -4,12 +4,14 @@ training command that is refused leaves nothing behind in its output directory."
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pathlib
 
 import jax
 import pytest
+import zstandard
 from cli_helpers import write_corpus
 
 import zoo_models
@@ -17,6 +19,8 @@ from zoo_train.checkpoint import LOCK_FILE
 from zoo_train.cli import main
 
 USAGE, DOES_NOT_FIT = 2, 3
+# A file every Linux host has that no one, root included, may read.
+_WRITE_ONLY = "/sys/bus/pci/rescan"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,17 @@ def place(tmp_path_factory) -> pathlib.Path:
     (root / "list.json").write_text("[1, 2]")
     (root / "bad.toml").write_text("steps = \n")
     (root / "a_file").write_text("not a directory")
+    # Data files that are found but cannot be read: EIO, EACCES (read as root too), a FIFO
+    # named directly, compressed files that end early or are not what they say.
+    (root / "proc").mkdir()
+    os.symlink("/proc/self/mem", root / "proc" / "mem")
+    (root / "sysfs").mkdir()
+    os.symlink(_WRITE_ONLY, root / "sysfs" / "rescan")
+    os.mkfifo(root / "fifo")
+    lines = b"".join(b'{"text": "line %d"}\n' % i for i in range(2000))
+    (root / "cut.jsonl.gz").write_bytes(gzip.compress(lines)[:-40])
+    (root / "cut.txt.zst").write_bytes(zstandard.ZstdCompressor().compress(lines)[:-40])
+    (root / "not.txt.zst").write_bytes(b"plain text, not zstd")
     return root
 
 
@@ -99,6 +114,13 @@ CASES = [
     ([*TRAIN, "--config", "nowhere.toml"], USAGE, "does not exist"),
     (["train", "--data", "nowhere", "--out", "out"], USAGE, "does not exist"),
     (["train", "--data", "empty", "--out", "out"], USAGE, "empty"),
+    ([*TRAIN[:2], "proc", *TRAIN[3:]], USAGE,
+     "Cannot read the data file 'proc/mem' (a link to /proc/self/mem): input/output error"),
+    ([*TRAIN[:2], "sysfs", *TRAIN[3:]], USAGE,
+     f"Cannot read the data file 'sysfs/rescan' (a link to {_WRITE_ONLY}): permission denied"),
+    ([*TRAIN[:2], "fifo", *TRAIN[3:]], USAGE, "'fifo' is a FIFO (named pipe), not a file"),
+    ([*TRAIN[:2], "cut.txt.zst", *TRAIN[3:]], USAGE,
+     "Cannot read the data file 'cut.txt.zst': the zstd file ends inside a frame"),
     ([*TRAIN, "--set", "model_config.n_layers=100000000"], DOES_NOT_FIT, "parameters"),
     ([*TRAIN, "--out", "a_file"], USAGE, "a_file"),
     ([*FINETUNE, "--lora-rank", "-2"], USAGE, "`lora.rank` (--lora-rank) must be at least 0"),
@@ -136,6 +158,8 @@ CASES = [
     (["eval", "hf", "--batch-size", "x"], USAGE, "--batch-size: expected an integer, got 'x'"),
     (["eval", "hf", "--val-fraction", "2"], USAGE, "--val-fraction: must be in [0, 1)"),
     (["eval", "hf", "--data", "nowhere"], USAGE, "does not exist"),
+    (["eval", "hf", "--data", "cut.jsonl.gz"], USAGE,
+     "Cannot read the data file 'cut.jsonl.gz': compressed file ended before the end"),
     (["eval", "pending"], USAGE, "no checkpoint yet"),
     (["convert", "pending", "x"], USAGE, "'pending' is a zoo run with no checkpoint yet"),
     (["convert", "hf", "a_file"], USAGE, "'a_file' is a file"),
@@ -151,6 +175,12 @@ CASES = [
     (["kernels", "explain"], USAGE, "invalid choice: 'explain'"),
     (["data", "info", "nowhere"], USAGE, "'nowhere' is not a token store"),
     (["data", "prepare", "nowhere", "--out", "store"], USAGE, "'nowhere' does not exist"),
+    (["data", "prepare", "proc", "--out", "store"], USAGE,
+     "Cannot read the data file 'proc/mem' (a link to /proc/self/mem): input/output error"),
+    (["data", "prepare", "sysfs", "--out", "store"], USAGE, "'sysfs/rescan' (a link to"),
+    (["data", "prepare", "fifo", "--out", "store"], USAGE, "'fifo' is a FIFO"),
+    (["data", "prepare", "not.txt.zst", "--out", "store"], USAGE,
+     "Cannot read the data file 'not.txt.zst': not valid zstd data"),
     (["data", "prepare", "corpus", "--out", "store", "--workers", "0"], USAGE, "at least 1"),
     (["data", "prepare", "corpus", "--out", "store", "--eval-fraction", "nan"], USAGE, "[0, 1)"),
 ]  # fmt: skip
@@ -164,6 +194,8 @@ def _id(case: tuple) -> str:
 def test_each_command_refuses_hostile_input_in_one_sentence(
     place, monkeypatch, capsys, argv, code, needle
 ):
+    if "sysfs" in argv and not os.path.exists(_WRITE_ONLY):
+        pytest.skip(f"this host has no {_WRITE_ONLY}")
     monkeypatch.chdir(place)
     before = sorted(os.listdir(place))
     try:

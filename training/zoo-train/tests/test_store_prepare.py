@@ -4,6 +4,7 @@ bytes whatever the number of workers, after an interruption, and on a rerun; bad
 from __future__ import annotations
 
 import filecmp
+import gzip
 import json
 import os
 import pathlib
@@ -11,6 +12,7 @@ import pathlib
 import numpy as np
 import pytest
 import tokenizers
+import zstandard
 from cli_helpers import tiny_tokenizer
 from store_helpers import FORMATS, random_texts, write_format
 
@@ -198,6 +200,70 @@ def test_bad_inputs_are_one_sentence(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"body": 1}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2 has no string field 'text'"):
         prepare_store([tmp_path / "bad.jsonl"], tmp_path / "s", progress=False)
+
+
+def test_what_is_not_utf8_is_skipped_alike_in_text_and_json_lines_and_said(tmp_path, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("alpha")
+    (data / "latin1.txt").write_bytes("caf\u00e9".encode("latin-1"))
+    lines = [b'{"text": "beta"}\n', b'{"text": "caf\xe9"}\n', b'{"text": "gamma"}\n']
+    lines.append(b'{"text": "\xff\xfe"}\n')
+    # Two zstd frames, as concatenating or parallel compressors write: the second is read too.
+    zstd = zstandard.ZstdCompressor()
+    (data / "d.jsonl.zst").write_bytes(
+        zstd.compress(b"".join(lines[:2])) + zstd.compress(b"".join(lines[2:]))
+    )
+    with caplog.at_level("WARNING", logger="zoo_train"):
+        prepare_store(data, tmp_path / "s", eval_fraction=0, workers=1, progress=False)
+    docs = sorted(bytes(d[:-1]).decode() for d in _documents(TokenStore(tmp_path / "s")))
+    assert docs == ["alpha", "beta", "gamma"]  # neither file nor line turned into mojibake
+    assert [r.getMessage() for r in caplog.records] == [
+        f"skipped 2 line(s) of {data / 'd.jsonl.zst'} that are not valid UTF-8 (the first: "
+        "line 2); re-encode them as UTF-8 to train on them",
+        f"skipped 1 binary or non-UTF-8 file(s) in the data (e.g. {data / 'latin1.txt'})",
+    ]
+    (tmp_path / "bad.jsonl").write_bytes(b"".join(lines[1::2]))
+    with pytest.raises(
+        ValueError, match=r"no readable documents: its lines are not valid UTF-8 \(e"
+    ):
+        prepare_store(tmp_path / "bad.jsonl", tmp_path / "s2", progress=False)
+
+
+def test_files_that_cannot_be_read_are_one_sentence_and_leave_nothing(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "locked").mkdir(parents=True)
+    (data / "a.txt").write_text("alpha")
+    (data / "locked" / "b.txt").write_text("beta")
+    lines = b"".join(b'{"text": "line %d"}\n' % i for i in range(3000))
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(lines)[:-30])
+    (tmp_path / "cut.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines)[:-30])
+    (tmp_path / "not.txt.zst").write_bytes(b"hello, not zstd")
+    os.mkfifo(tmp_path / "fifo")
+    cases = [
+        ("cut.jsonl.gz", "'cut.jsonl.gz': compressed file ended before the end-of-stream"),
+        ("cut.jsonl.zst", "'cut.jsonl.zst': the zstd file ends inside a frame (truncated)"),
+        ("not.txt.zst", "'not.txt.zst': not valid zstd data"),
+        ("fifo", "'fifo' is a FIFO (named pipe), not a file; pass a regular file"),
+    ]
+    out = tmp_path / "new" / "s"
+    monkeypatch.chdir(tmp_path)
+    for name, said in cases:
+        with pytest.raises(ValueError, match=r"^(Cannot read the data file|The data source)") as e:
+            prepare_store(name, out, progress=False)
+        assert said in str(e.value)
+        assert not (tmp_path / "new").exists()  # no partial store, nor the directory made for it
+    # A directory that cannot be listed (no permission: root may read anything, so pretended).
+    scandir = os.scandir
+
+    def refuse(path):
+        if pathlib.Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse)
+    with pytest.raises(ValueError, match=r"Cannot read the data directory '.*locked': permission"):
+        prepare_store(data, out, progress=False)  # its files were left out unsaid
 
 
 def test_each_file_is_read_once_through_symlink_loops_and_datasets_metadata_is_not_text(tmp_path):

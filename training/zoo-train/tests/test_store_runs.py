@@ -128,10 +128,13 @@ def test_pretraining_with_a_bpe_tokenizer_rounds_the_vocabulary_and_keeps_the_to
     assert "was made with the byte tokenizer" in capsys.readouterr().err
 
 
-def _held_out_id(fraction: float, want: bool) -> str:
+def _held_out_name(fraction: float, pattern: str, id_suffix: str = "") -> str:
+    """A file name (``pattern`` with a number) whose first document the hash holds out: its
+    id is the name itself inside a directory, ``name:1`` for a JSON lines file's first line."""
     from zoo_train.data._split import held_out
 
-    return next(f"big{i}" for i in range(10_000) if held_out(f"big{i}", fraction) == want)
+    names = (pattern.format(i) for i in range(10_000))
+    return next(n for n in names if held_out(n + id_suffix, fraction))
 
 
 def test_a_large_document_the_hash_holds_out_trains_instead(tmp_path):
@@ -139,7 +142,7 @@ def test_a_large_document_the_hash_holds_out_trains_instead(tmp_path):
     # tokens, even when the hash picks a file larger than the rest together.
     data = tmp_path / "data"
     data.mkdir()
-    (data / f"{_held_out_id(0.05, True)}.txt").write_text("alpha beta gamma\n" * 20_000)
+    (data / _held_out_name(0.05, "big{}.txt")).write_text("alpha beta gamma\n" * 20_000)
     for i in range(60):
         (data / f"small{i}.txt").write_text(f"delta {i} epsilon\n" * 40)
     info = prepare_store(data, tmp_path / "s", workers=1, progress=False)
@@ -147,6 +150,14 @@ def test_a_large_document_the_hash_holds_out_trains_instead(tmp_path):
     total = splits["eval"]["tokens"] + splits["train"]["tokens"]
     assert 0 < splits["eval"]["tokens"] <= 0.05 * total  # small files only
     assert splits["eval"]["tokens"] < 0.01 * total
+    # The audit's case: two documents (records, which are not split by lines), the hash picking
+    # the large one; it held out that one, 99.85% of the data.
+    pair = tmp_path / _held_out_name(0.05, "pair{}.jsonl", ":1")
+    records = [{"text": "alpha beta gamma\n" * 2_000}, {"text": "delta epsilon\n" * 20}]
+    pair.write_text("".join(json.dumps(r) + "\n" for r in records))
+    splits = prepare_store(pair, tmp_path / "s2", workers=1, progress=False)["splits"]
+    held, total = splits["eval"]["tokens"], splits["eval"]["tokens"] + splits["train"]["tokens"]
+    assert held <= 0.05 * total
 
 
 def test_a_corpus_of_one_file_is_held_out_by_lines(tmp_path):

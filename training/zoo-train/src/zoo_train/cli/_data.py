@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from .._usage import UsageError
@@ -108,10 +107,5 @@ def _say_prepared(result: dict[str, Any]) -> None:
     if result["status"] == "up to date":
         print(f"{result['path']} is up to date ({what}); nothing to do.")
         return
-    if result["skipped"]["files"]:
-        print(
-            f"zoo: warning: skipped {result['skipped']['files']} binary or non-UTF-8 file(s) in "
-            f"the data (e.g. {result['skipped']['example']}).",
-            file=sys.stderr,
-        )
+    # Files and lines skipped were said while reading (by zoo_train.data.DocumentStream).
     print(f"{result['path']} {result['status']}: {what}.")

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import pathlib
+import stat
 from collections.abc import Iterator, Sequence
 
 COMPRESSIONS = (".gz", ".zst")
@@ -93,8 +94,10 @@ def _walk(root: pathlib.Path, seen: set[str] | None = None) -> Iterator[pathlib.
             return
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):  # gone since it was listed
             return
+        except OSError as e:  # no permission: its files would be left out unsaid
+            raise cannot_read(directory, e, "directory") from e
         for entry in entries:
             if entry.name.startswith("."):
                 continue
@@ -148,7 +151,41 @@ def _expand(source: str) -> list[InputFile]:
                 "or .zst), .parquet or .arrow files, or a `datasets.save_to_disk` directory."
             )
         return [_input(path, path.name, True, source)]
+    kind = _special_kind(path)
+    if kind is not None:  # reading one could block forever (a FIFO) or never end (a device)
+        raise ValueError(
+            f"The data source {source!r} is {kind}, not a file; pass a regular file, directory "
+            "or glob (write a stream to a file first)."
+        )
     raise ValueError(f"The data source {source!r} does not exist; pass a file, directory or glob.")
+
+
+def _special_kind(path: pathlib.Path) -> str | None:
+    """What ``path`` is when it exists but is neither a file nor a directory, else ``None``."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), None)
+
+
+def cannot_read(path: pathlib.Path, error: BaseException, what: str = "file") -> ValueError:
+    """The sentence for a data file (or ``what``) that was found but cannot be read: an I/O
+    error, no permission, a damaged or truncated ``.gz``/``.zst``."""
+    why = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    # The link as written (/proc/self/mem, not the pid it resolves to), else where it leads.
+    real = os.readlink(path) if path.is_symlink() else os.path.realpath(path)
+    link = f" (a link to {real})" if real != os.path.abspath(path) else ""
+    return ValueError(
+        f"Cannot read the data {what} {str(path)!r}{link}: {why[0].lower()}{why[1:]}; make it "
+        "readable or leave it out of the data."
+    )
 
 
 def _input(path: pathlib.Path, name: str, explicit: bool, source: str) -> InputFile:
@@ -161,13 +198,18 @@ def list_inputs(sources: Sequence[str | os.PathLike[str]]) -> list[InputFile]:
     by its resolved path.
 
     Raises:
-        ValueError: a source that does not exist, an empty directory, a glob that matches
-            nothing, or a file named directly in a format zoo does not read.
+        ValueError: a source that does not exist or is not a file (a FIFO), an empty or
+            unreadable directory, a glob that matches nothing, or a file named directly in a
+            format zoo does not read.
     """
     seen: set[str] = set()
     out: list[InputFile] = []
     for source in sources:
-        for item in _expand(os.fspath(source)):
+        try:
+            items = _expand(os.fspath(source))
+        except PermissionError as e:  # a directory on the way that cannot be searched
+            raise cannot_read(pathlib.Path(source), e, "source") from e
+        for item in items:
             real = os.path.realpath(item.path)
             if real not in seen:
                 seen.add(real)

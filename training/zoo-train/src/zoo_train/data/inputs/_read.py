@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 from collections.abc import Callable, Iterator, Sequence
 
 from .._documents import Document, decode_text
-from ._files import InputFile, list_inputs
+from ._compressed import open_raw
+from ._files import InputFile, cannot_read, list_inputs
 from ._records import read_jsonl, read_table
 from ._text import (
     PIECE_CHARS,
     LineBudget,
     is_text,
-    open_raw,
     piece_documents,
     pieces,
     read_pieces,
     split_lines,
 )
+
+logger = logging.getLogger("zoo_train")
 
 # Files this small are read whole (one read, no separate validation pass).
 _SMALL = 4 * PIECE_CHARS
@@ -30,8 +33,10 @@ class DocumentStream:
     Iterating yields :class:`~zoo_train.data.Document` s in a deterministic order; plain text
     longer than :data:`PIECE_CHARS` characters comes as several documents (ids ``name``,
     ``name#2``, …). Binary and non-UTF-8 files found in a directory or by a glob are skipped
-    and listed in :attr:`skipped`; :attr:`bytes_read` (of :attr:`total_bytes`, on disk) says
-    how far the reading has got. With ``line_split=(fraction, seed)``, text files too few to
+    and listed in :attr:`skipped`, JSON lines that are not UTF-8 likewise (counted by file in
+    :attr:`skipped_lines`); each pass logs one warning for the files and one per file of
+    lines. :attr:`bytes_read` (of :attr:`total_bytes`, on disk) says how far the reading has
+    got. With ``line_split=(fraction, seed)``, text files too few to
     hold out ``fraction`` of them by document (fewer than ``2 / fraction``) are held out by
     their lines instead, at most ``fraction`` of the corpus's characters
     (:func:`~zoo_train.data.inputs._text.split_lines`): one file of three would be a third of
@@ -39,7 +44,9 @@ class DocumentStream:
 
     Raises (on construction or while iterating):
         ValueError: a missing source, an unsupported or binary file named directly, a
-            directory or glob with no readable documents (naming what was skipped), bad JSON.
+            directory or glob with no readable documents (naming what was skipped), bad JSON,
+            a file the system will not read (an I/O error, no permission, damaged or
+            truncated compressed data).
     """
 
     def __init__(
@@ -62,11 +69,13 @@ class DocumentStream:
         self.total_bytes = sum(self.sizes)
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
+        self.skipped_lines: dict[pathlib.Path, tuple[int, int]] = {}
 
     def __iter__(self) -> Iterator[Document]:
         if self.line_split is not None:  # a fresh budget for each pass over the corpus
             fraction, seed = self.line_split
             self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
+        self.skipped, self.skipped_lines = [], {}
         # A source whose files all came through an earlier one has nothing left to find.
         found: dict[str, int] = dict.fromkeys((f.source for f in self.files), 0)
         done = 0
@@ -75,35 +84,56 @@ class DocumentStream:
             def tell(position: int, start: int = done, size: int = size) -> None:
                 self.bytes_read = start + min(position, size)
 
-            for doc in self._read(file, tell):
-                if doc.text or doc.turns:
-                    found[file.source] += 1
-                    yield doc
+            try:
+                for doc in self._read(file, tell):
+                    if doc.text or doc.turns:
+                        found[file.source] += 1
+                        yield doc
+            except (OSError, EOFError) as e:  # EIO, EACCES, damaged or truncated .gz/.zst
+                raise cannot_read(file.path, e) from e
+            if file.path in self.skipped_lines:
+                count, first = self.skipped_lines[file.path]
+                logger.warning(
+                    "skipped %d line(s) of %s that are not valid UTF-8 (the first: line %d); "
+                    "re-encode them as UTF-8 to train on them",
+                    count, file.path, first,
+                )  # fmt: skip
             done += size
             self.bytes_read = done
         for source, count in found.items():
             if count == 0:
-                raise self._nothing_in(source)
+                raise self._nothing_in(source)  # which says what was skipped
+        if self.skipped:
+            logger.warning(
+                "skipped %d binary or non-UTF-8 file(s) in the data (e.g. %s)",
+                len(self.skipped), self.skipped[0],
+            )  # fmt: skip
 
     def _nothing_in(self, source: str) -> ValueError:
-        skipped = [p for p, f in self._skipped_by_source() if f == source]
-        what = (
-            f"its {len(skipped)} binary or non-UTF-8 file(s) were skipped (e.g. {skipped[0]})"
-            if skipped
-            else "its files hold no text"
-        )
+        by_path = {f.path: f.source for f in self.files}
+        skipped = [p for p in self.skipped if by_path[p] == source]
+        lines = [(p, first) for p, (_, first) in self.skipped_lines.items() if by_path[p] == source]
+        if skipped:
+            what = (
+                f"its {len(skipped)} binary or non-UTF-8 file(s) were skipped (e.g. {skipped[0]})"
+            )
+        elif lines:
+            what = f"its lines are not valid UTF-8 (e.g. {lines[0][0]}:{lines[0][1]})"
+        else:
+            what = "its files hold no text"
         return ValueError(
             f"The data source {source!r} has no readable documents: {what}; pass text, "
             ".jsonl, Parquet or Arrow files."
         )
 
-    def _skipped_by_source(self) -> list[tuple[pathlib.Path, str]]:
-        by_path = {f.path: f.source for f in self.files}
-        return [(p, by_path[p]) for p in self.skipped]
-
     def _read(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
         if file.kind == "jsonl":
-            return read_jsonl(file, self.text_field, tell)
+
+            def not_utf8(line: int) -> None:
+                count, first = self.skipped_lines.get(file.path, (0, line))
+                self.skipped_lines[file.path] = (count + 1, first)
+
+            return read_jsonl(file, self.text_field, tell, not_utf8)
         if file.kind in ("parquet", "arrow"):
             return read_table(file, self.text_field, tell)
         return self._read_text(file, tell)

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._chat import parse_example
 from .._documents import Document
+from ._compressed import open_raw
 from ._files import InputFile
-from ._text import open_raw, piece_documents, pieces
+from ._text import piece_documents, pieces
 
 _BATCH_ROWS = 1024
+_INVALID = re.compile("[\udc80-\udcff]")
 
 
 def record_documents(
@@ -38,13 +41,25 @@ def record_documents(
     yield from piece_documents(name, pieces(text))
 
 
-def read_jsonl(file: InputFile, text_field: str, tell: Callable[[int], None]) -> Iterator[Document]:
-    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line."""
+def read_jsonl(
+    file: InputFile,
+    text_field: str,
+    tell: Callable[[int], None],
+    not_utf8: Callable[[int], None],
+) -> Iterator[Document]:
+    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line.
+    A line that is not valid UTF-8 is skipped and ``not_utf8(its number)`` told, as a text
+    file that is not is skipped (replacing its bytes would train on mojibake)."""
     stream, raw = open_raw(file.path, file.compression)
     with raw, stream:
-        lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")  # type: ignore[arg-type]
+        # surrogateescape: an invalid byte becomes a lone surrogate, which valid UTF-8 never
+        # decodes to (JSON's "\udc80" escapes are still text here), so the line can be told.
+        lines = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore[arg-type]
         for line_no, line in enumerate(lines, start=1):
             if not line.strip():
+                continue
+            if not line.isascii() and _INVALID.search(line):  # isascii: a flag, no scan
+                not_utf8(line_no)
                 continue
             where = f"{file.path}:{line_no}"
             try:

@@ -8,29 +8,16 @@ and tokenizing never hold more than a piece of a file however large it is.
 from __future__ import annotations
 
 import codecs
-import gzip
 import io
 import pathlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
 from .._documents import Document
+from ._compressed import open_raw
 
 PIECE_CHARS = 1 << 20
 _BLOCK = 1 << 20
-
-
-def open_raw(path: pathlib.Path, compression: str) -> tuple[BinaryIO, BinaryIO]:
-    """``(decompressed stream, the file under it)``; the file's position is how far the
-    reading has got, in bytes on disk."""
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
-    if compression == ".gz":
-        return gzip.GzipFile(fileobj=raw), raw  # type: ignore[return-value]
-    if compression == ".zst":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw), raw  # type: ignore[return-value]
-    return raw, raw
 
 
 def is_text(path: pathlib.Path, compression: str) -> bool:

@@ -332,10 +332,40 @@ def prepare_store(
             "--overwrite to replace it."
         )
     partial = out.with_name(f".{out.name}.partial")
+    made = _missing(partial.parent)
     with _locked(partial, out):
-        status = _write(stream, partial, settings, tok, identity, source_records, workers, progress)
+        try:
+            status = _write(
+                stream, partial, settings, tok, identity, source_records, workers, progress
+            )
+        except BaseException:
+            _discard(partial, made)
+            raise
         _publish(partial, out)
     return {**store_info(out), "status": status}
+
+
+def _missing(directory: pathlib.Path) -> list[pathlib.Path]:
+    """``directory`` and those above it that do not exist yet, deepest first."""
+    out = []
+    while not directory.exists() and directory != directory.parent:
+        out.append(directory)
+        directory = directory.parent
+    return out
+
+
+def _discard(partial: pathlib.Path, made: list[pathlib.Path]) -> None:
+    """After a failed prepare: the partial directory, when it holds nothing a rerun could
+    continue from (no finished shard), and the directories made for it, so that a refused
+    prepare (an unreadable file, bad JSON) leaves nothing behind."""
+    if (partial / PROGRESS).exists():
+        return
+    shutil.rmtree(partial, ignore_errors=True)
+    for directory in made:
+        try:
+            directory.rmdir()
+        except OSError:  # something else was put there meanwhile
+            return
 
 
 def _write(
