@@ -1,6 +1,6 @@
 """Another process holding a run lock, for the tests: ``with held_lock(directory) as pid``.
 
-The holder loads ``zoo_train._lock`` alone (no jax), so it is up in a fraction of a second.
+The holder loads ``zoo_train.checkpoint._lock`` alone (no jax), so it is up in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import zoo_train
 
 _HOLDER = """
 import sys, types
-package = types.ModuleType("zoo_train")
-package.__path__ = [sys.argv[1]]
-sys.modules["zoo_train"] = package
-from zoo_train import _lock
+for name, path in (("zoo_train", sys.argv[1]), ("zoo_train.checkpoint", sys.argv[1] + "/checkpoint")):
+    package = types.ModuleType(name)
+    package.__path__ = [path]
+    sys.modules[name] = package
+from zoo_train.checkpoint import _lock
 _lock.acquire(sys.argv[2])
 print("held", flush=True)
 sys.stdin.read()

@@ -154,7 +154,7 @@ def test_lora_config_rejects_bad_values():
 def test_peft_names_follow_each_layer_of_the_checkpoint():
     # Each PEFT tensor must sit on the layer it adapts, also when layers are stacked by a scan
     # period (Gemma 2: blocks.0 holds layers 0 and 2): merged weight - base = scale · B A.
-    from zoo_train._peft import PREFIX, peft_tensors
+    from zoo_train.peft import PREFIX, peft_tensors
 
     shape = {"vocab_size": 32, "d_model": 16, "n_layers": 4, "n_heads": 2, "mlp_hidden": 24}
     gemma = {"post_norms": True, "window_pattern": (True, False), "sliding_window": 4}

@@ -14,8 +14,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 import zoo_models
 import zoo_train
-from zoo_train._peft import read_peft_config
 from zoo_train.data import PackedLoader
+from zoo_train.peft import read_peft_config
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from cli_helpers import write_corpus
 from lock_holder import held_lock
 
 import zoo_train
-from zoo_train import _lock
+from zoo_train.checkpoint import _lock
 from zoo_train.cli import main
 
 

@@ -3,13 +3,11 @@
 The loop works on any Equinox model with a loss function; see the package README for the API.
 """
 
+from . import checkpoint as checkpoint
 from . import data as data
 from . import parallel as parallel
+from . import peft as peft
 from ._changes import provenance_changes as provenance_changes
-from ._checkpoint import Checkpointer as Checkpointer
-from ._checkpoint import Restored as Restored
-from ._checkpoint import fingerprints as fingerprints
-from ._checkpoint import state_leaves as state_leaves
 from ._compiler import step_compiler_options as step_compiler_options
 from ._config import OptimizerConfig as OptimizerConfig
 from ._config import TrainConfig as TrainConfig
@@ -19,9 +17,6 @@ from ._errors import NonFiniteLossError as NonFiniteLossError
 from ._errors import NoUsableCheckpointError as NoUsableCheckpointError
 from ._errors import RunLockedError as RunLockedError
 from ._errors import StoppedBySignalError as StoppedBySignalError
-from ._finetune import export_hf as export_hf
-from ._finetune import finetune as finetune
-from ._finetune import fit_tokenizer as fit_tokenizer
 from ._inference import evaluate_model as evaluate_model
 from ._inference import sample_text as sample_text
 from ._loop import CHECKPOINT_DIR as CHECKPOINT_DIR
@@ -30,17 +25,6 @@ from ._loop import PLOT_FILE as PLOT_FILE
 from ._loop import EvalSource as EvalSource
 from ._loop import TrainResult as TrainResult
 from ._loop import train as train
-from ._lora import ADAPTER_CONFIG as ADAPTER_CONFIG
-from ._lora import ADAPTER_FILE as ADAPTER_FILE
-from ._lora import LoRAConfig as LoRAConfig
-from ._lora import LoRALinear as LoRALinear
-from ._lora import adapter_arrays as adapter_arrays
-from ._lora import apply_lora as apply_lora
-from ._lora import count_params as count_params
-from ._lora import load_adapters as load_adapters
-from ._lora import lora_filter as lora_filter
-from ._lora import merge_lora as merge_lora
-from ._lora import save_adapters as save_adapters
 from ._loss import LossFn as LossFn
 from ._loss import make_lm_loss as make_lm_loss
 from ._loss import token_losses as token_losses
@@ -66,5 +50,23 @@ from ._step import make_train_step as make_train_step
 from ._step import split_micro_batches as split_micro_batches
 from ._step_metrics import PackedMetrics as PackedMetrics
 from ._usage import UsageError as UsageError
+from .checkpoint import Checkpointer as Checkpointer
+from .checkpoint import Restored as Restored
+from .checkpoint import fingerprints as fingerprints
+from .checkpoint import state_leaves as state_leaves
+from .peft import ADAPTER_CONFIG as ADAPTER_CONFIG
+from .peft import ADAPTER_FILE as ADAPTER_FILE
+from .peft import LoRAConfig as LoRAConfig
+from .peft import LoRALinear as LoRALinear
+from .peft import adapter_arrays as adapter_arrays
+from .peft import apply_lora as apply_lora
+from .peft import count_params as count_params
+from .peft import export_hf as export_hf
+from .peft import finetune as finetune
+from .peft import fit_tokenizer as fit_tokenizer
+from .peft import load_adapters as load_adapters
+from .peft import lora_filter as lora_filter
+from .peft import merge_lora as merge_lora
+from .peft import save_adapters as save_adapters
 
 __version__ = "0.7.0"

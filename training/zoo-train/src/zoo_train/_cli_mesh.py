@@ -94,8 +94,8 @@ def load_hf_on_mesh(
     tokenizer (from ``tokenizer`` if given, see :func:`tokenizer_source`)."""
     import zoo_models
 
-    from ._finetune import fit_tokenizer
     from .parallel import tree_shardings
+    from .peft import fit_tokenizer
 
     source = tokenizer_source(path, tokenizer)
     model = zoo_models.load_hf(

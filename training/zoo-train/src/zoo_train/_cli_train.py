@@ -12,10 +12,10 @@ from ._capacity import check_state_fits
 from ._cli_data import check_data_paths, load_corpus, make_loaders
 from ._cli_mesh import check_mesh_fits, check_positions, cli_mesh, load_hf_on_mesh
 from ._export import atomic_directory, check_export_target
-from ._lock import run_lock
 from ._requirements import check_requirement
 from ._settings import SCHEMA, Settings
 from ._usage import UsageError
+from .checkpoint import run_lock
 from .parallel import is_primary
 
 
@@ -210,7 +210,6 @@ def _source_model(
     """The model to fine-tune (placed on ``mesh``), its tokenizer, how it was obtained, and its
     checkpoint provenance."""
     from ._cli_mesh import tokenizer_source
-    from ._lora import merge_lora
     from ._runs import (
         TOKENIZER_DIR,
         copy_tokenizer_files,
@@ -218,6 +217,7 @@ def _source_model(
         read_generation,
         write_generation,
     )
+    from .peft import merge_lora
 
     from_hf, from_run = s["from_hf"], s["from_run"]
     if (from_hf is None) == (from_run is None):
@@ -281,7 +281,7 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
 def _adapter_settings(s: Settings) -> Any:
     """The LoRA settings of the PEFT adapter ``--lora-from`` continues; a different
     ``--lora-rank`` is refused."""
-    from ._peft import read_peft_config
+    from .peft import read_peft_config
 
     try:
         lora = read_peft_config(s["lora.from"])
@@ -336,11 +336,11 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
 
     from ._changes import provenance_changes
     from ._inference import sample_text
-    from ._lora import LoRAConfig
     from ._parameters import describe_parameters, parameter_summary
     from ._runs import model_identity, read_generation, read_metas, tokenizer_spec
     from .data import byte_tokenizer
     from .parallel import describe_mesh
+    from .peft import LoRAConfig
 
     saved = {step: meta.get("provenance") for step, meta in read_metas(out).items()}
     source_prov = None
@@ -420,7 +420,7 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     if command == "finetune":
         import jax
 
-        from ._finetune import finetune
+        from .peft import finetune
 
         result = finetune(
             model,
@@ -463,8 +463,8 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     source = (s["from_hf"] or s["from_run"]) if command == "finetune" else None
     generation = read_generation(source) if source is not None else {}
     if command == "finetune" and s["export_hf"] is not None:
-        from ._finetune import export_hf
         from ._runs import TOKENIZER_DIR, export_tokenizer
+        from .peft import export_hf
 
         # Every process gathers, process 0 writes; in the dtype the source checkpoint came in,
         # stopping where it stopped.

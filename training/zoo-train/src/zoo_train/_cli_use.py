@@ -161,8 +161,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     mesh, rules = cli_mesh(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
-    from ._finetune import export_hf
     from ._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
+    from .peft import export_hf
 
     if not checkpoint_steps(src):
         raise UsageError(
@@ -186,7 +186,6 @@ def _hf_to_zoo(
     rules: dict[str, Any],
     tokenizer_path: str | None = None,
 ) -> int:
-    from ._checkpoint import Checkpointer
     from ._cli_mesh import tokenizer_source
     from ._cli_train import checkpoint_dtype_of
     from ._config import OptimizerConfig, TrainConfig
@@ -202,6 +201,7 @@ def _hf_to_zoo(
         write_generation,
     )
     from ._state import init_train_state, trainable_params
+    from .checkpoint import Checkpointer
     from .parallel import mesh_record
 
     # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.

@@ -21,11 +21,9 @@ from jaxtyping import PyTree
 import zoo_attention
 import zoo_layers
 
-from ._checkpoint import Checkpointer
 from ._config import RESUME_SAFE_FIELDS, TrainConfig
 from ._errors import CheckpointMismatchError, NonFiniteLossError, StoppedBySignalError
 from ._extension import run_changes, steps_change
-from ._lock import holds_run_lock
 from ._loss import LossFn, make_lm_loss
 from ._metrics import MetricsWriter, plot_loss_curve, read_metrics
 from ._plan import is_builder, plan_state
@@ -37,6 +35,7 @@ from ._state import TrainState
 from ._step import EvalFn, make_eval_step, make_train_step
 from ._step_metrics import StepMetrics, Window
 from ._stop import stop_requests
+from .checkpoint import CHECKPOINT_DIR, Checkpointer, holds_run_lock
 from .data import Batch, DataSource
 from .parallel import (
     BatchLayout,
@@ -58,7 +57,6 @@ logger = logging.getLogger("zoo_train")
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "loss_curve.png"
-CHECKPOINT_DIR = "checkpoints"
 
 
 class EvalSource(Protocol):

@@ -7,8 +7,8 @@ from typing import Any
 import equinox as eqx
 import jax
 
-from ._lora import LoRAConfig, apply_lora, count_params, lora_filter
 from ._precision import resolve_compute_dtype
+from .peft import LoRAConfig, apply_lora, count_params, lora_filter
 
 
 def parameter_summary(

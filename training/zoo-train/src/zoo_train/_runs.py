@@ -20,13 +20,13 @@ import equinox as eqx
 import jax
 from jax.sharding import Mesh
 
-from ._checkpoint import Checkpointer
 from ._config import TrainConfig
 from ._loop import CHECKPOINT_DIR
-from ._lora import LoRAConfig, apply_lora, lora_filter
 from ._plan import plan_state
 from ._usage import UsageError
+from .checkpoint import Checkpointer
 from .parallel import make_mesh, make_rules
+from .peft import LoRAConfig, apply_lora, lora_filter
 
 TOKENIZER_DIR = "tokenizer"
 # The source checkpoint's generation settings (stop tokens above all), kept for exports and

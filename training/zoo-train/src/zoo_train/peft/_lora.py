@@ -11,7 +11,6 @@ for ``lax.scan`` (leading layer axis) get stacked adapters, one per layer.
 from __future__ import annotations
 
 import dataclasses
-import pathlib
 from typing import Any
 
 import equinox as eqx
@@ -22,10 +21,7 @@ from jaxtyping import Array, Float, PRNGKeyArray, PyTree
 
 from zoo_layers import Linear, dense, with_names
 
-from .parallel import is_array_like
-
-ADAPTER_FILE = "adapter_model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"
+from ..parallel import is_array_like
 
 # Short target names → the attribute names of zoo_layers' Attention and MLP.
 TARGETS: dict[str, str] = {
@@ -134,7 +130,7 @@ def _attribute(path: tuple) -> str:
     return getattr(last, "name", str(last))
 
 
-def _path_name(path: tuple) -> str:
+def path_name(path: tuple) -> str:
     # ".stack.blocks[0].attn.q_proj" → "stack.blocks.0.attn.q_proj" (safetensors-friendly).
     parts = []
     for p in path:
@@ -213,37 +209,10 @@ def adapter_arrays(model: PyTree) -> dict[str, np.ndarray]:
     out = {}
     for path, leaf in leaves:
         if isinstance(leaf, LoRALinear):
-            name = _path_name(path)
+            name = path_name(path)
             out[f"{name}.lora_a"] = np.asarray(leaf.lora_a)
             out[f"{name}.lora_b"] = np.asarray(leaf.lora_b)
     return out
-
-
-def save_adapters(
-    model: PyTree, directory: str | pathlib.Path, config: LoRAConfig, **info: Any
-) -> pathlib.Path:
-    """Write only the adapters, as a PEFT adapter directory (``adapter_model.safetensors`` and
-    ``adapter_config.json``) that ``peft.PeftModel.from_pretrained`` loads onto the
-    ``transformers`` base model (see :mod:`zoo_train._peft`).
-
-    ``info["init"]["path"]``, when given, is recorded as the base model's path.
-    """
-    from ._peft import save_peft_adapter
-
-    base = (info.get("init") or {}).get("path")
-    return save_peft_adapter(model, directory, config, base=base)
-
-
-def load_adapters(model: PyTree, directory: str | pathlib.Path) -> PyTree:
-    """Put the adapters of a PEFT adapter directory (as :func:`save_adapters` writes) into a
-    model with the same LoRA layout.
-
-    Raises:
-        ValueError: the saved adapters do not match the model's (names or shapes).
-    """
-    from ._peft import load_peft_weights
-
-    return load_peft_weights(model, directory)
 
 
 def count_params(tree: PyTree, spec: PyTree[bool] | None = None) -> int:

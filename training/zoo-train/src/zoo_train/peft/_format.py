@@ -24,8 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
-from ._lora import ADAPTER_CONFIG, ADAPTER_FILE, TARGETS, LoRAConfig, LoRALinear, _path_name
+from ._lora import TARGETS, LoRAConfig, LoRALinear, path_name
 
+ADAPTER_FILE = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
 PREFIX = "base_model.model."
 # Hugging Face module names (the last parts) → zoo's LoRA target names. GPT-2's "c_proj" is
 # both the attention output and the MLP's down projection.
@@ -48,7 +50,7 @@ def _adapted(model: PyTree) -> list[tuple[str, LoRALinear]]:
     leaves = jax.tree_util.tree_flatten_with_path(
         model, is_leaf=lambda x: isinstance(x, LoRALinear)
     )[0]
-    return [(_path_name(p), leaf) for p, leaf in leaves if isinstance(leaf, LoRALinear)]
+    return [(path_name(p), leaf) for p, leaf in leaves if isinstance(leaf, LoRALinear)]
 
 
 def _module_names(config: Any) -> dict[str, list[str]]:
@@ -263,9 +265,7 @@ def load_peft_weights(model: PyTree, directory: str | pathlib.Path) -> PyTree:
     leaves, treedef = jax.tree_util.tree_flatten_with_path(
         model, is_leaf=lambda x: isinstance(x, LoRALinear)
     )
-    out = [
-        fill(_path_name(p), leaf) if isinstance(leaf, LoRALinear) else leaf for p, leaf in leaves
-    ]
+    out = [fill(path_name(p), leaf) if isinstance(leaf, LoRALinear) else leaf for p, leaf in leaves]
     extra = sorted(set(saved) - used)
     if extra:
         raise ValueError(
@@ -275,12 +275,24 @@ def load_peft_weights(model: PyTree, directory: str | pathlib.Path) -> PyTree:
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-__all__ = [
-    "TARGETS",
-    "check_peft_targets",
-    "load_peft_weights",
-    "peft_targets",
-    "peft_tensors",
-    "read_peft_config",
-    "save_peft_adapter",
-]
+def save_adapters(
+    model: PyTree, directory: str | pathlib.Path, config: LoRAConfig, **info: Any
+) -> pathlib.Path:
+    """Write only the adapters, as a PEFT adapter directory (``adapter_model.safetensors`` and
+    ``adapter_config.json``) that ``peft.PeftModel.from_pretrained`` loads onto the
+    ``transformers`` base model.
+
+    ``info["init"]["path"]``, when given, is recorded as the base model's path.
+    """
+    base = (info.get("init") or {}).get("path")
+    return save_peft_adapter(model, directory, config, base=base)
+
+
+def load_adapters(model: PyTree, directory: str | pathlib.Path) -> PyTree:
+    """Put the adapters of a PEFT adapter directory (as :func:`save_adapters` writes) into a
+    model with the same LoRA layout.
+
+    Raises:
+        ValueError: the saved adapters do not match the model's (names or shapes).
+    """
+    return load_peft_weights(model, directory)

@@ -10,20 +10,13 @@ import jax
 from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
-from ._config import TrainConfig
-from ._loop import EvalSource, TrainResult, train
-from ._lora import (
-    LoRAConfig,
-    apply_lora,
-    load_adapters,
-    lora_filter,
-    merge_lora,
-    save_adapters,
-)
-from ._peft import check_peft_targets
-from ._precision import cast_model
-from .data import DataSource
-from .parallel import is_primary, to_host
+from .._config import TrainConfig
+from .._loop import EvalSource, TrainResult, train
+from .._precision import cast_model
+from ..data import DataSource
+from ..parallel import is_primary, to_host
+from ._format import check_peft_targets, load_adapters, save_adapters
+from ._lora import LoRAConfig, apply_lora, lora_filter, merge_lora
 
 ADAPTER_DIR = "adapter"
 

@@ -21,90 +21,30 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
-import os
 import pathlib
-import re
-import shutil
-import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
-import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint import checkpoint_managers as ocm
 
-from ._errors import CheckpointMismatchError, CheckpointWriteError, NoUsableCheckpointError
-from ._state import TrainState
-from .parallel import is_array_like
+from .._errors import CheckpointMismatchError, CheckpointWriteError, NoUsableCheckpointError
+from .._state import TrainState
+from ..parallel import is_array_like
+from ._agreement import agreed, sync
+from ._fingerprints import describe_leaves, fingerprints, fresh_copies, state_leaves
+from ._orbax_quiet import quiet_orbax
+from ._recovery import move_aside, refuse_if_all_torn, torn_steps, unkept_steps
+from ._reports import brief, mismatch, write_failure
 
 logger = logging.getLogger("zoo_train")
 
 
-class _QuietUnevaluatedSaves(logging.Filter):
-    # Orbax warns on every save without metrics when a best_fn is set; most saves are unevaluated.
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "did not provide metrics" not in record.getMessage()
-
-
-logging.getLogger("absl").addFilter(_QuietUnevaluatedSaves())
-
-
 def _leaf_name(i: int) -> str:
     return f"a{i:05d}"
-
-
-def _bits(x: jax.Array) -> jax.Array:
-    x = jnp.ravel(x)
-    if x.dtype == jnp.bool_:
-        return x.astype(jnp.uint32)
-    size = x.dtype.itemsize
-    if size == 4:
-        return jax.lax.bitcast_convert_type(x, jnp.uint32)
-    if size == 8:
-        return jnp.ravel(jax.lax.bitcast_convert_type(x, jnp.uint32))
-    narrow = {2: jnp.uint16, 1: jnp.uint8}[size]
-    return jax.lax.bitcast_convert_type(x, narrow).astype(jnp.uint32)
-
-
-@jax.jit
-def _fingerprints(leaves: list[jax.Array]) -> list[jax.Array]:
-    # A position-sensitive checksum that wraps mod 2**32: catches zero-filled or shuffled chunks.
-    out = []
-    for x in leaves:
-        b = _bits(x)
-        idx = jnp.arange(b.shape[0], dtype=jnp.uint32)
-        out.append(jnp.sum((b * jnp.uint32(0x9E3779B1)) ^ (idx * jnp.uint32(0x85EBCA77) + 1)))
-    return out
-
-
-@jax.jit
-def _copy(leaves: list[jax.Array]) -> list[jax.Array]:
-    # Fresh buffers for the background writer: the train step donates the live ones.
-    return [jnp.copy(x) for x in leaves]
-
-
-def fingerprints(leaves: list[jax.Array]) -> list[int]:
-    """One uint32 checksum per array (as Python ints)."""
-    if not leaves:
-        return []
-    return [int(v) for v in jax.device_get(_fingerprints(list(leaves)))]
-
-
-def state_leaves(state: TrainState) -> tuple[list[jax.Array], list[str]]:
-    """The state's arrays (or ``ShapeDtypeStruct``s of an abstract state) and their paths, in a
-    fixed order."""
-    with_path = jax.tree_util.tree_flatten_with_path(eqx.filter(state, is_array_like))[0]
-    return [leaf for _, leaf in with_path], [jax.tree_util.keystr(p) for p, _ in with_path]
-
-
-def _describe(leaves: list[jax.Array], names: list[str]) -> list[list[Any]]:
-    return [[n, list(x.shape), str(x.dtype)] for n, x in zip(names, leaves, strict=True)]
 
 
 @dataclasses.dataclass
@@ -140,11 +80,12 @@ class Checkpointer:
         reported in :attr:`set_aside_reports` and in the next :meth:`restore`'s ``skipped``.
         """
         self.directory = pathlib.Path(directory).absolute()
+        self.keep = keep
         self.read_only = read_only
         self.set_aside_reports: list[str] = []
         self._pending: int | None = None  # the step of the last save started
         self._failed = False
-        _quiet_closed_loop_callbacks()
+        quiet_orbax()
         if read_only:
             self._manager = ocp.CheckpointManager(
                 self.directory,
@@ -209,11 +150,11 @@ class Checkpointer:
     ) -> None:
         """Start saving ``state`` at ``step`` (returns once the arrays are copied on device)."""
         leaves, names = state_leaves(state)
-        copies = _copy(leaves)
+        copies = fresh_copies(leaves)
         full_meta = {
             **meta,
             "step": int(step),
-            "leaves": _describe(copies, names),
+            "leaves": describe_leaves(copies, names),
             "fingerprints": fingerprints(copies),
         }
         metrics = None if eval_loss is None else {"eval_loss": float(eval_loss)}
@@ -242,8 +183,14 @@ class Checkpointer:
             yield
         except Exception as e:
             self._failed = True
+            unkept = unkept_steps(self.directory, self.keep)
             raise CheckpointWriteError(
-                _write_failure(e, self.directory, self._pending if step is None else step)
+                write_failure(
+                    e,
+                    self.directory,
+                    self._pending if step is None else step,
+                    deleting=unkept[0] if unkept else None,
+                )
             ) from e
 
     def read_meta(self, step: int) -> dict[str, Any]:
@@ -271,16 +218,16 @@ class Checkpointer:
             if check is not None:
                 check(meta)
             leaves, names = state_leaves(template)
-            expected = _describe(leaves, names)
+            expected = describe_leaves(leaves, names)
             if meta.get("leaves") != expected:
                 raise CheckpointMismatchError(
-                    _mismatch(meta.get("leaves") or [], expected, self.directory)
+                    mismatch(meta.get("leaves") or [], expected, self.directory)
                 )
         except CheckpointMismatchError:
             raise  # the same files say the same to every process
         except Exception as e:
             error = e
-        _agreed(error)
+        agreed(error)
         abstract = {
             _leaf_name(i): jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
             for i, x in enumerate(leaves)
@@ -292,7 +239,7 @@ class Checkpointer:
             arrays = [restored[_leaf_name(i)] for i in range(len(leaves))]
         except Exception as e:
             error = e
-        _agreed(error)
+        agreed(error)
         if fingerprints(arrays) != meta.get("fingerprints"):
             raise ValueError("its arrays fail their checksums")
         structure = jax.tree.structure(eqx.filter(template, is_array_like))
@@ -332,7 +279,7 @@ class Checkpointer:
                 raise
             except Exception as e:  # a torn or corrupt step: report it and use the previous one
                 reason = (
-                    f"checkpoint {step} in {self.directory} is unreadable ({_brief(e)}); "
+                    f"checkpoint {step} in {self.directory} is unreadable ({brief(e)}); "
                     "using the previous one"
                 )
                 logger.warning(reason)
@@ -357,25 +304,20 @@ class Checkpointer:
             return
         if jax.process_index() == 0:
             for step in steps:
-                moved = _move_aside(self.directory, step)
+                moved = move_aside(self.directory, step)
                 if moved is not None:
                     logger.warning("moved unreadable checkpoint %s to %s", *moved)
-        _sync("zoo-train: unreadable checkpoints set aside")
+        sync("zoo-train: unreadable checkpoints set aside")
         self._manager.reload()
 
     def _set_aside_torn(self) -> None:
         # Before Orbax lists the directory: it would stop at the first torn JSON piece. Every
         # process reads the same files and reaches the same verdict; process 0 alone moves.
         torn = torn_steps(self.directory)
-        if torn and len(torn) == len(_step_dirs(self.directory)):
-            raise NoUsableCheckpointError(
-                f"None of the checkpoints {sorted(torn)} in {self.directory} can be read "
-                f"({'; '.join(f'{s}: {r}' for s, r in sorted(torn.items()))}); move them "
-                "away or pick another output directory (they are never overwritten)."
-            )
-        _sync("zoo-train: checkpoints scanned")
+        refuse_if_all_torn(self.directory, torn)
+        sync("zoo-train: checkpoints scanned")
         for step, reason in torn.items() if jax.process_index() == 0 else ():
-            moved = _move_aside(self.directory, step)
+            moved = move_aside(self.directory, step)
             if moved is not None:
                 report = (
                     f"checkpoint {step} in {self.directory} is unreadable ({reason}); moved it "
@@ -383,7 +325,7 @@ class Checkpointer:
                 )
                 logger.warning(report)
                 self.set_aside_reports.append(report)
-        _sync("zoo-train: torn checkpoints set aside")
+        sync("zoo-train: torn checkpoints set aside")
 
     def wait(self) -> None:
         """Block until every started save is committed.
@@ -403,151 +345,3 @@ class Checkpointer:
         finally:
             with contextlib.suppress(Exception) if self._failed else contextlib.nullcontext():
                 self._manager.close()
-
-
-# The JSON files of a step that Orbax parses to list steps (its commit record, the metrics that
-# rank them). A torn ``meta/`` or array is found when that step is restored.
-_JSON_PIECES = ("_CHECKPOINT_METADATA", "metrics/metrics")
-
-
-def _step_dirs(directory: pathlib.Path) -> list[pathlib.Path]:
-    if not directory.is_dir():
-        return []
-    return [p for p in directory.iterdir() if p.name.isdigit() and p.is_dir()]
-
-
-def torn_steps(directory: pathlib.Path) -> dict[int, str]:
-    """``{step: reason}`` for the committed steps under ``directory`` with a JSON piece that
-    cannot be read or parsed (absent pieces are fine: unevaluated steps have no metrics)."""
-    torn: dict[int, str] = {}
-    for step_dir in _step_dirs(directory):
-        for piece in _JSON_PIECES:
-            path = step_dir / piece
-            try:
-                json.loads(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError included
-                torn[int(step_dir.name)] = f"{piece}: {_brief(e)}"
-                break
-    return torn
-
-
-def _move_aside(directory: pathlib.Path, step: int) -> tuple[pathlib.Path, pathlib.Path] | None:
-    """Move step ``step`` to ``<directory>-unreadable/<step>-<time>``; ``(from, to)``, or
-    ``None`` if it is gone."""
-    src = directory / str(step)
-    if not src.exists():
-        return None
-    aside = directory.with_name(directory.name + "-unreadable")
-    aside.mkdir(exist_ok=True)
-    dst = aside / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
-    shutil.move(str(src), str(dst))
-    return src, dst
-
-
-def _sync(name: str) -> None:
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
-def _agreed(error: Exception | None) -> None:
-    """Raise unless every process got through a phase: ``error`` (this process's), or a note
-    that another process failed. Every process reaches the same verdict."""
-    ok = error is None
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        ok = bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
-    if error is not None:
-        raise error
-    if not ok:
-        raise ValueError("another process could not read it")
-
-
-def _write_failure(error: Exception, directory: pathlib.Path, step: int | None) -> str:
-    # TensorStore reports an OS error inside a long message: "... [os_error_code='28']".
-    code = re.search(r"os_error_code='(\d+)'", str(error))
-    if code is not None:
-        reason = os.strerror(int(code.group(1))).lower()
-    elif isinstance(error, OSError) and error.strerror:
-        reason = error.strerror.lower()
-    else:
-        reason = _brief(error)
-    deleting = _deleting_step(error)
-    if deleting is not None:
-        return (
-            f"Deleting checkpoint {deleting} in {directory} (beyond the `keep` newest) failed: "
-            f"{reason}; the newer checkpoints are committed, so remove it by hand or fix the "
-            "directory, then run again."
-        )
-    # An async save's failure surfaces at the next call: the path in the message names its step.
-    named = re.search(r"/(\d+)\.orbax-checkpoint-tmp", str(error))
-    step = int(named.group(1)) if named is not None else step
-    what = f"checkpoint {step}" if step is not None else "a checkpoint"
-    return (
-        f"Writing {what} in {directory} failed: {reason}; free space or fix the directory, "
-        "then run again to resume from the last committed checkpoint."
-    )
-
-
-def _deleting_step(error: BaseException) -> int | None:
-    """The step Orbax's deleter was removing when ``error`` was raised, if it was (the error
-    itself, an OSError from ``rmtree``, does not say)."""
-    tb = error.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        step = frame.f_locals.get("step")
-        in_deleter = frame.f_code.co_name == "delete" and "deleter" in frame.f_code.co_filename
-        if in_deleter and isinstance(step, int):
-            return step
-        tb = tb.tb_next
-    return None
-
-
-def _quiet_closed_loop_callbacks() -> None:
-    """Drop the "Event loop is closed" errors that follow a failed Orbax read or write.
-
-    Orbax runs each restore on an event loop of its own and closes it when a read fails; reads
-    of the other arrays still in flight in TensorStore then complete onto the closed loop, and
-    Python prints each callback's ``RuntimeError`` as an unraisable exception, dozens of
-    tracebacks after a one-line report. Nothing is lost (the step is reported and skipped);
-    only exactly that error is dropped, everything else reaches the previous hook.
-    """
-    previous = sys.unraisablehook
-    if getattr(previous, "_zoo_closed_loop_filter", False):
-        return
-
-    def hook(unraisable: Any) -> None:
-        error = unraisable.exc_value
-        closed = isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
-        if not (closed and unraisable.object is None):
-            previous(unraisable)
-
-    hook._zoo_closed_loop_filter = True  # type: ignore[attr-defined]
-    sys.unraisablehook = hook
-
-
-def _brief(error: Exception) -> str:
-    # Storage errors carry whole tensorstore specs; the first clause says what went wrong.
-    text = str(error).splitlines()[0] if str(error) else ""
-    text = text.split(" [tensorstore_spec")[0]
-    return f"{type(error).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}"
-
-
-def _mismatch(saved: list, expected: list, directory: pathlib.Path) -> str:
-    saved_d = {n: (s, d) for n, s, d in saved}
-    want_d = {n: (s, d) for n, s, d in expected}
-    diffs = [n for n in sorted(set(saved_d) | set(want_d)) if saved_d.get(n) != want_d.get(n)]
-    shown = ", ".join(f"{n}: saved {saved_d.get(n)} vs now {want_d.get(n)}" for n in diffs[:3])
-    return (
-        f"The checkpoints in {directory} hold a different model or optimizer ({shown}"
-        f"{', …' if len(diffs) > 3 else ''}); use another output directory or the original setup."
-    )
-
-
-def to_numpy_tree(tree: Any) -> Any:
-    """Copy every array leaf of ``tree`` to host numpy (for exact comparisons)."""
-    return jax.tree.map(lambda x: np.asarray(x) if eqx.is_array(x) else x, tree)

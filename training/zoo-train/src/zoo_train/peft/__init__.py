@@ -1,0 +1,29 @@
+"""Parameter-efficient fine-tuning: LoRA adapters, their PEFT file format, and fine-tuning runs.
+
+Three layers, imported one way: the LoRA maths (``_lora``), the PEFT adapter format over it
+(``_format``), and the fine-tuning and export glue over both (``_finetune``).
+"""
+
+from ._finetune import ADAPTER_DIR as ADAPTER_DIR
+from ._finetune import export_hf as export_hf
+from ._finetune import finetune as finetune
+from ._finetune import fit_tokenizer as fit_tokenizer
+from ._format import ADAPTER_CONFIG as ADAPTER_CONFIG
+from ._format import ADAPTER_FILE as ADAPTER_FILE
+from ._format import PREFIX as PREFIX
+from ._format import check_peft_targets as check_peft_targets
+from ._format import load_adapters as load_adapters
+from ._format import load_peft_weights as load_peft_weights
+from ._format import peft_targets as peft_targets
+from ._format import peft_tensors as peft_tensors
+from ._format import read_peft_config as read_peft_config
+from ._format import save_adapters as save_adapters
+from ._format import save_peft_adapter as save_peft_adapter
+from ._lora import TARGETS as TARGETS
+from ._lora import LoRAConfig as LoRAConfig
+from ._lora import LoRALinear as LoRALinear
+from ._lora import adapter_arrays as adapter_arrays
+from ._lora import apply_lora as apply_lora
+from ._lora import count_params as count_params
+from ._lora import lora_filter as lora_filter
+from ._lora import merge_lora as merge_lora
