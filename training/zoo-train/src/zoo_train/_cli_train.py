@@ -334,6 +334,8 @@ def run_training(s: Settings, *, command: str) -> int:
 def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     mesh, rules = cli_mesh(s.mesh_text, s.sharding)
 
+    import zoo_models
+
     from ._changes import provenance_changes
     from ._inference import sample_text
     from ._parameters import describe_parameters, parameter_summary
@@ -364,6 +366,7 @@ def _run_locked(s: Settings, *, command: str, out: pathlib.Path) -> int:
     elif command == "finetune" and s["lora.rank"] > 0:
         try:
             targets = tuple(t for item in s["lora.targets"] for t in item.split(",") if t)
+            targets = targets or zoo_models.default_lora_targets(mc)
             lora = LoRAConfig(rank=s["lora.rank"], alpha=s["lora.alpha"], targets=targets)
         except ValueError as e:
             raise UsageError(str(e)) from None

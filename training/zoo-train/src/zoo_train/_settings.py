@@ -98,7 +98,7 @@ SCHEMA: dict[str, Key] = {
     ),
     "lora.rank": Key("int", 0, "LoRA rank (0: full fine-tuning)", True),
     "lora.alpha": Key("float", 16.0, "LoRA alpha (the update is scaled by alpha / rank)", True),
-    "lora.targets": Key("list", ["q", "k", "v", "o"], "LoRA targets: q k v o gate up down", True),
+    "lora.targets": Key("list", [], "LoRA targets: q k v o gate up down (none: by family)", True),
     "lora.from": Key(
         "str?", None, "continue training this PEFT adapter directory (its rank and targets)", True
     ),

@@ -183,7 +183,7 @@ def _add_run_flags(p: argparse.ArgumentParser, *, finetune: bool) -> None:
             nargs="+",
             metavar="T",
             default=argparse.SUPPRESS,
-            help="projections to adapt: q k v o gate up down (default: q k v o)",
+            help="projections to adapt: q k v o gate up down (default: q k v o; GPT-2 o up down)",
         )
     _add_switch(p, "--no-progress", "progress", False, "no progress bar")
 
