@@ -64,7 +64,9 @@ class ModelConfig:
         sliding_window: window ``W`` (a query sees itself and ``W - 1`` earlier tokens), or ``None``.
         window_pattern: which layers use the window, repeating: layer ``l`` is local iff
             ``window_pattern[l % len(window_pattern)]``. ``(True,)``: every layer (Mistral);
-            ``(True, False)``: even layers local, odd global (Gemma 2). Its length is the scan period.
+            ``(True, False)``: even layers local, odd global (Gemma 2); five local then one global
+            (Gemma 3). Its length is the scan period; when it does not divide ``n_layers``, the
+            layers after the last whole period run after the scan (the stack's tail).
         attn_logit_soft_cap, final_logit_soft_cap: ``c * tanh(x / c)`` caps, or ``None``.
         query_pre_attn_scalar: logits scale is ``query_pre_attn_scalar ** -0.5`` (Gemma 2);
             ``None`` means ``head_dim ** -0.5``.
