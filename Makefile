@@ -67,9 +67,9 @@ wheels: install
 	$(BIN)/python -m pip --disable-pip-version-check -q wheel --no-deps --no-build-isolation -w dist $(PACKAGES)
 	@ls -1 dist
 
-# Every released version of every package, built from this repository's history, one wheel per
-# package version, into wheelhouse/: `pip install --find-links wheelhouse zoo-flash-tpu==0.1.1`
-# then works offline. Wheels already built from the same commit are kept.
+# Every release in releases.toml, built from its recorded tree in this repository's history, one
+# wheel per package version, into wheelhouse/: `pip install --find-links wheelhouse
+# zoo-flash-tpu==0.1.1` then works offline. Wheels already built from the same tree are kept.
 wheelhouse: install
 	$(BIN)/python scripts/wheelhouse.py --out wheelhouse
 

@@ -3,11 +3,12 @@
 Usage: python scripts/wheelhouse.py [--out wheelhouse] [--package DIR ...] [--list]
 
 One wheel per package version goes into ``wheelhouse/`` (``make wheelhouse``), so a user's
-pin installs offline: ``pip install --find-links wheelhouse zoo-flash-tpu==0.1.1``. A version
-is released when a commit carries it in the package's ``pyproject.toml``; its wheel is built
-from :func:`release_commit.release_commit` (the tag, or the newest commit at that version).
-A wheel already in the wheelhouse is kept when it was built from the same commit (recorded in
-``wheelhouse/commits.txt``), so a second run builds only what changed.
+pin installs offline: ``pip install --find-links wheelhouse zoo-flash-tpu==0.1.1``. The
+releases are those of ``releases.toml``; each wheel is built from the package directory's tree
+recorded there, which is the directory at its release commit
+(:func:`release_commit.release_commit`), with or without tags. A wheel already in the
+wheelhouse is kept when it was built from the same tree (recorded in ``wheelhouse/trees.txt``),
+so a second run builds only what changed.
 """
 
 from __future__ import annotations
@@ -22,30 +23,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from release_commit import ROOT, distribution, release_commit, released_versions
+from release_commit import release_commit, released_versions
+from release_table import PACKAGE_DIRS, ROOT, distribution, package_releases
 
-#: Every package directory, in dependency order.
-PACKAGE_DIRS = (
-    "packages/zoo-attention",
-    "kernels/flash-tpu",
-    "kernels/chunked",
-    "packages/zoo-layers",
-    "models/zoo-models",
-    "training/zoo-train",
-)
-
-
-#: Which commit each wheel in the wheelhouse was built from (pip ignores the file).
-COMMITS = "commits.txt"
+#: Which tree each wheel in the wheelhouse was built from (pip ignores the file).
+TREES = "trees.txt"
 
 
 @dataclasses.dataclass(frozen=True)
 class Release:
-    """One package version and the commit its wheel is built from."""
+    """One package release: the tree of its directory its wheel is built from, and the commit
+    that made that tree."""
 
     directory: str
     distribution: str
     version: str
+    tree: str
     commit: str
 
     @property
@@ -54,13 +47,15 @@ class Release:
         return f"{self.distribution.replace('-', '_')}-{self.version}-py3-none-any.whl"
 
 
-def releases(directories: tuple[str, ...] = PACKAGE_DIRS) -> list[Release]:
-    """Every release of the given packages, each with its commit."""
+def releases(directories: tuple[str, ...] = PACKAGE_DIRS, root: Path = ROOT) -> list[Release]:
+    """Every release of the given packages in ``releases.toml``, each with its tree and commit."""
     out = []
     for directory in directories:
-        dist = distribution(directory)
-        for version in released_versions(directory):
-            out.append(Release(directory, dist, version, release_commit(directory, version)))
+        dist = distribution(directory, root)
+        trees = package_releases(directory, root)
+        for version in released_versions(directory, root):
+            commit = release_commit(directory, version, root)
+            out.append(Release(directory, dist, version, trees[version], commit))
     return out
 
 
@@ -86,36 +81,31 @@ def pip_wheel(source: Path, out: Path) -> None:
     )
 
 
-def build(release: Release, out: Path) -> Path:
-    """Build ``release``'s wheel into ``out`` from its commit (no dependencies, no isolation)."""
+def build(release: Release, out: Path, root: Path = ROOT) -> Path:
+    """Build ``release``'s wheel into ``out`` from its tree (no dependencies, no isolation)."""
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="zoo-wheelhouse-") as tmp:
         archive = Path(tmp) / "src.tar"
         with archive.open("wb") as f:
-            subprocess.run(
-                ["git", "archive", release.commit, release.directory],
-                cwd=ROOT,
-                stdout=f,
-                check=True,
-            )
+            subprocess.run(["git", "archive", release.tree], cwd=root, stdout=f, check=True)
         with tarfile.open(archive) as tar:
             tar.extractall(Path(tmp) / "src", filter="data")
-        pip_wheel(Path(tmp) / "src" / release.directory, out)
+        pip_wheel(Path(tmp) / "src", out)
     wheel = out / release.wheel_name
     if not wheel.exists():
         raise RuntimeError(f"building {release.distribution} {release.version} left no {wheel}")
     return wheel
 
 
-def _read_commits(path: Path) -> dict[str, str]:
+def _read_trees(path: Path) -> dict[str, str]:
     if not path.exists():
         return {}
     pairs = (line.split() for line in path.read_text().splitlines() if line.strip())
-    return {name: commit for name, commit in pairs}
+    return {name: tree for name, tree in pairs}
 
 
-def _write_commits(path: Path, built: dict[str, str]) -> None:
-    path.write_text("".join(f"{name} {commit}\n" for name, commit in sorted(built.items())))
+def _write_trees(path: Path, built: dict[str, str]) -> None:
+    path.write_text("".join(f"{name} {tree}\n" for name, tree in sorted(built.items())))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,16 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         for release in todo:
             print(f"{release.distribution} {release.version} {release.commit[:12]}")
         return 0
-    record = args.out / COMMITS
-    built = _read_commits(record)
+    record = args.out / TREES
+    built = _read_trees(record)
     for release in todo:
         wheel = args.out / release.wheel_name
-        fresh = wheel.exists() and built.get(wheel.name) == release.commit
+        fresh = wheel.exists() and built.get(wheel.name) == release.tree
         if not fresh:
             wheel.unlink(missing_ok=True)
             build(release, args.out)
-            built[wheel.name] = release.commit
-            _write_commits(record, built)
+            built[wheel.name] = release.tree
+            _write_trees(record, built)
         print(f"{'kept' if fresh else 'built':5}  {wheel.name}  (commit {release.commit[:12]})")
     return 0
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import wheelhouse
 from _envs import PACKAGES, ROOT, installed_zoo, make_env, run
+from packaging.version import Version
 
 import zoo_attention
 
@@ -62,6 +63,13 @@ def test_a_current_everything_and_verify_without_pytest(site, wheels, env_dir, t
     assert report["served"][0]["version"] == _current_version("zoo-flash-tpu")
     assert {"xla", "flash_tpu", "chunked"} <= set(report["kernels"])
     assert report["max_logit_diff_vs_xla"] < 1e-3
+    # Every version as its pyproject.toml writes it (development markers included), in the
+    # records the run wrote and in `zoo --version`.
+    current = {name: _current_version(name) for name in PACKAGES}
+    assert report["recorded"]["metrics"] == report["recorded"]["checkpoint"] == report["served"]
+    assert report["recorded"]["checkpoint_packages"] == current
+    shown = run(python.parent / "zoo", "--version").stdout.splitlines()
+    assert shown == [f"{name} {current[name]}" for name in sorted(PACKAGES)]
 
     # `zoo kernels verify` from the wheels alone: no pytest here, as for a user.
     assert run(python, "-c", "import pytest").returncode != 0, "pytest leaked into the env"
@@ -139,7 +147,8 @@ def test_wheel_carries_its_own_version_and_ranges(wheels, name):
 
 
 def test_wheelhouse_lists_every_release_of_every_package():
-    # Independently of the script: every version line a commit added to a pyproject.toml.
+    # Independently of the scripts: every version line a commit added to a pyproject.toml,
+    # development versions aside.
     expected = set()
     for name, directory in PACKAGES.items():
         log = subprocess.run(
@@ -149,7 +158,8 @@ def test_wheelhouse_lists_every_release_of_every_package():
             text=True,
             check=True,
         ).stdout
-        expected |= {(name, v) for v in re.findall(r'^\+version = "([^"]+)"', log, re.M)}
+        versions = re.findall(r'^\+version = "([^"]+)"', log, re.M)
+        expected |= {(name, v) for v in versions if not Version(v).is_devrelease}
     releases = wheelhouse.releases()
     assert {(r.distribution, r.version) for r in releases} == expected
     assert ("zoo-flash-tpu", PINNED_FLASH) in expected

@@ -2,7 +2,7 @@
 
 Run inside an environment built from wheels; prints one JSON object on the last line of stdout:
 the zoo versions installed, the kernels registered and refused, the kernel that served the
-training run, the losses, and the largest logit difference between that kernel and ``xla``.
+training run and what the run recorded of it, the losses, and the largest logit difference between that kernel and ``xla``.
 """
 
 from __future__ import annotations
@@ -57,9 +57,13 @@ def main(out: str) -> None:
     model = zoo_models.build(zoo_models.get("llama-tiny"), key=jax.random.key(0))
     result = zoo_train.train(model, loader, config=config, out=out)
     served = [r.as_dict() for r in zoo_attention.resolutions()]
-    losses = [
-        r["loss"] for r in zoo_train.read_metrics(Path(out) / zoo_train.METRICS_FILE) if "loss" in r
-    ]
+    metrics = zoo_train.read_metrics(Path(out) / zoo_train.METRICS_FILE)
+    losses = [r["loss"] for r in metrics if "loss" in r]
+    checkpoints = zoo_train.Checkpointer(Path(out) / zoo_train.CHECKPOINT_DIR)
+    try:
+        meta = checkpoints.read_meta(checkpoints.steps()[-1])
+    finally:
+        checkpoints.close()
 
     ids = jnp.asarray(np.random.default_rng(0).integers(0, 256, (2, 48)), jnp.int32)
     with_kernel = _logits(result.model, ids)
@@ -74,6 +78,12 @@ def main(out: str) -> None:
         "kernels": {name: k.version for name, k in zoo_attention.kernels().items()},
         "refused": {r.name: r.reason for r in zoo_attention.refused_kernels()},
         "served": served,
+        # What the run wrote down: the start record of metrics.jsonl and the last checkpoint.
+        "recorded": {
+            "metrics": next(r["attention"] for r in metrics if r.get("event") == "start"),
+            "checkpoint": meta["provenance"]["attention"],
+            "checkpoint_packages": meta["provenance"]["packages"],
+        },
         "losses": losses,
         "warnings": warnings,
         "max_logit_diff_vs_xla": float(np.max(np.abs(with_kernel - with_xla))),

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 from cli_helpers import WORDS, tiny_hf_llama, tiny_tokenizer
 
-from zoo_train._cli_train import _train_config
 from zoo_train._optim import default_warmup, make_schedule
-from zoo_train._settings import resolve_settings
 from zoo_train.cli import build_parser, main
 from zoo_train.data import load_documents, split_documents
+from zoo_train.settings import resolve_settings
 
 
 def _settings(command: str, *assignments: str, **flags):
@@ -24,16 +23,16 @@ def _settings(command: str, *assignments: str, **flags):
 
 
 def test_warmup_is_a_fraction_of_the_run_and_short_runs_decay():
-    config = _train_config(_settings("finetune", steps=40)).optimizer
+    config = _settings("finetune", steps=40).train_config().optimizer
     assert config.warmup_steps == 10  # 5 % of 40 is 2: the floor of 10 steps
     schedule = make_schedule(config, 40)
     assert float(schedule(39)) < 0.2 * config.lr  # decayed by the end (was still at peak)
-    assert _train_config(_settings("finetune")).optimizer.warmup_steps == 10  # 200 steps
-    assert _train_config(_settings("train")).optimizer.warmup_steps == 100  # 800 steps
-    assert _train_config(_settings("finetune", steps=4000)).optimizer.warmup_steps == 200
+    assert _settings("finetune").train_config().optimizer.warmup_steps == 10  # 200 steps
+    assert _settings("train").train_config().optimizer.warmup_steps == 100  # 800 steps
+    assert _settings("finetune", steps=4000).train_config().optimizer.warmup_steps == 200
     assert default_warmup(6, 0.05) == 3  # at most half the run
     explicit = _settings("finetune", "optimizer.warmup_steps=7", steps=40)
-    assert _train_config(explicit).optimizer.warmup_steps == 7
+    assert explicit.train_config().optimizer.warmup_steps == 7
 
 
 @pytest.mark.parametrize(
@@ -70,7 +69,7 @@ def test_text_field_setting(tmp_path, capsys):
     with pytest.raises(ValueError, match="--set text_field=NAME"):
         load_documents(tmp_path / "d.jsonl")
     assert [d.text for d in load_documents(tmp_path / "d.jsonl", text_field="content")] == ["hello"]
-    assert _settings("train", "text_field=content")["text_field"] == "content"
+    assert _settings("train", "text_field=content").text_field == "content"
     # zoo eval reads such data too: as the same texts under "text" evaluate.
     tiny_hf_llama(tmp_path / "hf")
     texts = [" ".join(np.random.default_rng().choice(WORDS, 12)) for _ in range(3)]
@@ -130,8 +129,8 @@ def test_eval_refuses_rows_longer_than_the_positions(tmp_path, capsys):
 
 
 def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
-    from zoo_train._cli_data import make_loaders
     from zoo_train.data import Document, byte_tokenizer, split_rows
+    from zoo_train.recipes import make_loaders
 
     tok = byte_tokenizer()
     docs = [Document(f"d{i}", "alpha beta gamma " * 20) for i in range(20)]
@@ -145,7 +144,7 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
     assert batch["loss_mask"].sum() == len(tok.encode("tiny"))  # every target up to the EOS
     with pytest.raises(ValueError, match="fewer than one row"):
         val.next_batch(1)
-    assert _settings("finetune", eval_data=["x"])["eval_data"] == ["x"]
+    assert _settings("finetune", eval_data=["x"]).eval_data == ["x"]
     # A corpus of one file is split by its lines, not left without validation.
     lines = [f"line {i}\n" for i in range(400)]
     one = Document("corpus.txt", "".join(lines))

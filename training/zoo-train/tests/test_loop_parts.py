@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from zoo_train._prefetch import Prefetcher
 from zoo_train._step_metrics import PackedMetrics, StepMetrics
+from zoo_train.loop import Prefetcher
 
 
 def test_the_prefetcher_hands_out_every_result_in_order_and_stops_at_count():

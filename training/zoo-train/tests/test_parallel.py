@@ -14,7 +14,7 @@ from tiny_lm import loaders, make_model
 
 import zoo_train
 from zoo_train import OptimizerConfig, TrainConfig, UsageError, parallel
-from zoo_train._settings import resolve_settings
+from zoo_train.settings import resolve_settings
 
 
 @pytest.mark.parametrize(

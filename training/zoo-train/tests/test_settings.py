@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from zoo_train import UsageError, check_requirement, provenance_changes
-from zoo_train._settings import SCHEMA, resolve_settings
+from zoo_train.settings import RunSettings, resolve_settings
 
 TOML = """
 steps = 40
@@ -38,18 +38,18 @@ def test_file_overrides_defaults_and_command_line_overrides_file(tmp_path: pathl
         assignments=["optimizer.warmup_steps=9", "lr=0.02", "model_config.d_model=96"],
         flags={"lr": 0.05, "seq_len": 64},
     )
-    assert s["steps"] == 40 and s["batch_size"] == 4  # file
-    assert s["seq_len"] == 64  # flag
-    assert s["lr"] == 0.05  # flag beats --set beats file
-    assert s["optimizer.warmup_steps"] == 9  # --set beats file
-    assert s["optimizer.schedule"] == "linear"
-    assert s["data"] == ["a.txt", "b/"]
-    assert s["attention.implementation"] == "xla"
-    assert s["attention.require"] == "zoo-attention>=1,<2"
+    assert s.steps == 40 and s.batch_size == 4  # file
+    assert s.seq_len == 64  # flag
+    assert s.lr == 0.05  # flag beats --set beats file
+    assert s.optimizer.warmup_steps == 9  # --set beats file
+    assert s.optimizer.schedule == "linear"
+    assert s.data == ["a.txt", "b/"]
+    assert s.attention.implementation == "xla"
+    assert s.attention.require == "zoo-attention>=1,<2"
     assert s.model_config == {"n_layers": 4, "d_model": 96}
     # Everything not set keeps its default.
-    assert s["save_every"] == SCHEMA["save_every"].default
-    assert s["optimizer.b2"] == SCHEMA["optimizer.b2"].default
+    assert s.checkpoint_every == RunSettings().checkpoint_every
+    assert s.optimizer.b2 == RunSettings().optimizer.b2
 
 
 def test_json_file_matches_toml(tmp_path: pathlib.Path):
@@ -73,8 +73,8 @@ def test_finetune_defaults_and_finetune_only_keys(tmp_path: pathlib.Path):
         assignments=["lora.targets=q,v,up"],
         flags={"lora.rank": 4},
     )
-    assert s["lr"] < SCHEMA["lr"].default and s["lora.rank"] == 4
-    assert s["lora.targets"] == ["q", "v", "up"]
+    assert s.lr < RunSettings().lr and s.lora.rank == 4
+    assert s.lora.targets == ["q", "v", "up"]
     with pytest.raises(UsageError, match="zoo finetune"):
         resolve_settings(command="train", config_file=None, assignments=["lora.rank=4"], flags={})
 

@@ -58,7 +58,7 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
     """
     import zoo_models
 
-    from .compile._memory import gib
+    from .compile import gib
 
     need = state_bytes(model_config, optimizer, full=full)
     have, where = memory_of(mesh)

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
-from ._loop import EvalSource
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
+from .loop import EvalSource
 from .parallel import (
     BatchLayout,
     MeshFunction,

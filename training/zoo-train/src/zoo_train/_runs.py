@@ -21,10 +21,9 @@ import jax
 from jax.sharding import Mesh
 
 from ._config import TrainConfig
-from ._loop import CHECKPOINT_DIR
 from ._plan import plan_state
 from ._usage import UsageError
-from .checkpoint import Checkpointer
+from .checkpoint import CHECKPOINT_DIR, Checkpointer
 from .parallel import make_mesh, make_rules
 from .peft import LoRAConfig, apply_lora, lora_filter
 

@@ -19,6 +19,7 @@ from ._loss import LossFn
 from ._state import TrainState
 from ._step_metrics import PackedMetrics
 from .parallel import (
+    MeshAxes,
     MeshFunction,
     PackedBatch,
     batch_shardings,
@@ -29,7 +30,6 @@ from .parallel import (
     tree_shardings,
     unpacked,
 )
-from .parallel._rules import MeshAxes
 
 # A batch: a dict of ``[B, ...]`` arrays, or the same packed for one transfer.
 Batch = dict[str, jax.Array] | PackedBatch

@@ -6,6 +6,7 @@ train step is compiled for them.
 """
 
 from ._memory import StepMemory as StepMemory
+from ._memory import gib as gib
 from ._topology import KNOWN_TOPOLOGIES as KNOWN_TOPOLOGIES
 from ._topology import LibtpuMissingError as LibtpuMissingError
 from ._topology import available_hbm as available_hbm

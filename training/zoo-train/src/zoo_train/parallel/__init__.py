@@ -30,11 +30,13 @@ from ._processes import abandon_processes as abandon_processes
 from ._processes import agree_settings as agree_settings
 from ._processes import await_verdict as await_verdict
 from ._processes import is_primary as is_primary
+from ._processes import key_value_store as key_value_store
 from ._processes import process_label as process_label
 from ._processes import start_processes as start_processes
 from ._processes import stop_processes as stop_processes
 from ._rules import DEFAULT_RULES as DEFAULT_RULES
 from ._rules import UNNAMED as UNNAMED
+from ._rules import MeshAxes as MeshAxes
 from ._rules import make_rules as make_rules
 from ._rules import rule_axes as rule_axes
 from ._shardings import array_spec as array_spec

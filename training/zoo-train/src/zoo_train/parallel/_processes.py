@@ -273,7 +273,7 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def _client() -> Any:
+def key_value_store() -> Any:
     from jax._src import distributed
 
     return distributed.global_state.client
@@ -290,7 +290,7 @@ def agree_settings(settings: Mapping[str, Any], *, timeout_s: float | None = Non
     """
     if not jax.distributed.is_initialized() or jax.process_count() == 1:
         return
-    client = _client()
+    client = key_value_store()
     client.key_value_set(
         f"zoo/settings/{jax.process_index()}", json.dumps(settings, sort_keys=True, default=str)
     )

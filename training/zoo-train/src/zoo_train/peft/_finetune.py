@@ -11,9 +11,9 @@ from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
 from .._config import TrainConfig
-from .._loop import EvalSource, TrainResult, train
 from .._precision import cast_model
 from ..data import DataSource
+from ..loop import EvalSource, TrainResult, train
 from ..parallel import is_primary, to_host
 from ._format import check_peft_targets, load_adapters, save_adapters
 from ._lora import LoRAConfig, apply_lora, lora_filter, merge_lora

@@ -1,14 +1,15 @@
-"""The data of a command-line run: documents (or the stdlib corpus) into packed loaders."""
+"""The data of a run: documents (or the stdlib corpus) into packed loaders."""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import sys
 from typing import Any
 
-from ._usage import UsageError
-from .data import (
+from .._usage import UsageError
+from ..data import (
     Document,
     PackedLoader,
     load_documents,
@@ -16,6 +17,7 @@ from .data import (
     split_rows,
     stdlib_corpus,
 )
+from ..settings import RunSettings
 
 
 def check_data_paths(paths: list[str]) -> None:
@@ -94,3 +96,32 @@ def make_loaders(
     if val is None and val_fraction > 0:
         print("zoo: too little held-out text for evaluation; training without it.", file=sys.stderr)
     return train, val
+
+
+@dataclasses.dataclass
+class Data:
+    """A run's training loader, its held-out loader (or ``None``) and a description for the
+    start line."""
+
+    train: PackedLoader
+    val: PackedLoader | None
+    described: str
+
+
+def build_data(s: RunSettings, tokenizer: Any) -> Data:
+    """The data of the settings (``data``, ``eval_data``, the split), tokenized for ``tokenizer``."""
+    docs, described = load_corpus(s.data, max_bytes=s.max_bytes, text_field=s.text_field)
+    eval_docs = None
+    if s.eval_data:
+        check_data_paths(s.eval_data)
+        eval_docs, _ = load_corpus(s.eval_data, max_bytes=s.max_bytes, text_field=s.text_field)
+        described += f", evaluated on {', '.join(s.eval_data)}"
+    train, val = make_loaders(
+        docs,
+        tokenizer,
+        seq_len=s.seq_len,
+        seed=s.seed,
+        val_fraction=s.val_fraction,
+        eval_docs=eval_docs,
+    )
+    return Data(train, val, described)

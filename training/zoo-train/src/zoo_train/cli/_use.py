@@ -8,63 +8,45 @@ import pathlib
 import sys
 from typing import Any
 
-from ._cli_data import check_data_paths, load_corpus, make_loaders
-from ._cli_mesh import check_mesh_fits, check_positions, cli_mesh, load_hf_on_mesh
-from ._export import atomic_directory, check_export_target
-from ._usage import UsageError
+from .._export import atomic_directory, check_export_target
+from .._usage import UsageError
+from ..recipes import (
+    check_data_paths,
+    check_mesh_fits,
+    check_positions,
+    load_corpus,
+    load_hf_on_mesh,
+    load_model,
+    make_loaders,
+    mesh_and_rules,
+)
+from ..settings import RunSettings
+from ._options import add_mesh_flag, add_tokenizer_flag
 
 
-def load_model(
-    path: str,
-    *,
-    attention_implementation: str | None = None,
-    mesh: Any = None,
-    rules: dict[str, Any] | None = None,
-    tokenizer: str | None = None,
-) -> tuple[Any, Any, str]:
-    """A model and tokenizer from a zoo run directory or a Hugging Face directory, its
-    parameters placed on ``mesh`` by the sharding ``rules`` (default: every device);
-    ``tokenizer`` (a directory or ``tokenizer.json``) replaces the source's tokenizer.
-
-    Returns:
-        ``(model, tokenizer, description)``.
-    """
-    from .parallel import make_mesh, make_rules
-
-    mesh = make_mesh() if mesh is None else mesh
-    rules = make_rules(rules)
-    p = pathlib.Path(path)
-    if (p / "config.json").is_file():
-        model, tok = load_hf_on_mesh(
-            p, mesh, rules, tokenizer=tokenizer, attention_implementation=attention_implementation
-        )
-        return model, tok, f"Hugging Face model {p}"
-    from ._runs import checkpoint_steps, load_run
-
-    if checkpoint_steps(p):
-        loaded = load_run(
-            p, attention_implementation=attention_implementation, mesh=mesh, rules=rules
-        )
-        tok = loaded.tokenizer
-        if tokenizer is not None:
-            import zoo_models
-
-            from ._cli_mesh import tokenizer_source
-
-            tok = zoo_models.load_tokenizer(tokenizer_source(p, tokenizer))
-        return loaded.model, tok, f"run {p} at step {loaded.step}"
-    raise UsageError(
-        f"{path!r} is neither a zoo run directory (with checkpoints/) nor a Hugging Face model "
-        "directory (with config.json); pass one."
+def add_generate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "source", metavar="RUN_OR_HF_DIR", help="a zoo run directory or a Hugging Face directory"
     )
+    p.add_argument("--prompt", default="def ", help="prompt text (default: 'def ')")
+    p.add_argument("--max-new-tokens", type=int, default=200, metavar="N")
+    p.add_argument("--temperature", type=float, default=0.8)
+    p.add_argument("--top-k", type=int, default=None, metavar="K")
+    p.add_argument("--top-p", type=float, default=None, metavar="P")
+    p.add_argument("--greedy", action="store_true", help="argmax decoding")
+    p.add_argument("--num-samples", type=int, default=1, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def run_generate(args: argparse.Namespace) -> int:
     """Print a continuation of the prompt."""
-    from ._inference import sample_text
-    from .parallel import mesh_context
+    from .._inference import sample_text
+    from ..parallel import mesh_context
 
-    mesh, rules = cli_mesh(args.mesh)
+    mesh, rules = mesh_and_rules(args.mesh)
     model, tokenizer, what = load_model(
         args.source,
         attention_implementation=args.attention_implementation,
@@ -75,7 +57,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_mesh_fits(mesh, rules, model.config)
     import zoo_models
 
-    from ._runs import read_generation
+    from .._runs import read_generation
 
     # Stop where transformers stops on the same checkpoint (its generation settings).
     stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
@@ -100,13 +82,40 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    defaults = RunSettings()
+    p.add_argument("source", metavar="RUN_OR_HF_DIR")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="text to evaluate on (all of it)")
+    p.add_argument(
+        "--text-field",
+        default=defaults.text_field,
+        metavar="NAME",
+        help=f"the field of each .jsonl line that holds its text (default: {defaults.text_field})",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=None,
+        help="evaluate only the held-out split of --data",
+    )
+    p.add_argument("--seq-len", type=int, default=128, metavar="N")
+    p.add_argument("--batch-size", type=int, default=16, metavar="N")
+    p.add_argument("--max-batches", type=int, default=None, metavar="N")
+    p.add_argument("--max-bytes", type=int, default=defaults.max_bytes, metavar="N")
+    p.add_argument("--seed", type=int, default=0, help="seed of the train/held-out split")
+    p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
+
+
+def run_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity."""
-    from ._inference import evaluate_model
+    from .._inference import evaluate_model
 
     data = args.data or []
     check_data_paths(data)
-    mesh, rules = cli_mesh(args.mesh)
+    mesh, rules = mesh_and_rules(args.mesh)
     model, tokenizer, what = load_model(
         args.source,
         attention_implementation=args.attention_implementation,
@@ -119,7 +128,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
     if data and args.val_fraction is None:
         # Given data is evaluated whole; the stdlib corpus by its held-out split (as `zoo train`).
-        from .data import PackedLoader
+        from ..data import PackedLoader
 
         try:
             loader = PackedLoader.from_documents(
@@ -154,15 +163,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_convert(args: argparse.Namespace) -> int:
+def add_convert_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("dest", metavar="DST")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DST if it is not empty (written beside it, then swapped in)",
+    )
+    add_tokenizer_flag(p)
+    add_mesh_flag(p, default=None)
+
+
+def run_convert(args: argparse.Namespace) -> int:
     """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
     src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
     check_export_target(dst, sources=(src,), overwrite=args.overwrite)
-    mesh, rules = cli_mesh(args.mesh)
+    mesh, rules = mesh_and_rules(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
-    from ._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
-    from .peft import export_hf
+    from .._runs import TOKENIZER_DIR, checkpoint_steps, export_tokenizer, load_run, read_generation
+    from ..peft import export_hf
 
     if not checkpoint_steps(src):
         raise UsageError(
@@ -186,13 +207,10 @@ def _hf_to_zoo(
     rules: dict[str, Any],
     tokenizer_path: str | None = None,
 ) -> int:
-    from ._cli_mesh import tokenizer_source
-    from ._cli_train import checkpoint_dtype_of
-    from ._config import OptimizerConfig, TrainConfig
-    from ._loop import CHECKPOINT_DIR
-    from ._optim import make_optimizer
-    from ._provenance import provenance
-    from ._runs import (
+    from .._config import OptimizerConfig, TrainConfig
+    from .._optim import make_optimizer
+    from .._provenance import provenance
+    from .._runs import (
         TOKENIZER_DIR,
         copy_tokenizer_files,
         model_identity,
@@ -200,9 +218,10 @@ def _hf_to_zoo(
         tokenizer_spec,
         write_generation,
     )
-    from ._state import init_train_state, trainable_params
-    from .checkpoint import Checkpointer
-    from .parallel import mesh_record
+    from .._state import init_train_state, trainable_params
+    from ..checkpoint import CHECKPOINT_DIR, Checkpointer
+    from ..parallel import mesh_record
+    from ..recipes import checkpoint_dtype_of, tokenizer_source
 
     # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
     model, tokenizer = load_hf_on_mesh(

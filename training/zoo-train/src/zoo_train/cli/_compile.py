@@ -8,13 +8,18 @@ import pathlib
 import sys
 from typing import Any
 
-from ._cli_mesh import check_mesh_fits, cli_mesh
-from ._cli_train import preset_config
-from ._settings import Settings
-from ._usage import UsageError
+from .._usage import UsageError
+from ._exit import EXIT_DOES_NOT_FIT
+from ._options import add_settings_flags
 
-#: Exit status of a step that does not fit the topology's HBM.
-EXIT_DOES_NOT_FIT = 3
+HELP = "compile the train step for a TPU topology you do not have: does it fit?"
+DESCRIPTION = (
+    "Lower and compile the real train step (forward, backward, optimizer update, with donation "
+    "and shardings) for a TPU topology with libtpu's compile-only devices: no TPU and no weights "
+    "needed. Takes the settings of `zoo train` and prints, per device, argument, output, "
+    "temporary and peak bytes against the chip's HBM. Exit 0: it fits; 3: it does not; 2: a "
+    "usage error."
+)
 
 
 def _say(message: str) -> None:
@@ -22,9 +27,9 @@ def _say(message: str) -> None:
 
 
 def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
-    from ._precision import resolve_compute_dtype
-    from .compile._memory import gib
-    from .parallel import describe_mesh, platform_of
+    from .._precision import resolve_compute_dtype
+    from ..compile import gib
+    from ..parallel import describe_mesh, platform_of
 
     config, model = setup.config, setup.model
     rows = report.batch_size * config.grad_accum
@@ -69,7 +74,7 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
 
 
 def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, Any]:
-    from .parallel import mesh_sizes
+    from ..parallel import mesh_sizes
 
     m = report.memory
     return {
@@ -91,28 +96,46 @@ def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, A
     }
 
 
-def run_compile(s: Settings, args: argparse.Namespace) -> int:
+def add_compile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--topology",
+        required=True,
+        metavar="TOPOLOGY",
+        help="TPU topology, e.g. v5e:2x2, v5e:2x4, v5p:2x2x1, v6e:2x2, v4:2x2x1",
+    )
+    p.add_argument(
+        "--json", dest="json_file", metavar="FILE", help="also write the figures as JSON"
+    )
+    p.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="find the largest global batch that fits (bisection on compiles)",
+    )
+    add_settings_flags(p, "compile")
+
+
+def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
-    from .compile import LibtpuMissingError, topology_devices
+    from ..compile import LibtpuMissingError, StepSetup, compile_step, max_batch, topology_devices
+    from ..parallel import batch_shards
+    from ..recipes import check_mesh_fits, mesh_and_rules, preset_config
+    from ._train import settings_of
+
+    s = settings_of(args, "compile")
 
     try:
         devices = topology_devices(args.topology)
     except (LibtpuMissingError, ValueError) as e:
         raise UsageError.from_error(e) from None
-    mesh, rules = cli_mesh(s.mesh_text, s.sharding, devices=devices)
+    mesh, rules = mesh_and_rules(s.mesh_text, s.sharding, devices=devices)
     model = preset_config(s)  # the preset's own vocabulary, unlike a byte-level `zoo train`
-    check_mesh_fits(mesh, rules, model, batch_size=s["batch_size"])
-
-    from ._cli_train import _train_config
-    from .compile import StepSetup, compile_step, max_batch
-    from .parallel import batch_shards
-
-    setup = StepSetup(model, _train_config(s), s["seq_len"], mesh, rules)
+    check_mesh_fits(mesh, rules, model, batch_size=s.batch_size)
+    setup = StepSetup(model, s.train_config(), s.seq_len, mesh, rules)
     extra: dict[str, Any] = {}
     if args.max_batch:
         best, reports = max_batch(
             setup,
-            s["batch_size"],
+            s.batch_size,
             shards=batch_shards(mesh, rules),
             on_compile=lambda b: _say(f"zoo compile: compiling micro-batch {b} ..."),
         )
@@ -136,8 +159,8 @@ def run_compile(s: Settings, args: argparse.Namespace) -> int:
         }
     else:
         _say(f"zoo compile: compiling for {args.topology} ...")
-        report = compile_step(setup, s["batch_size"])
-    for line in _describe(report, setup, args.topology, s["model"]):
+        report = compile_step(setup, s.batch_size)
+    for line in _describe(report, setup, args.topology, s.model):
         print(line)
     if args.max_batch:
         tried = ", ".join(
@@ -150,7 +173,7 @@ def run_compile(s: Settings, args: argparse.Namespace) -> int:
     if args.json_file:
         path = pathlib.Path(args.json_file)
         path.write_text(
-            json.dumps({**_as_json(report, setup, args.topology, s["model"]), **extra}, indent=1)
+            json.dumps({**_as_json(report, setup, args.topology, s.model), **extra}, indent=1)
         )
     if args.max_batch:
         return 0 if extra["max_batch"] > 0 else EXIT_DOES_NOT_FIT

@@ -7,7 +7,18 @@ import os
 import sys
 from typing import Any
 
-from ._usage import UsageError
+from .._usage import UsageError
+
+
+def add_models_arguments(p: argparse.ArgumentParser) -> None:
+    """``zoo models`` takes no arguments."""
+
+
+def add_kernels_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action", nargs="?", choices=["verify"], help="verify: run the conformance suite"
+    )
+    p.add_argument("name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu")
 
 
 def _listing() -> Any:
@@ -24,7 +35,7 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def cmd_models(args: argparse.Namespace) -> int:
+def run_models(args: argparse.Namespace) -> int:
     """List the model presets with their shapes and parameter counts."""
     import zoo_models
 
@@ -46,7 +57,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_kernels(args: argparse.Namespace) -> int:
+def run_kernels(args: argparse.Namespace) -> int:
     """List installed kernels, or run the conformance suite against one (``verify NAME``)."""
     if args.action is None:
         import jax

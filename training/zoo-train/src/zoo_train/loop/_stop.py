@@ -71,9 +71,9 @@ class StopRequest:
         """After step ``step``: ``(step to stop after, signal)``, or ``None`` to go on."""
         if jax.process_count() == 1:
             return None if self.signum is None else (step, self.signum)
-        from .parallel._processes import _client
+        from ..parallel import key_value_store
 
-        client = _client()
+        client = key_value_store()
         if self.signum is not None and not self._proposed:
             self._proposed = True
             with contextlib.suppress(Exception):  # another process proposed first

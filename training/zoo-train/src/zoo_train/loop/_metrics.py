@@ -10,6 +10,9 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "loss_curve.png"
+
 
 def _clean(value: Any) -> Any:
     # JSON has no NaN/inf: write them as strings so every line stays valid JSON.

@@ -1,0 +1,49 @@
+"""Flags several commands share: the settings of a run, the mesh, the tokenizer."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..settings import add_flags, defaults
+
+MESH_HELP = (
+    "device mesh: sizes of the data, fsdp and tensor axes, -1 = every device left over "
+    "(default: data=1,fsdp=-1,tensor=1, i.e. every device fully sharded)"
+)
+
+
+def add_mesh_flag(p: argparse.ArgumentParser, *, default: Any = argparse.SUPPRESS) -> None:
+    """``--mesh AXIS=N,...``."""
+    p.add_argument("--mesh", metavar="AXIS=N,...", default=default, help=MESH_HELP)
+
+
+def add_tokenizer_flag(p: argparse.ArgumentParser) -> None:
+    """``--tokenizer PATH``, replacing a model's own tokenizer."""
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        default=None,
+        help="tokenizer directory or tokenizer.json (default: the model's own; required for a "
+        "Hugging Face directory without one)",
+    )
+
+
+def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
+    """``--config``, ``--set`` and a flag per setting of ``command`` (``train``, ``finetune`` or
+    ``compile``), with its defaults."""
+    p.add_argument(
+        "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
+    )
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="assignments",
+        help="set any setting, e.g. --set optimizer.warmup_steps=20 --set model_config.n_layers=4",
+    )
+    # finetune takes its model from its source: --model is still parsed there, to be refused
+    # with a sentence, but not offered with a default it would never use.
+    add_flags(p, defaults(command), hidden={"model"} if command == "finetune" else ())
+    add_mesh_flag(p)

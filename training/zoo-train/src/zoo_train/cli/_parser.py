@@ -1,0 +1,69 @@
+"""zoo: train, fine-tune, sample, evaluate and convert zoo language models.
+
+Commands (zoo COMMAND --help for each):
+
+  zoo train                       train a model (default: a small byte-level Llama on the stdlib)
+  zoo finetune --from-hf DIR      fine-tune a Hugging Face or zoo model, fully or with LoRA
+  zoo generate RUN_OR_HF_DIR      sample text
+  zoo eval RUN_OR_HF_DIR          held-out loss and perplexity
+  zoo convert SRC DST             Hugging Face directory <-> zoo run directory
+  zoo compile --topology v5e:2x2  compile the train step for a TPU topology: does it fit?
+  zoo profile RUN                 where the time of `zoo train --profile A:B` steps went
+  zoo models                      the model presets
+  zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from ._commands import COMMANDS
+
+PROG = "zoo"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        message = message[0].upper() + message[1:] if message else "Bad arguments"
+        self.exit(2, f"{self.prog}: error: {message.rstrip('.')}; see `{self.prog} --help`.\n")
+
+
+def _versions() -> str:
+    """``zoo --version``: every installed zoo distribution and its version."""
+    from importlib import metadata
+
+    names = sorted(
+        {
+            d.metadata["Name"]
+            for d in metadata.distributions()
+            if (d.metadata["Name"] or "").lower().startswith("zoo-")
+        },
+        key=str.lower,
+    )
+    return "\n".join(f"{n} {metadata.version(n)}" for n in names)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``zoo`` argument parser: a sub-command per entry of the command table."""
+    parser = _Parser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=_versions(),
+        help="print the version of every installed zoo package",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.set_defaults(_commands=sub.choices)
+    for command in COMMANDS:
+        p = sub.add_parser(command.name, help=command.help, description=command.description)
+        command.add_arguments(p)
+        p.set_defaults(_run=command.run)
+    return parser

@@ -1,0 +1,56 @@
+"""``zoo profile``: where the time of profiled train steps went, and how it changed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .._usage import UsageError
+
+HELP = "where the time of profiled train steps went"
+DESCRIPTION = (
+    "Read a trace captured by `zoo train --profile START:END` (give the run directory, its "
+    "profile/ directory or a trace file) and print the time per step by category (attention by "
+    "kernel and version, matmuls, other fused operations, host/idle gaps, evaluation and "
+    "checkpoints) and the top operations. --compare BEFORE AFTER shows the change per category, "
+    "e.g. across a kernel upgrade."
+)
+
+
+def add_profile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", nargs="?", metavar="RUN_OR_TRACE", help="run or trace directory")
+    p.add_argument(
+        "--compare", nargs=2, metavar=("BEFORE", "AFTER"), help="two runs or traces to compare"
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument(
+        "--top", type=int, default=10, metavar="N", help="operations listed (default: 10)"
+    )
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..profile import compare, render_comparison, render_summary, summarize
+
+    if (args.source is None) == (args.compare is None):
+        raise UsageError("Give one trace to read, or --compare BEFORE AFTER.")
+    try:
+        if args.compare is not None:
+            before, after = (summarize(p, top=args.top) for p in args.compare)
+            result = compare(before, after)
+            if args.json:
+                print(json.dumps(result, indent=1))
+            else:
+                render_comparison(result, Console())
+            return 0
+        summary = summarize(args.source, top=args.top)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError.from_error(err) from None
+    if args.json:
+        json.dump(summary.to_json(), sys.stdout, indent=1)
+        print()
+    else:
+        render_summary(summary, Console())
+    return 0

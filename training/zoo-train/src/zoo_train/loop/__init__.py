@@ -1,0 +1,21 @@
+"""The training loop: ``train`` starts a run (restoring or initialising it), takes its steps and
+finishes it; evaluation, checkpoints, the profile window and stop requests are hooks called at
+their intervals between steps; progress and metrics are reported as steps finish."""
+
+from ..checkpoint import CHECKPOINT_DIR as CHECKPOINT_DIR
+from ._evaluate import evaluate as evaluate
+from ._hooks import Hooks as Hooks
+from ._hooks import StepEnd as StepEnd
+from ._metrics import METRICS_FILE as METRICS_FILE
+from ._metrics import PLOT_FILE as PLOT_FILE
+from ._metrics import MetricsWriter as MetricsWriter
+from ._metrics import plot_loss_curve as plot_loss_curve
+from ._metrics import read_metrics as read_metrics
+from ._prefetch import Prefetcher as Prefetcher
+from ._progress import Progress as Progress
+from ._reporter import Reporter as Reporter
+from ._result import EvalSource as EvalSource
+from ._result import TrainResult as TrainResult
+from ._stop import StopRequest as StopRequest
+from ._stop import stop_requests as stop_requests
+from ._train import train as train

@@ -1,0 +1,86 @@
+"""What happens as steps finish: the progress bar and the clock, and, every ``log_every`` steps,
+the metrics record and the non-finite check."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .._config import TrainConfig
+from .._errors import NonFiniteLossError
+from .._step_metrics import Window
+from ..checkpoint import Checkpointer
+from ._progress import Progress
+
+
+class Reporter:
+    """What happens as steps finish (the progress bar, the clock) and when their metrics are
+    read, every ``log_every`` steps (the non-finite check, the train record)."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        end: int,
+        start: int,
+        window: Window,
+        progress: Progress,
+        record: Callable[[dict[str, Any]], None],
+        checkpointer: Checkpointer,
+        *,
+        label: str,
+        skipped: int,
+    ) -> None:
+        self.config, self.end, self.start, self.window = config, end, start, window
+        self.progress, self.record, self.checkpointer = progress, record, checkpointer
+        self.label = label
+        self.skipped = skipped
+
+    def due(self, step: int) -> bool:
+        """Whether a train record is written after ``step``."""
+        return step % self.config.log_every == 0 or step == self.end
+
+    def finished(self, step: int, t: float) -> None:
+        """Step ``step`` was seen finished at ``t`` (its metrics may not be read yet)."""
+        if step == self.start + 1:
+            self.window.start_clock(t)  # the first step's time is compilation, not training
+        else:
+            self.window.tick(t)
+        self.progress.update(1)
+
+    def __call__(self, step: int, m: dict[str, Any]) -> None:
+        if not m["finite"]:
+            self._nonfinite(step, m)
+        self.window.add(m)
+        if self.due(step):
+            rec = self.window.record(step, lr=m["lr"])
+            rec["skipped_total"] = self.skipped
+            rec["kernel"] = self.label
+            self.record(rec)
+            shown = {"loss": rec.get("loss", m["loss"]), "lr": m["lr"]}
+            if rec["tokens_per_s"] is not None:
+                shown["tok_s"] = rec["tokens_per_s"]
+            self.progress.update(0, **shown)
+
+    def _nonfinite(self, step: int, m: dict[str, Any]) -> None:
+        self.skipped += 1
+        bad = {"step": step, "event": "nonfinite", "loss": m["loss"], "grad_norm": m["grad_norm"]}
+        if self.config.on_nonfinite == "skip":
+            self.record({**bad, "action": "skip"})
+            return
+        self.checkpointer.wait()
+        last = self.checkpointer.latest_step()
+        self.record({**bad, "action": "stop"})
+        what = (
+            f"the update made the parameters or optimizer state non-finite (loss {m['loss']}, "
+            f"gradient norm {m['grad_norm']})"
+            if m.get("update_finite") is False and math.isfinite(m["loss"])
+            else f"the loss is {m['loss']} (gradient norm {m['grad_norm']})"
+        )
+        raise NonFiniteLossError(
+            f"Step {step}: {what}; training stopped and the last good checkpoint "
+            f"({'step ' + str(last) if last is not None else 'none'}) is kept; lower the "
+            "learning rate or set on_nonfinite='skip'.",
+            step=step,
+            last_checkpoint=last,
+        )

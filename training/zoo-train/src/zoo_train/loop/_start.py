@@ -1,0 +1,407 @@
+"""The start of a run: restore or initialise the state, resolve the attention kernel for the
+target, and write the start (or resume) record. What it opens is closed by the caller's exit
+stack, however the run ends."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+from jax.sharding import Mesh
+from jaxtyping import PyTree
+
+import zoo_attention
+import zoo_layers
+
+from .._config import TrainConfig
+from .._extension import steps_change
+from .._loss import LossFn, make_lm_loss
+from .._plan import StatePlan, is_builder, plan_state
+from .._precision import resolve_compute_dtype
+from .._provenance import attention_resolutions, kernel_label, provenance
+from .._state import TrainState
+from .._step import make_eval_step, make_train_step
+from .._step_metrics import StepMetrics, Window
+from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
+from ..data import DataSource
+from ..parallel import (
+    BatchLayout,
+    MeshFunction,
+    PackedBatch,
+    batch_reader,
+    check_batch,
+    check_heads,
+    describe_mesh,
+    init_sharded,
+    is_primary,
+    make_mesh,
+    make_rules,
+    mesh_record,
+    platform_of,
+)
+from ..profile import ProfileWindow
+from ._evaluate import evaluate
+from ._identity import jsonable, mesh_change, resume_check, run_identity
+from ._metrics import METRICS_FILE, MetricsWriter
+from ._prefetch import Prefetcher
+from ._progress import Progress
+from ._reporter import Reporter
+from ._result import EvalSource
+from ._stop import StopRequest, stop_requests
+
+logger = logging.getLogger("zoo_train")
+
+
+@dataclasses.dataclass
+class Run:
+    """A run in progress: what the step loop and its hooks read and change.
+
+    Attributes:
+        config, out: the run's settings and output directory.
+        start, end: the step this call started from and the last step it takes.
+        step, state: the last step taken and the state after it.
+        batch, data_state: the next step's batch and the loader's position after it.
+        resumed: whether the run resumed from a checkpoint.
+        skipped: reports of unreadable checkpoints passed over on resume.
+        train_step, eval_step: the compiled steps.
+        eval_rows: the layout of an evaluation batch.
+        feed: the batches made ahead of the device.
+        checkpointer, progress, window, metrics: saves, the bar, the throughput clock and the
+            step metrics read late.
+        record: writes a metrics record (process 0) and hands it to the caller's watcher.
+        meta: what every checkpoint records besides the loader's position and last evaluation.
+        last_eval: the last evaluation record.
+        stop: the stop request (SIGTERM, Ctrl-C).
+        profile, profile_meta: the traced window and what its capture records.
+    """
+
+    config: TrainConfig
+    out: pathlib.Path
+    start: int
+    end: int
+    step: int
+    state: TrainState
+    batch: Any
+    data_state: Any
+    resumed: bool
+    skipped: list[str]
+    train_step: MeshFunction
+    eval_step: MeshFunction
+    eval_rows: BatchLayout
+    feed: Prefetcher
+    checkpointer: Checkpointer
+    progress: Progress
+    window: Window
+    metrics: StepMetrics
+    record: Callable[[dict[str, Any]], None]
+    meta: dict[str, Any]
+    last_eval: dict[str, Any] | None
+    stop: StopRequest
+    profile: ProfileWindow
+    profile_meta: dict[str, Any]
+
+    def save(self, step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
+        """Start saving the state as checkpoint ``step`` (ranked by ``evaluated``'s loss)."""
+        from ..profile import host_annotation
+
+        self.metrics.drain()  # a step is saved only once it is known to be finite
+        with host_annotation("checkpoint"):
+            self.checkpointer.save(
+                step,
+                self.state,
+                {**self.meta, "data_state": data_state, "last_eval": self.last_eval},
+                eval_loss=None if evaluated is None else evaluated["eval_loss"],
+            )
+
+
+def start_run(
+    model: PyTree,
+    data: DataSource,
+    resources: contextlib.ExitStack,
+    *,
+    config: TrainConfig,
+    out: pathlib.Path,
+    eval_data: EvalSource | None,
+    loss_fn: LossFn | None,
+    trainable: Any,
+    run_info: dict[str, Any] | None,
+    stop_at: int | None,
+    on_record: Callable[[dict[str, Any]], None] | None,
+    mesh: Mesh | None,
+    start_info: dict[str, Any] | None,
+) -> Run:
+    """Everything :func:`~zoo_train.train` needs before its first step (arguments as there)."""
+    if stop_at is not None and not 1 <= stop_at <= config.steps:
+        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {stop_at}.")
+    end = config.steps if stop_at is None else stop_at
+    out.mkdir(parents=True, exist_ok=True)
+    setup = _Setup.of(model, config, mesh, loss_fn, trainable)
+    identity = run_identity(config, data, run_info)
+    checkpointer = Checkpointer(
+        out / CHECKPOINT_DIR, keep=config.keep, async_save=config.async_checkpointing
+    )
+    resources.callback(checkpointer.close)
+    stop = resources.enter_context(stop_requests())
+    profile = ProfileWindow(config.profile, out, last=end, enabled=is_primary())
+    resources.callback(profile.close)
+    # The template is abstract: resuming builds no model at all.
+    restored = checkpointer.restore(setup.plan.template, check=resume_check(identity, config, out))
+    state = _initial_state(model, data, setup, restored)
+    start = 0 if restored is None else restored.step
+    record = _recorder(out, start, on_record, resources)
+    train_step, eval_step = setup.steps(config)
+    feed = _feed(data, setup, config, max(end - start, 1), resources)
+    # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
+    batch, data_state = feed.next()
+    shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
+    kernels = setup.resolve_kernels(state, shapes, config.batch_size)
+    primary = is_primary()
+    progress = Progress(config.steps, start, enabled=config.progress and primary, quiet=not primary)
+    resources.callback(progress.close)
+    meta = _announce(
+        progress, record, setup, restored, identity, config, run_info, start_info, kernels, end
+    )
+    eval_rows = BatchLayout(setup.mesh, setup.rules, config.batch_size)
+    last_eval = None
+    if restored is None and eval_data is not None:  # the curve starts at the untrained model
+        evaluated = evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches)
+        last_eval = report_evaluation(start, evaluated, record, progress)
+    label = kernel_label(kernels)
+    tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
+    window = Window(tokens_per_step)
+    reporter = Reporter(
+        config, end, start, window, progress, record, checkpointer, label=label,
+        skipped=int(jax.device_get(state.skipped)),
+    )  # fmt: skip
+    return Run(
+        config=config,
+        out=out,
+        start=start,
+        end=end,
+        step=start,
+        state=state,
+        batch=batch,
+        data_state=data_state,
+        resumed=restored is not None,
+        skipped=[] if restored is None else restored.skipped,
+        train_step=train_step,
+        eval_step=eval_step,
+        eval_rows=eval_rows,
+        feed=feed,
+        checkpointer=checkpointer,
+        progress=progress,
+        window=window,
+        metrics=StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due),
+        record=record,
+        meta=meta,
+        last_eval=last_eval,
+        stop=stop,
+        profile=profile,
+        profile_meta={
+            "kernel": label,
+            "attention": kernels,
+            "eval_modules": ["jit_eval_step"],
+            "run": str(out),
+        },
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Setup:
+    """Where and how the run computes: the mesh and its rules, the compute dtype, the loss and
+    the plan of the state."""
+
+    mesh: Mesh
+    rules: Any
+    compute_dtype: Any
+    loss_fn: LossFn
+    plan: StatePlan
+
+    @classmethod
+    def of(
+        cls,
+        model: PyTree,
+        config: TrainConfig,
+        mesh: Mesh | None,
+        loss_fn: LossFn | None,
+        trainable: Any,
+    ) -> _Setup:
+        mesh = make_mesh(config.mesh) if mesh is None else mesh
+        rules = make_rules(config.sharding)
+        check_batch(config.batch_size, mesh, rules)
+        compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
+        if loss_fn is None:
+            loss_fn = make_lm_loss(z_loss=config.z_loss, compute_dtype=compute_dtype)
+        plan = plan_state(model, config, mesh, rules, trainable=trainable)
+        model_config = getattr(plan.abstract_model, "config", None)
+        if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
+            check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
+        return cls(mesh, rules, compute_dtype, loss_fn, plan)
+
+    def steps(self, config: TrainConfig) -> tuple[MeshFunction, MeshFunction]:
+        """The train step and the evaluation step."""
+        train_step = make_train_step(
+            self.plan.optimizer,
+            self.loss_fn,
+            self.plan.schedule,
+            grad_accum=config.grad_accum,
+            mesh=self.mesh,
+            rules=self.rules,
+            packed_metrics=True,
+        )
+        eval_step = make_eval_step(
+            self.loss_fn, mesh=self.mesh, rules=self.rules, optimizer=self.plan.optimizer
+        )
+        return train_step, eval_step
+
+    def resolve_kernels(
+        self, state: TrainState, shapes: Any, batch_size: int
+    ) -> list[dict[str, Any]]:
+        """Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
+        for the target and logged first; the resolutions."""
+        zoo_attention.clear_resolutions()
+        micro = {
+            k: jax.ShapeDtypeStruct((batch_size, *v.shape[1:]), v.dtype) for k, v in shapes.items()
+        }
+        with jax.set_mesh(self.mesh), zoo_layers.axis_rules(self.rules):
+            eqx.filter_eval_shape(self.loss_fn, state.model, micro, jax.random.key(0))
+        return attention_resolutions()
+
+
+def _announce(
+    progress: Progress,
+    record: Callable[[dict[str, Any]], None],
+    setup: _Setup,
+    restored: Restored | None,
+    identity: dict[str, Any],
+    config: TrainConfig,
+    run_info: dict[str, Any] | None,
+    start_info: dict[str, Any] | None,
+    kernels: list[dict[str, Any]],
+    end: int,
+) -> dict[str, Any]:
+    """Say how the run starts (and what changed since the checkpoint it resumes), write the
+    start record; the metadata every checkpoint of the run records."""
+    start = 0 if restored is None else restored.step
+    saved = {} if restored is None else restored.meta
+    label, layout = kernel_label(kernels), mesh_record(setup.mesh)
+    progress.write(
+        f"zoo-train: {'resuming from step ' + str(start) if restored else 'starting'}"
+        f" → step {end}; attention kernel: {label}; mesh {describe_mesh(setup.mesh)}"
+    )
+    changed = mesh_change(saved.get("mesh"), layout) if restored else None
+    if changed is not None:
+        progress.write(f"zoo-train: the mesh changed since checkpoint {start}: {changed}")
+    extended = steps_change(saved.get("identity"), identity) if restored else None
+    extensions = list(saved.get("extensions") or [])
+    if extended is not None:
+        extensions.append({"at_step": start, **extended})
+        progress.write(
+            f"zoo-train: the run now ends at step {extended['to']} (was {extended['from']}); "
+            "the learning-rate schedule follows the new total"
+        )
+    skipped = [] if restored is None else restored.skipped
+    for report in skipped:
+        progress.write(f"zoo-train: {report}")
+    logger.info("attention kernel: %s", label)
+    prov = provenance()
+    record(
+        {
+            "step": start,
+            "event": "resume" if restored else "start",
+            "resumed_from": start if restored else None,
+            "kernel": label,
+            "attention": kernels,
+            "skipped_checkpoints": skipped,
+            "provenance": prov,
+            "mesh": layout,
+            "mesh_changed": changed,
+            "steps_changed": extended,
+            "config": jsonable(config.to_dict()),
+            "compute_dtype": str(setup.compute_dtype),
+            "run_info": jsonable(run_info or {}),
+            **jsonable(start_info or {}),
+        }
+    )
+    return {
+        "identity": identity,
+        "config": jsonable(config.to_dict()),
+        "run_info": jsonable(run_info or {}),
+        "provenance": prov,
+        "mesh": layout,
+        "extensions": extensions,
+    }
+
+
+def report_evaluation(
+    step: int,
+    evaluated: dict[str, float],
+    record: Callable[[dict[str, Any]], None],
+    progress: Progress,
+) -> dict[str, Any]:
+    """Record and show the evaluation at ``step``; the record."""
+    rec = {"step": step, **evaluated}
+    record(rec)
+    progress.write(
+        f"step {step}: eval loss {evaluated['eval_loss']:.4f}, ppl {evaluated['eval_ppl']:.2f}"
+    )
+    return rec
+
+
+def _feed(
+    data: DataSource,
+    setup: _Setup,
+    config: TrainConfig,
+    count: int,
+    resources: contextlib.ExitStack,
+) -> Prefetcher:
+    """``count`` batches of a step's rows with the loader's position after each, made in a
+    background thread while the device runs."""
+    rows = BatchLayout(setup.mesh, setup.rules, config.batch_size * config.grad_accum)
+    next_batch = batch_reader(data, rows)
+    feed = Prefetcher(lambda: (next_batch(), data.state_dict()), count)
+    resources.callback(feed.close)
+    return feed
+
+
+def _initial_state(
+    model: PyTree, data: DataSource, setup: _Setup, restored: Restored | None
+) -> TrainState:
+    """The restored state (the loader moved to its position), or a fresh one built sharded."""
+    if restored is not None:
+        data.load_state_dict(restored.meta["data_state"])
+        return restored.state
+    plan = setup.plan
+    if is_builder(model):
+        return init_sharded(lambda: plan.fresh(model()), mesh=setup.mesh, shardings=plan.shardings)
+    return init_sharded(plan.fresh, model, mesh=setup.mesh, shardings=plan.shardings)
+
+
+def _recorder(
+    out: pathlib.Path,
+    start: int,
+    on_record: Callable[[dict[str, Any]], None] | None,
+    resources: contextlib.ExitStack,
+) -> Callable[[dict[str, Any]], None]:
+    """One writer: process 0 alone writes metrics (dropping records past ``start``, which the
+    resumed steps redo) and hands them to ``on_record``; every process computes the same
+    values and joins every collective and checkpoint save."""
+    if not is_primary():
+        return lambda rec: None
+    writer = MetricsWriter(out / METRICS_FILE)
+    resources.callback(writer.close)
+    writer.truncate_after(start)
+
+    def record(rec: dict[str, Any]) -> None:
+        writer.write(rec)
+        if on_record is not None:
+            on_record(rec)
+
+    return record

@@ -1,0 +1,145 @@
+"""``train``: the loop. It starts (restoring or initialising), takes steps, and finishes; what
+happens between steps is done by hooks (:mod:`._hooks`)."""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+from jax.sharding import Mesh
+from jaxtyping import PyTree
+
+from .._config import TrainConfig
+from .._errors import StoppedBySignalError
+from .._loss import LossFn
+from ..checkpoint import holds_run_lock
+from ..data import DataSource
+from ..parallel import is_primary
+from ..profile import step_annotation
+from ._hooks import StepEnd, standard_hooks
+from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
+from ._result import EvalSource, TrainResult
+from ._start import Run, start_run
+
+
+@holds_run_lock
+def train(
+    model: PyTree,
+    data: DataSource,
+    *,
+    config: TrainConfig,
+    out: str | pathlib.Path,
+    eval_data: EvalSource | None = None,
+    loss_fn: LossFn | None = None,
+    trainable: Callable[[Any], bool] | PyTree[bool] | None = None,
+    run_info: dict[str, Any] | None = None,
+    stop_at: int | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    mesh: Mesh | None = None,
+    start_info: dict[str, Any] | None = None,
+    hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
+) -> TrainResult:
+    """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
+    checkpoints.
+
+    The run is laid out on a device mesh (``mesh``, else ``config.mesh`` over every device):
+    parameters and optimizer state are sharded by the layers' logical axis names and
+    ``config.sharding``, batches split by rows. A checkpoint saved on one mesh resumes on
+    another; the change is reported.
+
+    Args:
+        model: any Equinox model (pytree), or a zero-argument function that builds one: the
+            model is then created directly sharded (no full copy on any device), and not at all
+            when resuming. With the default loss it is called as
+            ``model(input_ids [B,T], *, positions, segment_ids) -> logits [B,T,V]``.
+        data: a :class:`~zoo_train.data.DataSource` (e.g. :class:`~zoo_train.data.PackedLoader`);
+            each step draws ``grad_accum * batch_size`` rows.
+        config: the run settings.
+        out: the output directory: ``metrics.jsonl``, ``loss_curve.png``, ``checkpoints/``.
+        eval_data: held-out data with ``eval_batches`` (e.g. a ``PackedLoader`` of the
+            validation split); evaluated every ``config.eval_every`` steps and at the end.
+        loss_fn: ``loss_fn(model, batch, key) -> (loss_sum, aux)`` (see :mod:`zoo_train._loss`);
+            default :func:`make_lm_loss` with ``config.z_loss`` and ``config.compute_dtype``.
+        trainable: an ``eqx.partition`` filter choosing the trained arrays (default: every
+            floating-point array); the rest is frozen but still checkpointed.
+        run_info: JSON-ready facts about the run (e.g. the model configuration); stored in
+            checkpoints and required to match on resume.
+        stop_at: end this call after this step (checkpointed), e.g. to split a run over jobs.
+        on_record: called with every metrics record as it is written.
+        mesh: the device mesh; default ``make_mesh(config.mesh)``.
+        start_info: JSON-ready facts written into the start (or resume) record of the
+            metrics, not compared on resume (e.g. parameter counts).
+        hooks: ``(fn, every)`` pairs run after the standard hooks: ``fn(StepEnd)`` after every
+            ``every``-th step and the last (``None``: every step).
+
+    Returns:
+        A :class:`TrainResult`.
+
+    Raises:
+        CheckpointMismatchError: ``out`` holds checkpoints of a different configuration, data
+            or model; nothing is overwritten.
+        NoUsableCheckpointError: ``out`` holds checkpoints but none is readable.
+        RunLockedError: another process is training into ``out`` (held for the whole call).
+        NonFiniteLossError: a NaN/inf loss with ``on_nonfinite="stop"``; the last good checkpoint
+            is kept.
+    """
+    with contextlib.ExitStack() as resources:
+        run = start_run(
+            model,
+            data,
+            resources,
+            config=config,
+            out=pathlib.Path(out),
+            eval_data=eval_data,
+            loss_fn=loss_fn,
+            trainable=trainable,
+            run_info=run_info,
+            stop_at=stop_at,
+            on_record=on_record,
+            mesh=mesh,
+            start_info=start_info,
+        )
+        between_steps = standard_hooks(run, eval_data)
+        for fn, every in hooks:
+            between_steps.add(fn, every=every)
+        if run.stop.signum is not None and jax.process_count() == 1:  # before any step ran
+            raise StoppedBySignalError(step=run.step, signum=run.stop.signum, saved=False)
+        while run.step < run.end:
+            between_steps.before_step(run.step + 1)
+            between_steps.after_step(take_step(run))
+        return finish(run)
+
+
+def take_step(run: Run) -> StepEnd:
+    """Dispatch the next step, then make the batch after it while the device runs."""
+    with step_annotation(run.step + 1):
+        run.state, metrics = run.train_step(run.batch, run.state)
+    run.step += 1
+    end = StepEnd(run.step, data_state=run.data_state)  # the loader's position after this batch
+    if run.step < run.end:
+        run.batch, run.data_state = run.feed.next()
+    run.metrics.push(run.step, metrics)
+    return end
+
+
+def finish(run: Run) -> TrainResult:
+    """Read the last metrics, wait for the saves, plot the curve; the result."""
+    run.metrics.drain()
+    run.checkpointer.wait()
+    run.progress.close()
+    if run.config.plot and is_primary():
+        plot_loss_curve(read_metrics(run.out / METRICS_FILE), run.out / PLOT_FILE)
+    return TrainResult(
+        state=run.state,
+        step=run.step,
+        start_step=run.start,
+        resumed_from=run.start if run.resumed else None,
+        skipped_checkpoints=run.skipped,
+        last_eval=run.last_eval,
+        out=run.out,
+        checkpoint_steps=run.checkpointer.steps(),
+        best_step=run.checkpointer.best_step(),
+    )

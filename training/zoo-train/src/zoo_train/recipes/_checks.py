@@ -1,0 +1,55 @@
+"""The refusals a run can meet before anything heavy is imported or written: one sentence each."""
+
+from __future__ import annotations
+
+import pathlib
+
+from .._usage import UsageError
+from ..settings import FinetuneSettings, RunSettings
+from ._data import check_data_paths
+
+
+def check_run(s: RunSettings) -> None:
+    """The data paths, the kernel's version range and name."""
+    from .._requirements import check_requirement
+
+    check_data_paths(s.data)
+    if s.attention.require is not None:
+        check_requirement(s.attention.require)
+    name = s.attention.implementation
+    if name is None:
+        return
+    import zoo_attention
+
+    if name not in zoo_attention.kernels():
+        raise UsageError(
+            f"attention.implementation {name!r} is not an installed kernel; installed: "
+            f"{', '.join(sorted(zoo_attention.kernels()))}."
+        )
+
+
+def finetune_model_error() -> UsageError:
+    """A preset named for ``zoo finetune``, whose model comes from its source instead."""
+    return UsageError(
+        "--model names a preset for zoo train; zoo finetune takes its model from --from-hf "
+        "or --from-run, so drop --model."
+    )
+
+
+def check_finetune(s: FinetuneSettings) -> None:
+    """What ``zoo train`` checks, the LoRA rank, and the export target (refused now, not after
+    training)."""
+    from .._export import check_export_target
+
+    if s.model != RunSettings.model:
+        raise finetune_model_error()
+    check_run(s)
+    if s.lora.rank < 0:
+        raise UsageError(
+            f"--lora-rank must be positive for LoRA or 0 for full fine-tuning, got {s.lora.rank}."
+        )
+    if s.export_hf is None:
+        return
+    if pathlib.Path(s.export_hf).resolve() == pathlib.Path(s.out).resolve():
+        raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
+    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite)

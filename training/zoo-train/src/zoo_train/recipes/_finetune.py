@@ -1,0 +1,49 @@
+"""``zoo finetune``: a Hugging Face checkpoint or a zoo run, trained further, fully or with
+LoRA adapters, and exported."""
+
+from __future__ import annotations
+
+import pathlib
+
+from ..checkpoint import run_lock
+from ..parallel import is_primary
+from ..settings import FinetuneSettings
+from ._checks import check_finetune
+from ._data import build_data
+from ._finish import export, sample
+from ._lora import lora_config
+from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
+from ._model import source_model
+from ._run import Job, run, saved_provenance, say
+
+
+def finetune_recipe(s: FinetuneSettings) -> int:
+    """Fine-tune ``s.from_hf`` or ``s.from_run`` into ``s.out`` (resuming what is there) and
+    export it to ``s.export_hf``; returns the exit code."""
+    import jax
+
+    from .._runs import read_generation
+    from ..peft import ADAPTER_DIR, finetune
+
+    check_finetune(s)
+    out = pathlib.Path(s.out)
+    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
+        saved = saved_provenance(out)
+        model = source_model(s, out, mesh, rules)
+        check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size)
+        check_positions(model.config, s.seq_len)
+        lora = lora_config(s, model)
+        data = build_data(s, model.tokenizer)
+        job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
+        result = run(
+            job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
+        )
+        if lora is not None:
+            say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")
+        # Every process reads them alike: each one generates the final sample.
+        generation = read_generation(s.from_hf or s.from_run)  # type: ignore[arg-type]
+        if s.export_hf is not None:
+            export(job, result.model, s.export_hf, generation)
+        sample(job, result.model, generation)
+    return 0

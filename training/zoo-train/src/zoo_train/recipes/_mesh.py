@@ -1,0 +1,55 @@
+"""The mesh of a run: ``--mesh`` / ``[mesh]`` and ``[sharding]`` into a mesh and rules, with the
+checks a user can fail as one sentence each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._usage import UsageError
+
+
+def mesh_and_rules(
+    text: str | None,
+    sharding: Mapping[str, Any] | None = None,
+    *,
+    devices: Sequence[Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """``(mesh, rules)`` for ``--mesh TEXT`` (``None``: the default mesh) and ``[sharding]``.
+
+    Raises:
+        UsageError: a malformed mesh, one that does not match the device count, or a rule that
+            names an unknown mesh axis.
+    """
+    from ..parallel import MeshConfig, make_mesh, make_rules
+
+    try:
+        config = MeshConfig() if text is None else MeshConfig.parse(text)
+        return make_mesh(config, devices), make_rules(sharding)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+
+
+def check_mesh_fits(
+    mesh: Any, rules: Mapping[str, Any], model_config: Any, *, batch_size: int | None = None
+) -> None:
+    """A batch the data axes cannot split, or a model's heads the tensor axes cannot, as a usage
+    error (``batch_size=None``: only the heads)."""
+    from ..parallel import check_batch, check_heads
+
+    try:
+        if batch_size is not None:
+            check_batch(batch_size, mesh, rules)
+        check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+
+
+def check_positions(model_config: Any, seq_len: int) -> None:
+    """Rows longer than a learned position table (GPT-2) as a usage error: the lookups past
+    its end would be clamped into garbage (a ``nan`` loss), not refused."""
+    if model_config.positional == "learned" and seq_len > model_config.max_position:
+        raise UsageError(
+            f"seq_len {seq_len} exceeds the model's {model_config.max_position} positions; "
+            "lower --seq-len or raise model_config.max_position."
+        )

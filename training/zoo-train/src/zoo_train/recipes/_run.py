@@ -1,0 +1,151 @@
+"""Running the loop of a recipe, with the lines a user reads around it: what starts, what it
+trains, what changed since the checkpoint it resumes, and a summary at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..parallel import is_primary
+from ..peft import LoRAConfig
+from ..settings import RunSettings
+from ._data import Data
+from ._model import Model
+
+
+def say(message: str) -> None:
+    """A line for the user, from process 0 only (tqdm.write keeps an open progress bar intact)."""
+    from tqdm.auto import tqdm
+
+    if is_primary():
+        tqdm.write(message, file=sys.stderr)
+
+
+def saved_provenance(out: pathlib.Path) -> dict[int, dict[str, Any] | None]:
+    """The provenance recorded in each readable checkpoint of ``out`` (empty: a new run)."""
+    from .._runs import read_metas
+
+    return {step: meta.get("provenance") for step, meta in read_metas(out).items()}
+
+
+@dataclasses.dataclass
+class Job:
+    """Everything a recipe prepared for the loop.
+
+    Attributes:
+        command: ``"train"`` or ``"finetune"``.
+        settings: the run's settings.
+        out: its output directory.
+        mesh, rules: the device mesh and sharding rules.
+        model: the model and what it came from.
+        data: the loaders.
+        lora: the LoRA adapters to train, or ``None``.
+        saved: :func:`saved_provenance` of ``out`` before the run.
+    """
+
+    command: str
+    settings: RunSettings
+    out: pathlib.Path
+    mesh: Any
+    rules: Any
+    model: Model
+    data: Data
+    lora: LoRAConfig | None
+    saved: dict[int, dict[str, Any] | None]
+
+    def run_info(self) -> dict[str, Any]:
+        """What the run records about its model (compared on resume)."""
+        from .._runs import model_identity, tokenizer_spec
+
+        return {
+            "model": self.settings.model if self.command == "train" else None,
+            "model_config": model_identity(self.model.config),
+            "tokenizer": tokenizer_spec(self.model.tokenizer),
+            "init": self.model.init,
+        }
+
+
+def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
+    """Call ``loop`` (``zoo_train.train`` or ``zoo_train.finetune``) on the job, announcing it
+    first and summing it up after; returns its ``TrainResult``."""
+    from .._parameters import describe_parameters, parameter_summary
+    from ..parallel import describe_mesh
+
+    s, config = job.settings, job.settings.train_config()
+    if not job.saved:
+        say(
+            f"zoo: {job.command} {job.model.config.family} model on {job.data.described}: "
+            f"{job.data.train.num_tokens:,} training tokens, {config.steps} steps of "
+            f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens on mesh "
+            f"{describe_mesh(job.mesh)} -> {job.out}"
+        )
+    parameters = parameter_summary(
+        job.model.model, job.model.config, job.lora, job.model.init.get("dtype")
+    )
+    say("zoo: " + describe_parameters(parameters, s.compute_dtype, job.mesh))
+    started = time.perf_counter()
+    result = loop(
+        job.model.model,
+        job.data.train,
+        config=config,
+        out=job.out,
+        eval_data=job.data.val,
+        run_info=job.run_info(),
+        stop_at=s.stop_at,
+        on_record=_provenance_reporter(job),
+        mesh=job.mesh,
+        start_info={"parameters": parameters},
+        **loop_args,
+    )
+    if result.resumed_from is not None and result.start_step == result.step:
+        say(
+            f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to train."
+        )
+    if is_primary():
+        _summary(job.out, time.perf_counter() - started, result.start_step, result.step)
+    return result
+
+
+def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
+    """A record watcher that says what changed since the checkpoint the run resumes (or, for a
+    fine-tune of a zoo run, since its source checkpoint)."""
+    from .._changes import provenance_changes
+
+    def on_record(rec: dict[str, Any]) -> None:
+        if rec.get("event") == "resume":
+            before = job.saved.get(rec.get("resumed_from"))
+            what = f"checkpoint {rec.get('resumed_from')}"
+        elif rec.get("event") == "start":
+            before = job.model.provenance
+            what = f"the checkpoint in {getattr(job.settings, 'from_run', None)}"
+        else:
+            return
+        for line in provenance_changes(before, rec.get("provenance") or {}):
+            say(f"zoo: changed since {what}: {line}")
+
+    return on_record
+
+
+def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
+    from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
+
+    records = read_metrics(out / METRICS_FILE)
+    train = [r for r in records if isinstance(r.get("loss"), int | float)]
+    evals = [r for r in records if isinstance(r.get("eval_loss"), int | float)]
+    rates = [r["tokens_per_s"] for r in train if isinstance(r.get("tokens_per_s"), int | float)]
+    parts = [f"steps {start_step} -> {end_step} in {wall:.1f} s"]
+    if rates:
+        parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
+    if train:
+        parts.append(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}")
+    if evals:
+        parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
+    say("zoo: " + "; ".join(parts))
+    say(
+        f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "
+        f"loss curve in {out / PLOT_FILE}"
+    )

@@ -1,0 +1,44 @@
+"""``zoo train``: a preset model from scratch on the settings' data."""
+
+from __future__ import annotations
+
+import pathlib
+
+from .._usage import UsageError
+from ..checkpoint import run_lock
+from ..parallel import is_primary
+from ..settings import RunSettings
+from ._checks import check_run
+from ._data import build_data
+from ._finish import sample
+from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
+from ._model import preset_config, scratch_model
+from ._run import Job, run, saved_provenance
+
+
+def train_recipe(s: RunSettings) -> int:
+    """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
+    code."""
+    from .._capacity import check_state_fits
+    from ..data import byte_tokenizer
+    from ..loop import train
+
+    check_run(s)
+    out = pathlib.Path(s.out)
+    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
+        saved = saved_provenance(out)
+        tokenizer = byte_tokenizer()
+        config = preset_config(s, tokenizer)
+        try:  # before the model is built: a configuration may ask for any size
+            check_state_fits(config, s.optimizer.name, mesh)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
+        check_positions(config, s.seq_len)
+        model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
+        data = build_data(s, tokenizer)
+        job = Job("train", s, out, mesh, rules, model, data, None, saved)
+        result = run(job, train)
+        sample(job, result.model, generation={})
+    return 0

@@ -1,0 +1,298 @@
+"""The settings of ``zoo train`` and ``zoo finetune``: the one place each setting is declared.
+
+Its key in config files and ``--set``, its type, default, help and flag are read off these
+classes (:mod:`._fields`); the defaults are those of ``zoo train`` with no arguments (the
+``make train`` job), and :func:`finetune_defaults` changes a few for fine-tuning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from .._usage import UsageError
+from ._fields import section, setting, table
+
+if TYPE_CHECKING:  # jax is imported only once a command runs: `zoo --help` stays fast
+    from .._config import OptimizerConfig, TrainConfig
+    from ..parallel import MeshConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``)."""
+
+    name: str = setting("adamw", "adamw, sgd or adafactor")
+    warmup_steps: int | None = setting(
+        None, "linear warm-up steps (none: warmup_fraction of the run)"
+    )
+    warmup_fraction: float = setting(
+        0.125,
+        "warm-up as a fraction of the run when warmup_steps is none (at least 10 steps, at most "
+        "half the run)",
+    )
+    schedule: str = setting("cosine", "cosine, linear or constant")
+    min_lr_ratio: float = setting(0.1, "final lr as a fraction of lr")
+    weight_decay: float = setting(0.1, "decoupled weight decay")
+    b1: float = setting(0.9, "Adam b1")
+    b2: float = setting(0.95, "Adam b2")
+    eps: float = setting(1e-8, "Adam epsilon")
+    momentum: float = setting(0.9, "SGD momentum")
+    clip_norm: float | None = setting(1.0, "global-norm clipping (none: off)")
+
+    def config(self, *, lr: float, steps: int) -> OptimizerConfig:
+        """The :class:`OptimizerConfig` of a run of ``steps`` steps peaking at ``lr`` (the
+        warm-up resolved from its fraction when not given)."""
+        from .._config import OptimizerConfig
+        from .._optim import default_warmup
+
+        warmup = self.warmup_steps
+        try:
+            if warmup is None:
+                warmup = default_warmup(steps, self.warmup_fraction)
+            shared = {
+                f.name: getattr(self, f.name)
+                for f in dataclasses.fields(OptimizerConfig)
+                if hasattr(self, f.name) and f.name != "warmup_steps"
+            }
+            return OptimizerConfig(**shared, lr=lr, warmup_steps=min(warmup, steps))
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionSettings:
+    """``[attention]``: which kernel serves attention, and which versions are acceptable."""
+
+    implementation: str | None = setting(
+        None,
+        "attention kernel name (none: default order)",
+        flag="--attention-implementation",
+        metavar="KERNEL",
+    )
+    require: str | None = setting(
+        None,
+        "kernel version range, e.g. zoo-flash-tpu>=0.1,<0.2",
+        flag="--attention-require",
+        metavar="REQ",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshSettings:
+    """``[mesh]``: the sizes of the device mesh's axes (see ``zoo_train.parallel.MeshConfig``)."""
+
+    data: int = setting(1, "data-parallel mesh axis size (-1: every device left over)")
+    fsdp: int = setting(-1, "fully sharded data-parallel axis size (-1: every device left)")
+    tensor: int = setting(1, "tensor-parallel axis size (-1: every device left over)")
+
+    def config(self) -> MeshConfig:
+        """The mesh as a :class:`~zoo_train.parallel.MeshConfig` (checked)."""
+        from ..parallel import MeshConfig
+
+        try:
+            return MeshConfig(**dataclasses.asdict(self))
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
+
+    def __str__(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """The settings of ``zoo train`` (and the shared part of ``zoo finetune``)."""
+
+    model: str = setting(
+        "llama-tiny", "model preset (see `zoo models`)", flag="--model", metavar="PRESET"
+    )
+    data: list[str] = setting(
+        [],
+        "text files, directories, globs or .jsonl; empty = the stdlib corpus",
+        flag="--data",
+        nargs="+",
+        metavar="PATH",
+        flag_help="text files, directories, globs or .jsonl (default: the Python stdlib's source)",
+    )
+    eval_data: list[str] = setting(
+        [],
+        "held-out data evaluated instead of a split of `data`",
+        flag="--eval-data",
+        nargs="+",
+        metavar="PATH",
+        flag_help="held-out data to evaluate on instead of a split of --data",
+    )
+    out: str = setting(
+        "runs/default",
+        "output directory (checkpoints, metrics, loss curve)",
+        flag="--out",
+        metavar="DIR",
+    )
+    steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N")
+    batch_size: int = setting(16, "rows per micro-batch", flag="--batch-size", metavar="N")
+    seq_len: int = setting(128, "tokens per row", flag="--seq-len", metavar="N")
+    grad_accum: int = setting(1, "micro-batches per step", flag="--grad-accum", metavar="N")
+    stop_at: int | None = setting(
+        None,
+        "end this call after this step (resume later with the same settings)",
+        flag="--stop-at",
+        metavar="STEP",
+    )
+    checkpoint_every: int = setting(
+        100,
+        "steps between checkpoints (the last step is always saved)",
+        key="save_every",
+        flag="--save-every",
+        metavar="N",
+    )
+    lr: float = setting(2e-3, "peak learning rate", flag="--lr", metavar="LR")
+    eval_every: int = setting(
+        100, "steps between evaluations (0: only at the end)", flag="--eval-every", metavar="N"
+    )
+    eval_batches: int | None = setting(8, "cap on evaluation batches (none: the whole split)")
+    log_every: int = setting(10, "steps between metric records", flag="--log-every", metavar="N")
+    keep: int = setting(3, "checkpoints kept besides the best")
+    seed: int = setting(
+        0, "seed of the model init, data order and split", flag="--seed", metavar="N"
+    )
+    val_fraction: float = setting(0.05, "fraction of documents held out for evaluation")
+    text_field: str = setting("text", "the field of each .jsonl line that holds its text")
+    max_bytes: int = setting(
+        3_000_000,
+        "size of the stdlib corpus (when `data` is empty)",
+        flag="--max-bytes",
+        metavar="N",
+    )
+    compute_dtype: str = setting("auto", "auto, float32 or bfloat16")
+    z_loss: float = setting(0.0, "weight of the z-loss")
+    progress: bool = setting(
+        True,
+        "show the progress bar",
+        flag="--no-progress",
+        switch=False,
+        flag_help="no progress bar",
+    )
+    profile: str | None = setting(
+        None,
+        "trace steps START:END into OUT/profile (read: `zoo profile OUT`)",
+        flag="--profile",
+        metavar="START:END",
+    )
+    sample_tokens: int = setting(
+        300, "tokens sampled at the end (0: none)", flag="--sample-tokens", metavar="N"
+    )
+    prompt: str = setting("def ", "prompt of the final sample", flag="--prompt", metavar="TEXT")
+    temperature: float = setting(0.8, "sampling temperature of the final sample")
+    optimizer: OptimizerSettings = section(OptimizerSettings)
+    mesh: MeshSettings = section(MeshSettings)
+    attention: AttentionSettings = section(AttentionSettings)
+    model_config: dict[str, Any] = table(
+        "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
+    )
+    sharding: dict[str, Any] = table(
+        "logical axis name -> mesh axes, changing zoo-train's sharding rules"
+    )
+
+    @property
+    def mesh_text(self) -> str:
+        """The mesh as ``data=…,fsdp=…,tensor=…``."""
+        return str(self.mesh)
+
+    def train_config(self) -> TrainConfig:
+        """The :class:`~zoo_train.TrainConfig` of this run: the fields it shares with these
+        settings, the optimizer and its resolved warm-up, the mesh and the profile window."""
+        from .._config import TrainConfig
+        from ..profile import parse_window
+
+        try:
+            profile = None if self.profile is None else parse_window(self.profile)
+            shared = {
+                f.name: getattr(self, f.name)
+                for f in dataclasses.fields(TrainConfig)
+                if f.name not in ("optimizer", "mesh", "profile", "sharding")
+                and hasattr(self, f.name)
+            }
+            return TrainConfig(
+                **shared,
+                optimizer=self.optimizer.config(lr=self.lr, steps=self.steps),
+                mesh=self.mesh.config(),
+                sharding=dict(self.sharding),
+                profile=profile,
+            )
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoRASettings:
+    """``[lora]``: the adapters of a LoRA fine-tune."""
+
+    rank: int = setting(0, "LoRA rank (0: full fine-tuning)", flag="--lora-rank", metavar="R")
+    alpha: float = setting(
+        16.0,
+        "LoRA alpha (the update is scaled by alpha / rank)",
+        flag="--lora-alpha",
+        metavar="ALPHA",
+    )
+    targets: list[str] = setting(
+        [],
+        "LoRA targets: q k v o gate up down (none: by family)",
+        flag="--lora-targets",
+        nargs="+",
+        metavar="T",
+        flag_help="projections to adapt: q k v o gate up down (default: q k v o; GPT-2 o up down)",
+    )
+    from_: str | None = setting(
+        None,
+        "continue training this PEFT adapter directory (its rank and targets)",
+        key="from",
+        flag="--lora-from",
+        metavar="ADAPTER_DIR",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSettings(RunSettings):
+    """The settings of ``zoo finetune``: those of ``zoo train`` and where the model comes from,
+    where it goes, and its LoRA adapters."""
+
+    from_hf: str | None = setting(
+        None, "fine-tune from a Hugging Face directory", flag="--from-hf", metavar="DIR"
+    )
+    from_run: str | None = setting(
+        None, "fine-tune from a zoo run directory", flag="--from-run", metavar="DIR"
+    )
+    export_hf: str | None = setting(
+        None,
+        "write the fine-tuned model here (Hugging Face format)",
+        flag="--export-hf",
+        metavar="DIR",
+    )
+    overwrite: bool = setting(
+        False,
+        "let --export-hf replace a non-empty directory or the source model",
+        flag="--overwrite",
+        switch=True,
+    )
+    tokenizer: str | None = setting(
+        None,
+        "tokenizer directory or tokenizer.json (none: the model's own)",
+        flag="--tokenizer",
+        metavar="PATH",
+    )
+    lora: LoRASettings = section(LoRASettings)
+
+
+def finetune_defaults() -> FinetuneSettings:
+    """``zoo finetune`` starts from trained weights: a smaller learning rate, a short run."""
+    base = FinetuneSettings()
+    return dataclasses.replace(
+        base,
+        out="runs/finetune",
+        steps=200,
+        lr=1e-4,
+        checkpoint_every=50,
+        eval_every=50,
+        sample_tokens=0,
+        optimizer=dataclasses.replace(base.optimizer, warmup_fraction=0.05),
+    )
