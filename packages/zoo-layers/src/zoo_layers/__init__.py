@@ -40,4 +40,4 @@ from ._stack import LayerStack as LayerStack
 from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
 
-__version__ = "0.3.0"
+__version__ = "0.4.0.dev0"
