@@ -41,11 +41,9 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     add_mesh_flag(p, default=None)
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    """Print a continuation of the prompt."""
-    from .._inference import sample_text
-    from ..parallel import mesh_context
-
+def _loaded(args: argparse.Namespace, *, batch_size: int | None = None) -> tuple[Any, ...]:
+    """``(mesh, rules, model, tokenizer, description)`` of ``args.source`` on ``--mesh``, the
+    mesh checked against the model (and a batch of ``batch_size`` rows)."""
     mesh, rules = mesh_and_rules(args.mesh)
     model, tokenizer, what = load_model(
         args.source,
@@ -54,7 +52,16 @@ def run_generate(args: argparse.Namespace) -> int:
         rules=rules,
         tokenizer=args.tokenizer,
     )
-    check_mesh_fits(mesh, rules, model.config)
+    check_mesh_fits(mesh, rules, model.config, batch_size=batch_size)
+    return mesh, rules, model, tokenizer, what
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Print a continuation of the prompt."""
+    from .._inference import sample_text
+    from ..parallel import mesh_context
+
+    mesh, rules, model, tokenizer, what = _loaded(args)
     import zoo_models
 
     from .._runs import read_generation
@@ -115,15 +122,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     data = args.data or []
     check_data_paths(data)
-    mesh, rules = mesh_and_rules(args.mesh)
-    model, tokenizer, what = load_model(
-        args.source,
-        attention_implementation=args.attention_implementation,
-        mesh=mesh,
-        rules=rules,
-        tokenizer=args.tokenizer,
-    )
-    check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
+    mesh, rules, model, tokenizer, what = _loaded(args, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
     docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
     if data and args.val_fraction is None:
