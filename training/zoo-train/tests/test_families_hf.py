@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from cli_helpers import tiny_tokenizer
+from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer
 
 import zoo_models
 from zoo_train.cli import main
@@ -54,16 +54,7 @@ THINKING_TEMPLATE = (
     "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
 )
 
-_SHAPE = dict(
-    vocab_size=256,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    bos_token_id=1,
-    pad_token_id=0,
-)
+_SHAPE = {**TINY_HF_SHAPE, "bos_token_id": 1, "pad_token_id": 0}
 # The tiny tokenizer's ids: </s> = 2, <|im_end|> = 4 (the end of a chat turn).
 CONFIGS = {
     # Instruction-tuned Qwen3 ends turns with <|im_end|> (config.json) and stops at either.
