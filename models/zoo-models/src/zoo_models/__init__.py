@@ -1,7 +1,9 @@
-"""zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2)."""
+"""zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
+OLMo 2)."""
 
 from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
+from ._family_defaults import default_lora_targets as default_lora_targets
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
@@ -35,4 +37,4 @@ from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
 
-__version__ = "0.5.0"
+__version__ = "0.6.0.dev0"

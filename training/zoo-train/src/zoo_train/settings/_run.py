@@ -263,12 +263,12 @@ class LoRASettings:
         metavar="ALPHA",
     )
     targets: list[str] = setting(
-        ["q", "k", "v", "o"],
-        "LoRA targets: q k v o gate up down",
+        [],
+        "LoRA targets: q k v o gate up down (none: by family)",
         flag="--lora-targets",
         nargs="+",
         metavar="T",
-        flag_help="projections to adapt: q k v o gate up down (default: q k v o)",
+        flag_help="projections to adapt: q k v o gate up down (default: q k v o; GPT-2 o up down)",
     )
     from_: str | None = setting(
         None,
