@@ -245,9 +245,11 @@ def test_hf_directory_without_tokenizer_needs_one(flow, capsys):
     bare.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(flow / "hf16" / name, bare / name)
-    for command in (["generate", str(bare)], ["finetune", "--from-hf", str(bare)]):
+    finetune = ["finetune", "--from-hf", str(bare), "--out", str(flow / "bare-run")]
+    for command in (["generate", str(bare)], finetune):
         assert main(command) == 2
         assert "has no tokenizer" in capsys.readouterr().err
+    assert not (flow / "bare-run").exists()  # refused: nothing created
     args = ["--tokenizer", str(flow / "hf16"), "--greedy", "--max-new-tokens", "2"]
     assert main(["generate", str(bare), *args]) == 0
 

@@ -1,5 +1,8 @@
 """zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2)."""
 
+from ._chat_template import ChatTemplate as ChatTemplate
+from ._chat_template import ChatTemplateError as ChatTemplateError
+from ._chat_template import RenderedChat as RenderedChat
 from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
 from ._generate import GenerationConfig as GenerationConfig
@@ -35,4 +38,4 @@ from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
 
-__version__ = "0.5.0"
+__version__ = "0.5.1.dev0"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pathlib
 
-from ..checkpoint import run_lock
-from ..parallel import is_primary
 from ..settings import FinetuneSettings
 from ._checks import check_finetune
 from ._data import build_data
@@ -14,6 +12,7 @@ from ._finish import export, sample
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
+from ._output import output_directory
 from ._run import Job, run, saved_provenance, say
 
 
@@ -27,7 +26,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    with output_directory(out):  # one training process per output directory
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)

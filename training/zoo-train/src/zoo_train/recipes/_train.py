@@ -5,14 +5,13 @@ from __future__ import annotations
 import pathlib
 
 from .._usage import UsageError
-from ..checkpoint import run_lock
-from ..parallel import is_primary
 from ..settings import RunSettings
 from ._checks import check_run
 from ._data import build_data
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, scratch_model
+from ._output import output_directory
 from ._run import Job, run, saved_provenance
 
 
@@ -25,7 +24,7 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    with output_directory(out):  # one training process per output directory
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         tokenizer = byte_tokenizer()
