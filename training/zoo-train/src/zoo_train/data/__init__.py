@@ -1,5 +1,6 @@
 """Data for training: documents, tokenizers, packing and the resumable loader."""
 
+from ._chat import render_chat as render_chat
 from ._documents import Document as Document
 from ._documents import load_documents as load_documents
 from ._loader import DataSource as DataSource

@@ -61,8 +61,20 @@ class Conversation(tuple):  # type: ignore[type-arg]
         return (Conversation, (tuple(self), self.tools, self.documents))
 
 
-def _messages(turns: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    return [getattr(t, "message", None) or {"role": t[0], "content": t[1]} for t in turns]
+def _message(turn: Any) -> dict[str, Any]:
+    """A turn as the message a template reads: a :class:`Turn`'s whole message, a mapping as
+    it is, a ``(role, content)`` pair as those two fields."""
+    if isinstance(turn, Mapping):
+        return dict(turn)
+    return getattr(turn, "message", None) or {"role": turn[0], "content": turn[1]}
+
+
+def _messages(turns: Sequence[Any]) -> list[dict[str, Any]]:
+    return [_message(t) for t in turns]
+
+
+def _pairs(turns: Sequence[Any]) -> list[tuple[str, str]]:
+    return [(m["role"], m.get("content") or "") for m in _messages(turns)]
 
 
 def render_plain(messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool) -> str:
@@ -83,16 +95,16 @@ def chat_template(tokenizer: Any) -> Any:
     return compiled() if compiled is not None else None
 
 
-def render_chat(
-    turns: Sequence[Sequence[Any]], tokenizer: Any, *, add_generation_prompt: bool
-) -> str:
-    """The text of a conversation (:class:`Turn` s or ``(role, content)`` pairs) as the
-    tokenizer's chat template writes it (else :func:`render_plain`)."""
+def render_chat(turns: Sequence[Any], tokenizer: Any, *, add_generation_prompt: bool) -> str:
+    """The text of a conversation (:class:`Turn` s, message dicts or ``(role, content)``
+    pairs) as the tokenizer's chat template writes it (else :func:`render_plain`).
+
+    Raises:
+        ValueError: the template does not compile or refuses the conversation.
+    """
     template = chat_template(tokenizer)
     if template is None:
-        return render_plain(
-            [(t[0], t[1]) for t in turns], add_generation_prompt=add_generation_prompt
-        )
+        return render_plain(_pairs(turns), add_generation_prompt=add_generation_prompt)
     return template.render(
         _messages(turns),
         add_generation_prompt=add_generation_prompt,
@@ -119,7 +131,7 @@ def trained_spans(
         return prompt + completion, [(len(prompt), len(prompt) + len(completion))], False, False
     template = chat_template(tokenizer)
     if template is None:
-        pairs = [(t[0], t[1]) for t in turns]
+        pairs = _pairs(turns)
         text = render_plain(pairs, add_generation_prompt=False)
         spans = _prefix_spans(
             pairs, lambda part, gen: render_plain(part, add_generation_prompt=gen)
