@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._usage import UsageError
-from ._options import add_mesh_flag, add_tokenizer_flag
+from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
 DEFAULT_PROMPT = "def "
 HELP = "sample text from a model, or chat with it (--chat)"
@@ -77,29 +77,38 @@ class _Generator:
     tokenizer: Any
     stops: tuple[int, ...]
 
+    def sampling(self, seed: int) -> dict[str, Any]:
+        """The sampling settings of the command line, with ``seed``."""
+        a = self.args
+        return {
+            "max_new_tokens": a.max_new_tokens,
+            "temperature": a.temperature,
+            "top_k": a.top_k,
+            "top_p": a.top_p,
+            "greedy": a.greedy,
+            "seed": seed,
+            "stop_tokens": self.stops,
+        }
+
     def reply(self, ids: list[int], seed: int) -> str:
+        """The model's reply to the prompt ``ids``."""
         from .._inference import continue_ids
 
-        a = self.args
-        new = continue_ids(
-            self.model,
-            ids,
-            max_new_tokens=a.max_new_tokens,
-            temperature=a.temperature,
-            top_k=a.top_k,
-            top_p=a.top_p,
-            greedy=a.greedy,
-            seed=seed,
-            stop_tokens=self.stops,
-            pad_to=64,
+        return self.tokenizer.decode(
+            continue_ids(self.model, ids, **self.sampling(seed), pad_to=64)
         )
-        return self.tokenizer.decode(new)
+
+    def continuation(self, prompt: str, seed: int) -> str:
+        """The text continuing ``prompt``."""
+        from .._inference import sample_text
+
+        return sample_text(self.model, self.tokenizer, prompt, **self.sampling(seed))
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Print continuations of the prompt, replies with ``--chat``, or hold a conversation."""
     from ..parallel import mesh_context
-    from ..recipes import check_mesh_fits, load_model, mesh_and_rules
+    from ..recipes import check_mesh_fits
 
     if args.system is not None and not args.chat:
         raise UsageError("--system is a chat message; add --chat or drop --system.")
@@ -109,14 +118,7 @@ def run_generate(args: argparse.Namespace) -> int:
         prompt = sys.stdin.read().strip() if args.chat else DEFAULT_PROMPT
         if not prompt:
             raise UsageError("zoo generate --chat got no message; pass --prompt TEXT.")
-    mesh, rules = mesh_and_rules(args.mesh)
-    model, tokenizer, what = load_model(
-        args.source,
-        attention_implementation=args.attention_implementation,
-        mesh=mesh,
-        rules=rules,
-        tokenizer=args.tokenizer,
-    )
+    model, tokenizer, what, mesh, rules = load_source(args)
     check_mesh_fits(mesh, rules, model.config)
     generator = _Generator(args, model, tokenizer, _stops(args, tokenizer))
     print(f"zoo: {'chatting with' if args.chat else 'sampling from'} {what}", file=sys.stderr)
@@ -129,7 +131,7 @@ def run_generate(args: argparse.Namespace) -> int:
                 _print_sample(args, i, generator.reply(ids, args.seed + i).strip())
         else:
             for i in range(args.num_samples):
-                _print_sample(args, i, prompt + _continue(generator, prompt, args.seed + i))
+                _print_sample(args, i, prompt + generator.continuation(prompt, args.seed + i))
     return 0
 
 
@@ -161,24 +163,6 @@ def _chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     return chat_prompt_ids(tokenizer, messages)
 
 
-def _continue(generator: _Generator, prompt: str, seed: int) -> str:
-    from .._inference import sample_text
-
-    a = generator.args
-    return sample_text(
-        generator.model,
-        generator.tokenizer,
-        prompt,
-        max_new_tokens=a.max_new_tokens,
-        temperature=a.temperature,
-        top_k=a.top_k,
-        top_p=a.top_p,
-        greedy=a.greedy,
-        seed=seed,
-        stop_tokens=generator.stops,
-    )
-
-
 def _print_sample(args: argparse.Namespace, i: int, text: str) -> None:
     if args.num_samples > 1:
         print(f"--- sample {i + 1} ---")
@@ -207,5 +191,5 @@ def _converse(generator: _Generator, read: Callable[[str], str] = input) -> None
             messages.append({"role": "assistant", "content": reply.strip()})
             print(reply.strip(), flush=True)
         else:
-            print(line + _continue(generator, line, args.seed + turn), flush=True)
+            print(line + generator.continuation(line, args.seed + turn), flush=True)
         turn += 1

@@ -47,3 +47,20 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     # with a sentence, but not offered with a default it would never use.
     add_flags(p, defaults(command), hidden={"model"} if command == "finetune" else ())
     add_mesh_flag(p)
+
+
+def load_source(args: argparse.Namespace) -> tuple[Any, Any, str, Any, dict[str, Any]]:
+    """The model of ``args.source`` (a run or a Hugging Face directory) on the mesh of
+    ``--mesh``, with ``--tokenizer`` and ``--attention-implementation``: ``(model, tokenizer,
+    description, mesh, rules)``."""
+    from ..recipes import load_model, mesh_and_rules
+
+    mesh, rules = mesh_and_rules(args.mesh)
+    model, tokenizer, what = load_model(
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
+    )
+    return model, tokenizer, what, mesh, rules

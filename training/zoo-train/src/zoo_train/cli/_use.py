@@ -16,12 +16,11 @@ from ..recipes import (
     check_positions,
     load_corpus,
     load_hf_on_mesh,
-    load_model,
     make_loaders,
     mesh_and_rules,
 )
 from ..settings import RunSettings
-from ._options import add_mesh_flag, add_tokenizer_flag
+from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,14 +56,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     data = args.data or []
     check_data_paths(data)
-    mesh, rules = mesh_and_rules(args.mesh)
-    model, tokenizer, what = load_model(
-        args.source,
-        attention_implementation=args.attention_implementation,
-        mesh=mesh,
-        rules=rules,
-        tokenizer=args.tokenizer,
-    )
+    model, tokenizer, what, mesh, rules = load_source(args)
     check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
     docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
