@@ -30,6 +30,7 @@ from ._model import num_params as num_params
 from ._model import param_bytes as param_bytes
 from ._presets import get as get
 from ._presets import presets as presets
+from ._safetensors_files import save_safetensors as save_safetensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter

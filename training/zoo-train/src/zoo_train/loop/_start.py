@@ -51,7 +51,7 @@ from ._evaluate import evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
-from ._progress import Progress
+from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter
 from ._result import EvalSource
 from ._stop import StopRequest, stop_requests
@@ -178,7 +178,7 @@ def start_run(
     window = Window(tokens_per_step)
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
-        skipped=int(jax.device_get(state.skipped)),
+        skipped=int(jax.device_get(state.skipped)), rows_per_epoch=rows_per_epoch(data),
     )  # fmt: skip
     return Run(
         config=config,

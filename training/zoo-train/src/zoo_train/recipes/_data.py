@@ -57,6 +57,56 @@ def _say_skipped(count: int, example: str) -> None:
     )
 
 
+def _split(
+    docs: list[Document],
+    *,
+    seed: int,
+    val_fraction: float,
+    eval_docs: list[Document] | None = None,
+) -> tuple[list[Document], list[Document], str]:
+    """The training and held-out documents, and what is held out, in words."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
+    if eval_docs is not None:
+        return docs, eval_docs, ""
+    if len(docs) == 1 and not docs[0].turns:
+        train, val = split_rows(docs[0], val_fraction=val_fraction, seed=seed)
+        return train, val, f"{val_fraction:.0%} of its lines held out for evaluation"
+    train, val = split_documents(docs, val_fraction=val_fraction, seed=seed)
+    return (
+        train,
+        val,
+        f"{len(val):,} of {len(docs):,} documents held out for evaluation "
+        f"(val_fraction {val_fraction:g})",
+    )
+
+
+def _loaders(
+    train_docs: list[Document],
+    val_docs: list[Document],
+    tokenizer: Any,
+    *,
+    seq_len: int,
+    seed: int,
+    val_fraction: float,
+) -> tuple[PackedLoader, PackedLoader | None]:
+    try:
+        train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    val = None
+    if val_docs:
+        try:
+            val = PackedLoader.from_documents(
+                val_docs, tokenizer, seq_len=seq_len, shuffle=False, eval_only=True
+            )
+        except ValueError:
+            val = None
+    if val is None and val_fraction > 0:
+        print("zoo: too little held-out text for evaluation; training without it.", file=sys.stderr)
+    return train, val
+
+
 def make_loaders(
     docs: list[Document],
     tokenizer: Any,
@@ -73,29 +123,12 @@ def make_loaders(
     (:func:`split_rows`). The evaluation loader is ``None`` (with a note on stderr) when the
     split leaves it too little text for one row.
     """
-    if not 0.0 <= val_fraction < 1.0:
-        raise UsageError(f"`val_fraction` must be in [0, 1), got {val_fraction}.")
-    if eval_docs is not None:
-        train_docs, val_docs = docs, eval_docs
-    elif len(docs) == 1 and not docs[0].turns:
-        train_docs, val_docs = split_rows(docs[0], val_fraction=val_fraction, seed=seed)
-    else:
-        train_docs, val_docs = split_documents(docs, val_fraction=val_fraction, seed=seed)
-    try:
-        train = PackedLoader.from_documents(train_docs, tokenizer, seq_len=seq_len, seed=seed)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    val = None
-    if val_docs:
-        try:
-            val = PackedLoader.from_documents(
-                val_docs, tokenizer, seq_len=seq_len, shuffle=False, eval_only=True
-            )
-        except ValueError:
-            val = None
-    if val is None and val_fraction > 0:
-        print("zoo: too little held-out text for evaluation; training without it.", file=sys.stderr)
-    return train, val
+    train_docs, val_docs, _ = _split(
+        docs, seed=seed, val_fraction=val_fraction, eval_docs=eval_docs
+    )
+    return _loaders(
+        train_docs, val_docs, tokenizer, seq_len=seq_len, seed=seed, val_fraction=val_fraction
+    )
 
 
 @dataclasses.dataclass
@@ -116,12 +149,17 @@ def build_data(s: RunSettings, tokenizer: Any) -> Data:
         check_data_paths(s.eval_data)
         eval_docs, _ = load_corpus(s.eval_data, max_bytes=s.max_bytes, text_field=s.text_field)
         described += f", evaluated on {', '.join(s.eval_data)}"
-    train, val = make_loaders(
-        docs,
+    train_docs, val_docs, held_out = _split(
+        docs, seed=s.seed, val_fraction=s.val_fraction, eval_docs=eval_docs
+    )
+    train, val = _loaders(
+        train_docs,
+        val_docs,
         tokenizer,
         seq_len=s.seq_len,
         seed=s.seed,
         val_fraction=s.val_fraction,
-        eval_docs=eval_docs,
     )
+    if held_out and val is not None:
+        described += f", {held_out}"
     return Data(train, val, described)

@@ -8,12 +8,13 @@ import pathlib
 from ..settings import FinetuneSettings
 from ._checks import check_finetune
 from ._data import build_data
-from ._finish import export, sample
+from ._epochs import steps_for_epochs
+from ._finish import export, export_again, sample
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
-from ._run import Job, run, saved_provenance, say
+from ._run import Job, run, saved_provenance, say, trained
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -34,15 +35,19 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         check_positions(model.config, s.seq_len)
         lora = lora_config(s, model)
         data = build_data(s, model.tokenizer)
+        s = steps_for_epochs(s, data.train)
         job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
         result = run(
             job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
         )
-        if lora is not None:
+        if lora is not None and trained(result):
             say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")
         # Every process reads them alike: each one generates the final sample.
         generation = read_generation(s.from_hf or s.from_run)  # type: ignore[arg-type]
         if s.export_hf is not None:
-            export(job, result.model, s.export_hf, generation)
-        sample(job, result.model, generation)
+            export(job, result.model, s.export_hf, generation, result.step)
+        elif trained(result):
+            export_again(job, result.model, generation, result.step)
+        if trained(result):
+            sample(job, result.model, generation)
     return 0

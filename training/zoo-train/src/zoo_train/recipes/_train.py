@@ -8,11 +8,12 @@ from .._usage import UsageError
 from ..settings import RunSettings
 from ._checks import check_run
 from ._data import build_data
+from ._epochs import steps_for_epochs
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, scratch_model
 from ._output import output_directory
-from ._run import Job, run, saved_provenance
+from ._run import Job, run, saved_provenance, trained
 
 
 def train_recipe(s: RunSettings) -> int:
@@ -37,7 +38,9 @@ def train_recipe(s: RunSettings) -> int:
         check_positions(config, s.seq_len)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         data = build_data(s, tokenizer)
+        s = steps_for_epochs(s, data.train)
         job = Job("train", s, out, mesh, rules, model, data, None, saved)
         result = run(job, train)
-        sample(job, result.model, generation={})
+        if trained(result):
+            sample(job, result.model, generation={})
     return 0
