@@ -300,9 +300,13 @@ def test_kernels_verify_exit_codes(capsys):
         assert main(["kernels", "verify", "zeros_for_test"]) == 1
     finally:
         zoo_attention.unregister_kernel("zeros_for_test")
-    lines = capsys.readouterr().out.splitlines()
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
     assert any(" FAIL " in line for line in lines)
     assert lines[-1].endswith(" failed") and not lines[-1].endswith(" 0 failed")
+    count = zoo_attention.verify_count()
+    assert f"{count} checks, about " in err  # how many, and how long, said up front
+    assert [line.split()[0] for line in lines[:-1]] == [f"{i}/{count}" for i in range(1, count + 1)]
 
 
 def test_train_with_unknown_kernel_is_a_usage_error(tmp_path, capsys):

@@ -152,3 +152,20 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
     kept, held_out = train_docs[0].text.splitlines(True), val_docs[0].text.splitlines(True)
     assert sorted(kept + held_out) == sorted(lines) and 5 < len(held_out) < 40
     assert make_loaders([one], tok, seq_len=16, seed=0, val_fraction=0.05)[1] is not None
+
+
+def test_log_lines_read_name_colon_message_even_after_absl_configured_logging(capsys):
+    import io
+    import logging
+
+    # What absl does on its first log: the root logger with Python's default format.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logging.getLogger().addHandler(handler)
+    try:
+        assert main(["models"]) == 0
+        logging.getLogger("zoo_models").warning("note: cast to float32")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert stream.getvalue() == "zoo_models: note: cast to float32\n"
