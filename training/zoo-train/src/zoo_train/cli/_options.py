@@ -33,7 +33,10 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     """``--config``, ``--set`` and a flag per setting of ``command`` (``train``, ``finetune`` or
     ``compile``), with its defaults."""
     p.add_argument(
-        "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
+        "--config",
+        metavar="FILE",
+        help="TOML, YAML or JSON file of settings: the flags' names with underscores, tables "
+        "such as [optimizer] and [mesh] (README: 'Configs')",
     )
     p.add_argument(
         "--set",
