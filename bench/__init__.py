@@ -1,4 +1,5 @@
-"""zoo benchmarks: training throughput, attention, compile time and checkpoint I/O.
+"""zoo benchmarks: training throughput, the loop, profiles, attention, compile time, checkpoint
+I/O, meshes, memory soak and TPU fit; the flash-kernel benchmarks beside their kernel.
 
 Run ``python -m bench.run`` (full) or ``python -m bench.run --quick``; see ``bench/README.md``.
 """

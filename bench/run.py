@@ -3,76 +3,65 @@
 Each benchmark writes ``bench/results/<name>.json`` (``bench/results/quick/`` with
 ``--quick``) and its PNG plots; ``docs/benchmarks.md`` is then regenerated from the newest
 full-run result of every benchmark (a quick result fills in where no full run exists). The
-tables and the targets are printed last.
+tables and the targets are printed last. The flash-kernel benchmarks live beside their kernel,
+in ``kernels/flash-tpu/bench/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from . import (
-    _attention,
-    _checkpoint_io,
-    _compile_time,
-    _flash_tpu,
-    _flash_traffic,
-    _flash_versus,
-    _flash_vmem,
-    _loop_overhead,
-    _mesh,
-    _profile_step,
-    _soak,
-    _tpu_fit,
-    _train_throughput,
+    attention,
+    checkpoint_io,
+    compile_time,
+    loop,
+    mesh,
+    profile_step,
+    soak,
+    tpu_fit,
+    training,
 )
-from ._machine import describe_machine
-from ._plots import plot
-from ._report import console, write_markdown
-from ._results import RESULTS_DIR, read_results, results_dir, unavailable, write_result
+from .harness import (
+    RESULTS_DIR,
+    ROOT,
+    console,
+    describe_machine,
+    read_results,
+    results_dir,
+    unavailable,
+    write_markdown,
+    write_result,
+)
 
-BENCHMARKS: dict[str, tuple[str, Callable[[bool], dict[str, Any]]]] = {
-    _train_throughput.NAME: (_train_throughput.TITLE, _train_throughput.run),
-    _loop_overhead.NAME: (_loop_overhead.TITLE, _loop_overhead.run),
-    _profile_step.NAME: (_profile_step.TITLE, _profile_step.run),
-    _attention.NAME: (_attention.TITLE, _attention.run),
-    _compile_time.NAME: (_compile_time.TITLE, _compile_time.run),
-    _checkpoint_io.NAME: (_checkpoint_io.TITLE, _checkpoint_io.run),
-    _flash_tpu.NAME: (_flash_tpu.TITLE, _flash_tpu.run),
-    _flash_traffic.NAME: (_flash_traffic.TITLE, _flash_traffic.run),
-    _flash_versus.NAME: (_flash_versus.TITLE, _flash_versus.run),
-    _flash_vmem.NAME: (_flash_vmem.TITLE, _flash_vmem.run),
-    _mesh.NAME: (_mesh.TITLE, _mesh.run),
-    _tpu_fit.NAME: (_tpu_fit.TITLE, _tpu_fit.run),
-    _soak.NAME: (_soak.TITLE, _soak.run),
-}
-
-# Benchmarks whose tables are derived from stored raw numbers; ``--docs-only`` re-derives them.
-REPORTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    _train_throughput.NAME: _train_throughput.report,
-    _tpu_fit.NAME: _tpu_fit.report,
-}
+# The flash-kernel benchmarks are modules of that directory (their workers get it on PYTHONPATH).
+sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
+FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
+MODULES: list[ModuleType] = [
+    training, loop, profile_step, attention, compile_time, checkpoint_io, *FLASH, mesh, tpu_fit,
+    soak,
+]  # fmt: skip
+BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
-    parser.add_argument(
-        "--quick", action="store_true", help="small sizes and few steps (under 3 minutes)"
-    )
+    parser.add_argument("--quick", action="store_true", help="small sizes and few steps")
     parser.add_argument(
         "--only",
         type=lambda s: [x.strip() for x in s.split(",") if x.strip()],
         default=list(BENCHMARKS),
         help=f"comma list of benchmarks to run (default all: {','.join(BENCHMARKS)})",
     )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not regenerate docs/benchmarks.md"
-    )
+    parser.add_argument("--no-docs", action="store_true", help="leave docs/benchmarks.md alone")
     parser.add_argument(
         "--docs-only",
         action="store_true",
@@ -87,47 +76,32 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _finish(result: dict[str, Any], directory: Any) -> None:
+    """Draw the result's plots (none when it is unavailable) and write its JSON."""
+    plot = getattr(BENCHMARKS[result["name"]], "plot", None)
+    ok = plot is not None and result["status"] == "ok"
+    result["plots"] = plot(result, directory) if ok else []
+    write_result(result, directory)
+
+
 def run_one(name: str, quick: bool) -> dict[str, Any]:
     """Run one benchmark; a crash becomes an "unavailable" result naming the error."""
-    title, fn = BENCHMARKS[name]
+    module = BENCHMARKS[name]
     machine = describe_machine()
     start = time.perf_counter()
     try:
-        result = fn(quick)
+        result = module.run(quick)
     except Exception as err:
         traceback.print_exc()
-        result = unavailable(
-            name,
-            title,
-            quick,
-            f"failed: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
-        )
-    machine["torch_threads"] = _train_throughput.THREADS
+        first = str(err).splitlines()[0] if str(err) else ""
+        result = unavailable(name, module.TITLE, quick, f"failed: {type(err).__name__}: {first}")
+    machine["torch_threads"] = training.THREADS
     machine["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     result["machine"] = machine
     result["wall_s"] = time.perf_counter() - start
-    directory = results_dir(quick)
-    result["plots"] = plot(result, directory)
-    write_result(result, directory)
-    print(
-        f"[bench] {name}: {result['status']} in {result['wall_s']:.0f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+    _finish(result, results_dir(quick))
+    print(f"[bench] {name}: {result['status']} in {result['wall_s']:.0f} s", file=sys.stderr)
     return result
-
-
-def _doc_results() -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    full, quick = read_results(RESULTS_DIR), read_results(results_dir(True))
-    chosen, dirs = [], {}
-    for name in BENCHMARKS:
-        if name in full:
-            chosen.append(full[name])
-            dirs[name] = RESULTS_DIR
-        elif name in quick:
-            chosen.append(quick[name])
-            dirs[name] = results_dir(True)
-    return chosen, dirs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,15 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     results = [] if args.docs_only else [run_one(name, args.quick) for name in args.only]
     if not args.no_docs:
-        chosen, dirs = _doc_results()
+        full, quick = read_results(RESULTS_DIR), read_results(results_dir(True))
+        chosen = [full.get(n) or quick[n] for n in BENCHMARKS if n in full or n in quick]
+        dirs = {r["name"]: results_dir(r["name"] not in full) for r in chosen}
         if args.docs_only:  # tables and plots follow the JSON too
             for result in chosen:
-                if result["name"] in REPORTS and result["status"] == "ok":
-                    REPORTS[result["name"]](result)
-                result["plots"] = plot(result, dirs[result["name"]])
-                write_result(result, dirs[result["name"]])
-        path = write_markdown(chosen, dirs)
-        print(f"[bench] wrote {path}", file=sys.stderr)
+                report = getattr(BENCHMARKS[result["name"]], "report", None)
+                if report is not None and result["status"] == "ok":
+                    report(result)
+                _finish(result, dirs[result["name"]])
+        print(f"[bench] wrote {write_markdown(chosen, dirs)}", file=sys.stderr)
     print(f"[bench] total {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     print(console(results), flush=True)
     return 0

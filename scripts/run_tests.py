@@ -44,7 +44,8 @@ SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
     "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
-    "bench": ("bench/tests", [], {}),
+    # The harness and training benchmarks, and the flash-kernel benchmarks beside their kernel.
+    "bench": ("bench/tests", ["kernels/flash-tpu/bench/tests"], {}),
 }
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import zoo_models
-from bench._flops import flops_per_token, gpt2_matmul_params
-from bench._train_zoo import zoo_config
+from bench.harness import flops_per_token, gpt2_matmul_params
+from bench.training_zoo import zoo_config
 
 
 @pytest.mark.parametrize(("n_layer", "n_embd", "seq_len"), [(2, 64, 64), (3, 96, 128)])

@@ -60,12 +60,14 @@ def make_config(
     block_sizes: BlockSizes | None = None,
     device_kind: str | None = None,
     interpret: Any = None,
+    vmem_limit_bytes: int | None = None,
 ) -> FlashConfig:
     """The static configuration of one call, with block sizes from the policy table.
 
     ``device_kind`` picks the table row (``None``: the current TPU, or the interpret-mode
     row off TPU); ``interpret`` is ``None`` (Mosaic), ``pltpu.InterpretParams`` (Pallas TPU
-    interpret mode) or ``True`` (generic interpret mode).
+    interpret mode) or ``True`` (generic interpret mode); ``vmem_limit_bytes`` replaces the
+    row's scoped VMEM limit.
     """
     b, t, n, h = query.shape
     _, s, k, _ = key.shape
@@ -76,6 +78,10 @@ def make_config(
         )
     if h > MAX_HEAD_DIM:
         raise ValueError(f"flash_tpu supports head_dim <= {MAX_HEAD_DIM}, got {h}.")
+    if vmem_limit_bytes is not None and (
+        not isinstance(vmem_limit_bytes, int) or vmem_limit_bytes <= 0
+    ):
+        raise ValueError(f"vmem_limit_bytes must be a positive int, got {vmem_limit_bytes!r}.")
     if interpret is None and device_kind is None:
         device_kind = _device_kind()
     # No device kind: the interpret row (small blocks) in interpret mode, else the logged
@@ -105,7 +111,7 @@ def make_config(
         soft_cap=logits_soft_cap,
         has_segments=has_segments,
         blocks=blocks,
-        vmem_limit_bytes=generation.vmem_limit_bytes,
+        vmem_limit_bytes=vmem_limit_bytes or generation.vmem_limit_bytes,
         interpret=interpret,
         heads_per_step=heads,
     )
@@ -124,6 +130,7 @@ def flash_attention(
     block_sizes: BlockSizes | None = None,
     device_kind: str | None = None,
     interpret: Any = None,
+    vmem_limit_bytes: int | None = None,
 ) -> jax.Array:
     """Flash attention on TPU (or in Pallas TPU interpret mode), differentiable.
 
@@ -143,6 +150,9 @@ def flash_attention(
             current device. Set it when compiling ahead of time for another generation.
         interpret: ``pltpu.InterpretParams`` to run in Pallas TPU interpret mode, or ``True``
             for generic interpret mode (any backend).
+        vmem_limit_bytes: the scoped VMEM limit every Mosaic kernel of the call gets; default
+            the generation's (``Generation.vmem_limit_bytes``). Blocks are still planned for
+            the generation's budget: a limit below what they need fails to compile.
 
     Returns:
         ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
@@ -174,6 +184,7 @@ def flash_attention(
         block_sizes=block_sizes,
         device_kind=device_kind,
         interpret=interpret,
+        vmem_limit_bytes=vmem_limit_bytes,
     )
     q_ids = kv_ids = None
     if segment_ids is not None:

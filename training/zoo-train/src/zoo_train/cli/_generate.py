@@ -108,7 +108,6 @@ class _Generator:
 def run_generate(args: argparse.Namespace) -> int:
     """Print continuations of the prompt, replies with ``--chat``, or hold a conversation."""
     from ..parallel import mesh_context
-    from ..recipes import check_mesh_fits
 
     if args.system is not None and not args.chat:
         raise UsageError("--system is a chat message; add --chat or drop --system.")
@@ -118,8 +117,7 @@ def run_generate(args: argparse.Namespace) -> int:
         prompt = sys.stdin.read().strip() if args.chat else DEFAULT_PROMPT
         if not prompt:
             raise UsageError("zoo generate --chat got no message; pass --prompt TEXT.")
-    model, tokenizer, what, mesh, rules = load_source(args)
-    check_mesh_fits(mesh, rules, model.config)
+    mesh, rules, model, tokenizer, what = load_source(args)
     generator = _Generator(args, model, tokenizer, _stops(args, tokenizer))
     print(f"zoo: {'chatting with' if args.chat else 'sampling from'} {what}", file=sys.stderr)
     with mesh_context(mesh, rules):

@@ -52,11 +52,14 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     add_mesh_flag(p)
 
 
-def load_source(args: argparse.Namespace) -> tuple[Any, Any, str, Any, dict[str, Any]]:
-    """The model of ``args.source`` (a run or a Hugging Face directory) on the mesh of
-    ``--mesh``, with ``--tokenizer`` and ``--attention-implementation``: ``(model, tokenizer,
-    description, mesh, rules)``."""
-    from ..recipes import load_model, mesh_and_rules
+def load_source(
+    args: argparse.Namespace, *, batch_size: int | None = None
+) -> tuple[Any, dict[str, Any], Any, Any, str]:
+    """``(mesh, rules, model, tokenizer, description)`` of ``args.source`` (a run or a Hugging
+    Face directory) on the mesh of ``--mesh``, with ``--tokenizer`` and
+    ``--attention-implementation``; the mesh checked against the model (and a batch of
+    ``batch_size`` rows)."""
+    from ..recipes import check_mesh_fits, load_model, mesh_and_rules
 
     mesh, rules = mesh_and_rules(args.mesh)
     model, tokenizer, what = load_model(
@@ -66,4 +69,5 @@ def load_source(args: argparse.Namespace) -> tuple[Any, Any, str, Any, dict[str,
         rules=rules,
         tokenizer=args.tokenizer,
     )
-    return model, tokenizer, what, mesh, rules
+    check_mesh_fits(mesh, rules, model.config, batch_size=batch_size)
+    return mesh, rules, model, tokenizer, what

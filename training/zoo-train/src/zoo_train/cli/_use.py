@@ -12,7 +12,6 @@ from .._export import atomic_directory, check_export_target
 from .._usage import UsageError
 from ..recipes import (
     check_data_paths,
-    check_mesh_fits,
     check_positions,
     load_corpus,
     load_hf_on_mesh,
@@ -56,8 +55,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     data = args.data or []
     check_data_paths(data)
-    model, tokenizer, what, mesh, rules = load_source(args)
-    check_mesh_fits(mesh, rules, model.config, batch_size=args.batch_size)
+    mesh, rules, model, tokenizer, what = load_source(args, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
     docs, described = load_corpus(data, max_bytes=args.max_bytes, text_field=args.text_field)
     if data and args.val_fraction is None:
