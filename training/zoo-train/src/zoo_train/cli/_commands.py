@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from . import _catalog, _compile, _generate, _profile, _train, _use
+from . import _catalog, _compile, _data, _generate, _profile, _train, _use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +74,7 @@ COMMANDS: tuple[Command, ...] = (
         _profile.add_profile_arguments,
         _profile.run_profile,
     ),
+    Command("data", _data.HELP, _data.DESCRIPTION, _data.add_data_arguments, _data.run_data),
     Command(
         "models",
         "list the model presets",

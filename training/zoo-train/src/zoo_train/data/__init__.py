@@ -1,4 +1,5 @@
-"""Data for training: documents, tokenizers, packing and the resumable loader."""
+"""Data for training: documents, tokenizers, packing, the resumable loader, and the token store
+(`prepare_store`, `TokenStore`, `StoreLoader`) that streams data larger than memory."""
 
 from ._chat import render_chat as render_chat
 from ._documents import Document as Document
@@ -16,3 +17,10 @@ from ._stdlib import stdlib_corpus as stdlib_corpus
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import byte_tokenizer as byte_tokenizer
 from ._tokenizer import leading_bos as leading_bos
+from .inputs import DocumentStream as DocumentStream
+from .store import HeldOut as HeldOut
+from .store import StoreLoader as StoreLoader
+from .store import TokenStore as TokenStore
+from .store import check_store as check_store
+from .store import prepare_store as prepare_store
+from .store import store_info as store_info

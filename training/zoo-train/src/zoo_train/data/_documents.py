@@ -67,7 +67,11 @@ def _expand(source: str | os.PathLike[str]) -> list[tuple[pathlib.Path, str, boo
 
 def _text(path: pathlib.Path) -> str | None:
     """The file's text, or ``None`` for a binary (a NUL byte) or non-UTF-8 file."""
-    data = path.read_bytes()
+    return decode_text(path.read_bytes())
+
+
+def decode_text(data: bytes) -> str | None:
+    """UTF-8 text, or ``None`` for binary data (a NUL byte in the first 8 KiB) or non-UTF-8."""
     if b"\0" in data[:8192]:
         return None
     try:

@@ -57,16 +57,26 @@ def pack_documents(
         owner = np.concatenate([owner, np.full((pad,), -1, np.int32)])
     tokens = stream.reshape(num_rows, width)
     owner = owner.reshape(num_rows, width)
-    cols = np.broadcast_to(np.arange(width, dtype=np.int32), owner.shape)
     starts = np.ones(owner.shape, dtype=bool)
     starts[:, 1:] = owner[:, 1:] != owner[:, :-1]
+    segment_ids, positions = segments_from_starts(starts, owner < 0)
+    return tokens, segment_ids, positions
+
+
+def segments_from_starts(
+    starts: np.ndarray, padding: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(segment_ids, positions)``, int32 ``[R, W]``, of rows whose segments begin where
+    ``starts`` (bool ``[R, W]``, true in column 0) is true: segments numbered ``1, 2, …`` in
+    each row, positions counted from each segment's start; 0 for both where ``padding``."""
+    cols = np.broadcast_to(np.arange(starts.shape[1], dtype=np.int32), starts.shape)
     segment_ids = np.cumsum(starts, axis=1, dtype=np.int32)
     run_start = np.maximum.accumulate(np.where(starts, cols, np.int32(0)), axis=1)
     positions = cols - run_start
-    pad_mask = owner < 0
-    segment_ids[pad_mask] = 0
-    positions[pad_mask] = 0
-    return tokens, segment_ids, positions
+    if padding is not None:
+        segment_ids[padding] = 0
+        positions[padding] = 0
+    return segment_ids, positions
 
 
 def rows_to_batch(

@@ -13,6 +13,12 @@ def _unit(seed: int, doc_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2.0**64
 
 
+def held_out(doc_id: str, fraction: float, *, seed: int = 0) -> bool:
+    """Whether the document ``doc_id`` belongs to the held-out side of a ``fraction`` split:
+    the same seeded hash of its id as :func:`split_documents` (less its at-least-one rule)."""
+    return _unit(seed, doc_id) < fraction
+
+
 def split_documents(
     docs: Sequence[Document], *, val_fraction: float = 0.05, seed: int = 0
 ) -> tuple[list[Document], list[Document]]:

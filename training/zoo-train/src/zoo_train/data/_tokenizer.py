@@ -50,17 +50,20 @@ def byte_tokenizer() -> Tokenizer:
     return ByteTokenizer(bos=False, eos=True)
 
 
-def encode_fast(tokenizer: Tokenizer, text: str) -> list[int] | bytes:
-    """``tokenizer.encode(text)``; the raw UTF-8 bytes when the tokenizer is byte-level (same ids)."""
+def is_byte_level(tokenizer: Tokenizer) -> bool:
+    """Whether ``tokenizer``'s ids are a text's UTF-8 bytes (specials only on request)."""
     if isinstance(tokenizer, _Bytes):
-        return text.encode("utf-8")
+        return True
     try:
         from zoo_models import ByteTokenizer  # type: ignore[attr-defined]
     except ImportError:
-        return tokenizer.encode(text)
-    if isinstance(tokenizer, ByteTokenizer):
-        return text.encode("utf-8")  # its ids are the UTF-8 bytes (specials only on request)
-    return tokenizer.encode(text)
+        return False
+    return isinstance(tokenizer, ByteTokenizer)
+
+
+def encode_fast(tokenizer: Tokenizer, text: str) -> list[int] | bytes:
+    """``tokenizer.encode(text)``; the raw UTF-8 bytes when the tokenizer is byte-level (same ids)."""
+    return text.encode("utf-8") if is_byte_level(tokenizer) else tokenizer.encode(text)
 
 
 def leading_bos(tokenizer: Tokenizer) -> int | None:

@@ -1,0 +1,339 @@
+"""One measurement of the ``data`` benchmark in a fresh process; prints one JSON line.
+
+``python -m bench._data_worker ACTION ARGS...``; see ``bench/_data.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import resource
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+SEQ, BATCH = 1024, 16
+
+
+def _words(seed: int = 0, count: int = 20000) -> list[str]:
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlucmfwypvbgkjqxz"))
+    probs = 1.0 / np.arange(1, 27)
+    probs /= probs.sum()
+    return ["".join(rng.choice(letters, int(rng.integers(1, 10)), p=probs)) for _ in range(count)]
+
+
+def _text(rng: np.random.Generator, words: list[str], n_words: int) -> str:
+    ranks = np.minimum(rng.zipf(1.2, n_words), len(words)) - 1
+    out = [words[r] for r in ranks]
+    for i in range(0, n_words, 12):
+        out[i] = out[i] + (".\n" if i % 120 == 0 else ",")
+    return " ".join(out)
+
+
+def tokenizer(root: str) -> dict[str, Any]:
+    """A byte-level BPE of 8192 tokens trained on the synthetic text, EOS ``</s>``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    words = _words()
+    rng = np.random.default_rng(1)
+    sample = [_text(rng, words, 2000) for _ in range(300)]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=8192,
+        special_tokens=["</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(sample, trainer)
+    path = pathlib.Path(root) / "tok"
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path / "tokenizer.json"))
+    (path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
+    return {"path": str(path)}
+
+
+def corpus(directory: str, megabytes: str) -> dict[str, Any]:
+    """``megabytes`` MB of JSON lines (documents of 1-16 KB) in files of about 8 MB: 16 distinct
+    files written once each, copied under new names for the rest."""
+    out = pathlib.Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    words = _words()
+    target = int(float(megabytes) * 1e6)
+    written, blocks, n = 0, [], 0
+    rng = np.random.default_rng(2)
+    while written < target:
+        if len(blocks) < 16:
+            lines, size = [], 0
+            while size < min(8e6, target):
+                line = json.dumps({"text": _text(rng, words, int(rng.integers(200, 3000)))}) + "\n"
+                lines.append(line)
+                size += len(line)
+            blocks.append("".join(lines).encode())
+        block = blocks[n % len(blocks)]
+        (out / f"part{n:05d}.jsonl").write_bytes(block)
+        written += len(block)
+        n += 1
+    return {"path": str(out), "bytes": written, "files": n}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (load on the machine aside)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _texts(directory: str) -> list[str]:
+    texts = []
+    for path in sorted(pathlib.Path(directory).glob("*.jsonl")):
+        texts += [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    return texts
+
+
+def baseline(directory: str, tok_dir: str, threads: str, _out: str) -> dict[str, Any]:
+    """``encode_batch_fast`` over the corpus's texts (already in memory), 1 MiB batches."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(f"{tok_dir}/tokenizer.json")
+    texts = _texts(directory)
+    nbytes = sum(len(t.encode()) for t in texts)
+    batches, current, size = [], [], 0
+    for t in texts:
+        current.append(t)
+        size += len(t)
+        if size >= 1 << 20:
+            batches.append(current)
+            current, size = [], 0
+    batches.append(current)
+    tok.encode_batch_fast(batches[0][:10])  # start the thread pool
+    cpu, start = _cpu_s(), time.perf_counter()
+    tokens = sum(
+        len(e.ids) for b in batches for e in tok.encode_batch_fast(b, add_special_tokens=False)
+    )
+    seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    return {
+        "mb_per_s": nbytes / seconds / 1e6,
+        "mb_per_cpu_s": nbytes / cpu / 1e6,
+        "tokens_per_s": tokens / seconds,
+        "threads": int(threads),
+    }
+
+
+def prepare(directory: str, tok_dir: str, workers: str, out: str) -> dict[str, Any]:
+    """``prepare_store`` from scratch: rate, and the peak RSS of the main process and workers."""
+    import shutil
+
+    from zoo_train.data import prepare_store
+
+    shutil.rmtree(out, ignore_errors=True)
+    nbytes = sum(p.stat().st_size for p in pathlib.Path(directory).glob("*.jsonl"))
+    start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu, start = _cpu_s(), time.perf_counter()
+    tokenizer = None if tok_dir == "bytes" else tok_dir  # "bytes": the byte tokenizer
+    info = prepare_store(
+        [directory], out, tokenizer=tokenizer, workers=int(workers), progress=False
+    )
+    seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
+    return {
+        "mb_per_cpu_s": nbytes / cpu / 1e6,
+        "workers": int(workers),
+        "mb": nbytes / 1e6,
+        "seconds": seconds,
+        "mb_per_s": nbytes / seconds / 1e6,
+        "tokens_per_s": info["tokens"] / seconds,
+        "tokens": info["tokens"],
+        "rss_at_start_mib": start_rss / 1024,
+        "peak_rss_main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def _timed_batches(loader: Any, steps: int, rows: tuple[int, int] | None = None) -> np.ndarray:
+    times = np.empty(steps)
+    for i in range(steps):
+        t = time.perf_counter()
+        loader.next_batch(BATCH, rows=rows)
+        times[i] = time.perf_counter() - t
+    return times
+
+
+def loader(store: str) -> dict[str, Any]:
+    """Host time of ``StoreLoader.next_batch(16)`` at ``seq_len`` 1024 (after a warm-up)."""
+    from zoo_train.data import StoreLoader
+
+    start = time.perf_counter()
+    data = StoreLoader(store, seq_len=SEQ, seed=0)
+    open_s = time.perf_counter() - start
+    data.next_batch(BATCH)
+    first_batch_s = time.perf_counter() - start
+    _timed_batches(data, 50)
+    times = _timed_batches(data, 2000)
+    half = _timed_batches(data, 2000, rows=(0, BATCH // 2))
+    return {
+        "store_mib": sum(p.stat().st_size for p in pathlib.Path(store).rglob("*") if p.is_file())
+        / 2**20,
+        "open_s": open_s,
+        "first_batch_s": first_batch_s,
+        "median_us": float(np.median(times) * 1e6),
+        "p99_us": float(np.percentile(times, 99) * 1e6),
+        "half_median_us": float(np.median(half) * 1e6),
+        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def boundary(store: str) -> dict[str, Any]:
+    """Batch times over three epochs of a small store: the slowest batch holding an epoch
+    boundary against the median."""
+    from zoo_train.data import StoreLoader
+
+    data = StoreLoader(store, seq_len=SEQ, seed=0)
+    rows = data.rows_per_epoch[0]
+    steps = 3 * rows // BATCH + 2
+    _timed_batches(data, 20)
+    data.load_state_dict({"row": 0})
+    times = _timed_batches(data, steps)
+    # Batches holding an epoch's first row (and the one before, which ends the epoch).
+    firsts = [
+        s for s in range(steps) if any(s * BATCH <= e * rows < (s + 1) * BATCH for e in (1, 2, 3))
+    ]
+    crossing = sorted({c for s in firsts for c in (s - 1, s)})
+
+    # On a shared machine a single pass's slowest batch is whichever one the scheduler paused;
+    # the cost that belongs to a batch is its median over repeats.
+    def repeated(step: int) -> float:
+        samples = []
+        for _ in range(21):
+            t = time.perf_counter()
+            data.batch(step, BATCH)
+            samples.append(time.perf_counter() - t)
+        return float(np.median(samples))
+
+    others = [s for s in range(0, steps, max(steps // 40, 1)) if s not in crossing]
+    typical = float(np.median([repeated(s) for s in others]))
+    at_boundary = max(repeated(s) for s in crossing)
+    return {
+        "rows_per_epoch": rows,
+        "single_pass_median_us": float(np.median(times) * 1e6),
+        "single_pass_slowest_at_boundary_us": float(max(times[crossing]) * 1e6),
+        "single_pass_slowest_overall_us": float(times.max() * 1e6),
+        "repeated_median_us": typical * 1e6,
+        "repeated_slowest_at_boundary_us": at_boundary * 1e6,
+        "ratio": at_boundary / typical,
+    }
+
+
+def processes(store: str) -> dict[str, Any]:
+    """Rows and tokens read by each of 2 processes per global batch of 16, and that together
+    they are the 1-process batches."""
+    from zoo_train.data import StoreLoader
+
+    whole = StoreLoader(store, seq_len=SEQ, seed=0)
+    parts = [StoreLoader(store, seq_len=SEQ, seed=0) for _ in range(2)]
+    read = [0, 0]
+    same = True
+    for _ in range(200):
+        full = whole.next_batch(BATCH)
+        got = [p.next_batch(BATCH, rows=(8 * i, 8 * i + 8)) for i, p in enumerate(parts)]
+        for i, g in enumerate(got):
+            read[i] += g["input_ids"].size
+        same &= all(np.array_equal(full[k], np.concatenate([g[k] for g in got])) for k in full)
+    total = 200 * BATCH * SEQ
+    return {
+        "global_tokens": total,
+        "tokens_read": read,
+        "shares": [r / total for r in read],
+        "same_batches": bool(same),
+    }
+
+
+def libraries(store: str, scratch: str) -> dict[str, Any]:
+    """Median time to read 16 random rows of 1025 tokens from 20M tokens, per storage library."""
+    from zoo_train.data import TokenStore
+
+    split = TokenStore(store).split("train")
+    tokens = split.span(0, min(20_000_000, split.offsets[1]))[0]
+    n = len(tokens)
+    root = pathlib.Path(scratch)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    starts = [rng.integers(0, n - SEQ - 1, BATCH) for _ in range(300)]
+    out: dict[str, Any] = {}
+
+    def timed(fn: Any) -> float:
+        for s in starts[:10]:
+            fn(s)
+        times = []
+        for s in starts:
+            t = time.perf_counter()
+            fn(s)
+            times.append(time.perf_counter() - t)
+        return float(np.median(times) * 1e6)
+
+    np.save(root / "tokens.npy", tokens)
+    mm = np.load(root / "tokens.npy", mmap_mode="r")
+    out["numpy_memmap_us"] = timed(lambda s: np.stack([mm[a : a + SEQ + 1] for a in s]))
+    widths = np.full(BATCH, SEQ + 1)
+    out["store_batch_us"] = timed(lambda s: split.read(s.astype(np.int64), widths, SEQ + 1, 0))
+    try:
+        import tensorstore as ts
+
+        spec = {
+            "driver": "zarr",
+            "kvstore": {"driver": "file", "path": str(root / "ts")},
+            "metadata": {"shape": [n], "chunks": [1 << 16], "dtype": "<u2"},
+            "create": True,
+            "delete_existing": True,
+        }
+        arr = ts.open(spec).result()
+        arr.write(tokens).result()
+        arr = ts.open(
+            {k: v for k, v in spec.items() if k not in ("create", "delete_existing", "metadata")}
+        ).result()
+
+        def ts_read(s: np.ndarray) -> np.ndarray:
+            futures = [arr[int(a) : int(a) + SEQ + 1].read() for a in s]
+            return np.stack([f.result() for f in futures])
+
+        out["tensorstore_us"] = timed(ts_read)
+    except ImportError as e:  # pragma: no cover
+        out["tensorstore_us"] = f"not installed ({e})"
+    try:
+        import grain
+        from array_record.python.array_record_data_source import ArrayRecordDataSource
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        rows = (n - 1) // SEQ
+        path = str(root / "rows.array_record")
+        writer = ArrayRecordWriter(path, "group_size:1")
+        for r in range(rows):
+            writer.write(tokens[r * SEQ : r * SEQ + SEQ + 1].tobytes())
+        writer.close()
+        source = ArrayRecordDataSource([path])
+        picks = [rng.integers(0, rows, BATCH) for _ in range(300)]
+        starts[:] = picks  # the same number of reads, as row indices
+        out["array_record_us"] = timed(
+            lambda s: np.stack([np.frombuffer(source[int(i)], np.uint16) for i in s])
+        )
+        ds = (
+            grain.MapDataset.source(source)
+            .shuffle(seed=0)
+            .map(lambda b: np.frombuffer(b, np.uint16))
+            .batch(BATCH)
+        )
+        out["grain_array_record_us"] = timed(lambda s: ds[int(s[0]) % len(ds)])
+    except ImportError as e:
+        out["array_record_us"] = out["grain_array_record_us"] = f"not installed ({e.name})"
+    return out
+
+
+if __name__ == "__main__":
+    action, *args = sys.argv[1:]
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    print(json.dumps(globals()[action](*args)))

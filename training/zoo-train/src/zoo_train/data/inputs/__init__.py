@@ -1,0 +1,7 @@
+"""Reading training data: text files, directories, globs, JSON lines (plain, ``.gz``, ``.zst``),
+Parquet and Arrow files, and ``datasets.save_to_disk`` directories, streamed document by document."""
+
+from ._files import InputFile as InputFile
+from ._files import list_inputs as list_inputs
+from ._read import DocumentStream as DocumentStream
+from ._text import PIECE_CHARS as PIECE_CHARS

@@ -1,0 +1,61 @@
+"""What a store holds: ``info`` (documents, tokens, shards, tokenizer, splits, sources)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._format import read_manifest
+
+
+def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
+    """A JSON-ready summary of the store at ``store``: ``path``, ``fingerprint``, ``documents``,
+    ``tokens``, ``examples``, ``shards``, ``bytes`` (on disk), ``dtype``, ``tokenizer`` (its
+    description, fingerprint, vocabulary size, BOS/EOS ids), ``splits`` (documents, tokens,
+    examples and shards of ``train`` and ``eval``), ``sources`` and ``skipped`` files.
+
+    Raises:
+        ValueError: ``store`` is not a token store.
+    """
+    m = read_manifest(store)
+    splits = m["splits"]
+    return {
+        "path": os.fspath(store),
+        "fingerprint": m["fingerprint"],
+        "documents": sum(s["documents"] for s in splits.values()),
+        "tokens": sum(s["tokens"] for s in splits.values()),
+        "examples": sum(s["examples"] for s in splits.values()),
+        "shards": len(m["shards"]),
+        "bytes": sum(f["bytes"] for s in m["shards"] for f in s["files"]),
+        "dtype": m["dtype"],
+        "tokenizer": m["tokenizer"],
+        "eval_fraction": m["settings"]["eval_fraction"],
+        "splits": splits,
+        "sources": m["sources"],
+        "skipped": m["skipped"],
+    }
+
+
+def describe_info(summary: dict[str, Any]) -> str:
+    """:func:`store_info` as lines for a person."""
+    tok = summary["tokenizer"]
+    lines = [
+        f"store       {summary['path']}",
+        f"fingerprint {summary['fingerprint'][:16]}",
+        f"documents   {summary['documents']:,}"
+        + (f" ({summary['examples']:,} chat or prompt/completion)" if summary["examples"] else ""),
+        f"tokens      {summary['tokens']:,} ({summary['dtype']})",
+        f"shards      {summary['shards']} ({summary['bytes'] / 2**20:,.1f} MiB)",
+        f"tokenizer   {tok['description']} (vocabulary {tok['vocab_size']:,}, "
+        f"fingerprint {tok['fingerprint'][:12]})",
+    ]
+    for name, split in summary["splits"].items():
+        lines.append(f"{name:<11} {split['documents']:,} documents, {split['tokens']:,} tokens")
+    for src in summary["sources"]:
+        lines.append(f"source      {src['source']} ({src['files']} files, {src['bytes']:,} bytes)")
+    if summary["skipped"]["files"]:
+        lines.append(
+            f"skipped     {summary['skipped']['files']} binary or non-UTF-8 file(s) "
+            f"(e.g. {summary['skipped']['example']})"
+        )
+    return "\n".join(lines)

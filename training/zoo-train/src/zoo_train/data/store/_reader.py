@@ -1,0 +1,285 @@
+"""Reading a store: shards read by row, and rows of it as training batches.
+
+A split's shards read as one token stream. Rows are spans of it, ``seq_len + 1`` tokens wide:
+
+- plain text: windows ``[r * seq_len, r * seq_len + seq_len + 1)``, so every token but the
+  first is a target exactly once per epoch, with no packing pass at all;
+- stores with chat or prompt/completion examples: whole documents packed into rows, in order,
+  once when the layout is made (a document longer than a row is cut to one row, counted in
+  ``truncated``); the rest of a row is padding.
+
+Segment ids and positions come from the documents' starts, as packing makes them
+(:func:`~zoo_train.data.rows_to_batch`), so a target never crosses a document boundary.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from .._packing import Batch, rows_to_batch, segments_from_starts
+from .._tokenizer import Tokenizer
+from ._format import MASK, STARTS, TOKENS
+from ._identity import TOKENIZER_DIR, stored_tokenizer, tokenizer_identity
+from ._verify import check_store
+
+
+class _ShardFile:
+    """One shard file read by positioned reads (``pread``): what a row needs comes from the page
+    cache or the disk, and the process's memory does not grow with what it has read (a
+    memory map's touched pages count as the reader's resident memory, readahead included)."""
+
+    def __init__(self, path: pathlib.Path, dtype: np.dtype) -> None:
+        self.path, self.dtype = path, np.dtype(dtype)
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def read_into(self, out: np.ndarray, offset: int) -> None:
+        """Fill ``out`` (contiguous, this file's dtype) from item ``offset`` on."""
+        got = os.preadv(self.fd, [out], offset * self.dtype.itemsize)
+        if got != out.nbytes:
+            raise ValueError(
+                f"The shard {str(self.path)!r} is shorter than its manifest says (it changed "
+                "after the store was opened); prepare the store again."
+            )
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", None)
+        if fd is not None:
+            os.close(fd)
+
+
+class TokenSplit:
+    """One split (``train`` or ``eval``) of a store: its shards read as one token stream."""
+
+    def __init__(self, root: pathlib.Path, shards: list[dict[str, Any]], dtype: np.dtype) -> None:
+        self.dtype = np.dtype(dtype)
+        self.tokens: list[_ShardFile] = []
+        self.masks: list[_ShardFile | None] = []
+        starts: list[np.ndarray] = []
+        self.offsets = [0]
+        for shard in shards:
+            names = {f["name"].rsplit(".", 1)[1]: root / f["name"] for f in shard["files"]}
+            self.tokens.append(_ShardFile(names[TOKENS], self.dtype))
+            mask = names.get(MASK)
+            self.masks.append(None if mask is None else _ShardFile(mask, np.dtype(np.uint8)))
+            starts.append(np.fromfile(names[STARTS], np.int64) + self.offsets[-1])
+            self.offsets.append(self.offsets[-1] + shard["tokens"])
+        self.num_tokens = self.offsets[-1]
+        # 8 bytes per document in memory: the boundaries every row's segments come from.
+        self.starts = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+        self.num_documents = len(self.starts)
+        self.weighted = any(m is not None for m in self.masks)
+        self.examples = sum(s["examples"] for s in shards)
+
+    def document(self, i: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """The tokens of document ``i`` and their loss weights (``None``: the split has no
+        examples, every token counts)."""
+        end = self.starts[i + 1] if i + 1 < self.num_documents else self.num_tokens
+        return self.span(int(self.starts[i]), int(end - self.starts[i]))
+
+    def span(self, begin: int, length: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Tokens (and weights, uint8) of ``[begin, begin + length)``, across shards if need be."""
+        tokens = np.empty(length, self.dtype)
+        weights = np.ones(length, np.uint8) if self.weighted else None
+        at = 0
+        s = bisect.bisect_right(self.offsets, begin) - 1
+        while at < length:
+            lo = begin + at - self.offsets[s]
+            take = min(length - at, self.offsets[s + 1] - self.offsets[s] - lo)
+            self.tokens[s].read_into(tokens[at : at + take], lo)
+            mask = self.masks[s]
+            if mask is not None and weights is not None:
+                mask.read_into(weights[at : at + take], lo)
+            at, s = at + take, s + 1
+        return tokens, weights
+
+    def read(self, begin: np.ndarray, length: np.ndarray, width: int, pad_id: int) -> Batch:
+        """The rows ``[begin[i], begin[i] + length[i])`` (int64 ``[B]``, lengths at most
+        ``width``) as a batch of ``width - 1`` tokens (see :func:`rows_to_batch`), padded."""
+        rows = len(begin)
+        raw = np.zeros((rows, width), self.dtype)
+        weights = np.zeros((rows, width), np.float32) if self.weighted else None
+        offsets, shards = self.offsets, self.tokens
+        for i, (a, n) in enumerate(zip(begin.tolist(), length.tolist(), strict=True)):
+            s = bisect.bisect_right(offsets, a) - 1
+            if a + n <= offsets[s + 1] and weights is None:  # the common case, kept short
+                shards[s].read_into(raw[i, :n], a - offsets[s])
+                continue
+            row, weight = self.span(a, n)
+            raw[i, :n] = row
+            if weights is not None and weight is not None:
+                weights[i, :n] = weight
+        tokens = raw.astype(np.int32)
+        padding = None
+        if (length < width).any():
+            padding = np.arange(width)[None, :] >= length[:, None]
+            tokens[padding] = pad_id
+        # Documents starting inside each row (after its first token) begin new segments.
+        end = begin + length
+        lo = np.searchsorted(self.starts, begin, side="right")
+        count = np.searchsorted(self.starts, end, side="left") - lo
+        which = np.repeat(np.arange(rows), count)
+        first = np.cumsum(count) - count
+        doc = np.arange(len(which)) - np.repeat(first, count) + np.repeat(lo, count)
+        cols = self.starts[doc] - begin[which]
+        if len(cols) > 2 * rows or padding is not None:
+            starts = np.zeros((rows, width), bool)
+            starts[:, 0] = True
+            starts[which, cols] = True
+            segment_ids, positions = segments_from_starts(starts, padding)
+        else:  # windows over long documents: a few boundaries, each a slice
+            segment_ids, positions = _few_segments(rows, width, which.tolist(), cols.tolist())
+        return rows_to_batch(tokens, segment_ids, positions, weights)
+
+
+def _few_segments(
+    rows: int, width: int, which: list[int], cols: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`segments_from_starts` for rows with few segment starts (``cols`` of rows
+    ``which``, in order along each row), without a pass over every token per start."""
+    ramp = np.arange(width, dtype=np.int32)
+    segment_ids = np.ones((rows, width), np.int32)
+    positions = np.tile(ramp, (rows, 1))
+    for r, c in zip(which, cols, strict=True):
+        segment_ids[r, c:] += 1
+        positions[r, c:] = ramp[: width - c]
+    return segment_ids, positions
+
+
+@dataclasses.dataclass(frozen=True)
+class RowLayout:
+    """How a split is cut into rows of ``seq_len + 1`` tokens.
+
+    Attributes:
+        rows: rows in the layout (training: whole rows only; evaluation: every token).
+        truncated: documents cut to one row (packed examples longer than a row).
+    """
+
+    split: TokenSplit
+    seq_len: int
+    rows: int
+    begins: np.ndarray | None  # packed: each row's first token; None: windows
+    lengths: np.ndarray | None
+    truncated: int = 0
+
+    def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(begin, length)`` int64 of each row."""
+        rows = np.asarray(rows, np.int64)
+        if self.begins is not None and self.lengths is not None:
+            return self.begins[rows], self.lengths[rows]
+        begin = rows * self.seq_len
+        return begin, np.minimum(self.seq_len + 1, self.split.num_tokens - begin)
+
+    def read(self, rows: np.ndarray, pad_id: int) -> Batch:
+        """The batch of ``rows`` (int ``[B]``)."""
+        begin, length = self.spans(rows)
+        return self.split.read(begin, length, self.seq_len + 1, pad_id)
+
+
+def layout(split: TokenSplit, seq_len: int, *, whole: bool) -> RowLayout:
+    """Rows of ``seq_len + 1`` tokens over ``split``: windows for plain text, whole documents
+    packed for examples. ``whole``: cover every token (evaluation; the last row padded)
+    instead of whole rows only (training)."""
+    if seq_len < 1:
+        raise ValueError(f"`seq_len` must be at least 1, got {seq_len}.")
+    width = seq_len + 1
+    if not split.examples:
+        full = max(split.num_tokens - 1, 0) // seq_len
+        rows = -(-max(split.num_tokens - 1, 0) // seq_len) if whole else full
+        return RowLayout(split, seq_len, rows, None, None)
+    # Next fit, in order: a document joins the current row if it fits, else starts the next.
+    ends = np.append(split.starts[1:], split.num_tokens)
+    sizes = (ends - split.starts).tolist()
+    begins: list[int] = []
+    lengths: list[int] = []
+    truncated = 0
+    row_begin, row_len = 0, 0
+    for start, size in zip(split.starts.tolist(), sizes, strict=True):
+        if size > width:
+            size, truncated = width, truncated + 1
+        if row_len + size > width:
+            begins.append(row_begin)
+            lengths.append(row_len)
+            row_len = 0
+        if row_len == 0:
+            row_begin = start
+        row_len += size
+    if row_len:
+        begins.append(row_begin)
+        lengths.append(row_len)
+    return RowLayout(
+        split,
+        seq_len,
+        len(begins),
+        np.array(begins, np.int64),
+        np.array(lengths, np.int64),
+        truncated,
+    )
+
+
+class TokenStore:
+    """A token store opened for reading (see :func:`~zoo_train.data.prepare_store`).
+
+    Opening checks that every shard file has the size the manifest records (a truncated or
+    missing shard is named); :meth:`verify` also checks every checksum (a full read).
+
+    Args:
+        path: the store directory.
+        tokenizer: the tokenizer a run expects; a store made with another is refused.
+        verify: check every shard's sha256 now (reads the whole store).
+
+    Raises:
+        ValueError: not a store, a damaged store, or another tokenizer than ``tokenizer``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        tokenizer: Tokenizer | None = None,
+        verify: bool = False,
+    ) -> None:
+        self.path = pathlib.Path(path)
+        self.manifest = check_store(self.path, checksums=verify)
+        self.fingerprint: str = self.manifest["fingerprint"]
+        self.dtype = np.dtype(self.manifest["dtype"])
+        identity = self.manifest["tokenizer"]
+        if tokenizer is not None:
+            expected = tokenizer_identity(tokenizer, repr(tokenizer))
+            if expected["fingerprint"] != identity["fingerprint"]:
+                raise ValueError(
+                    f"The token store {str(self.path)!r} was made with {identity['description']} "
+                    f"(fingerprint {identity['fingerprint'][:12]}), not the run's "
+                    f"{expected['description']} (fingerprint {expected['fingerprint'][:12]}); "
+                    "prepare the data with the run's tokenizer."
+                )
+        eos = identity["eos_id"]
+        self.pad_id = int(eos) if eos is not None else 0
+        self._splits: dict[str, TokenSplit] = {}
+
+    def split(self, name: str = "train") -> TokenSplit:
+        """The ``train`` or ``eval`` split."""
+        if name not in self._splits:
+            shards = [s for s in self.manifest["shards"] if s["split"] == name]
+            self._splits[name] = TokenSplit(self.path, shards, self.dtype)
+        return self._splits[name]
+
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer the store was made with."""
+        return stored_tokenizer(self.manifest["tokenizer"], self.path / TOKENIZER_DIR)
+
+    def verify(self) -> None:
+        """Check every shard's size and sha256.
+
+        Raises:
+            ValueError: naming the first truncated, missing or modified file.
+        """
+        check_store(self.path, checksums=True)
+
+    def __repr__(self) -> str:
+        return f"TokenStore({str(self.path)!r}, fingerprint={self.fingerprint[:12]})"
