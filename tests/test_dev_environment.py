@@ -64,3 +64,20 @@ def test_pinned_environment_takes_the_pins_and_the_tree_for_the_rest():
         assert f'version = "{version}"' in text
     with pytest.raises(ValueError, match="not a zoo package"):
         pinned_env.requirements(["numpy==2.0"])
+
+
+def _planned(target: str, tmp_path: Path) -> str:
+    """What ``make TARGET`` would run for environments not made yet (``make -n``)."""
+    paths = [f"VENV={tmp_path / 'venv'}", f"TPU_VENV={tmp_path / 'venv-tpu'}"]
+    proc = subprocess.run(["make", "-n", target, *paths], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_make_train_installs_only_what_training_runs(tmp_path):
+    train = _planned("train", tmp_path)
+    assert "zoo train" in train and "-e training/zoo-train" in train
+    assert "requirements-dev.txt" not in train  # no torch, transformers, pytest, ruff
+    assert str(tmp_path / "venv-tpu") not in train  # no libtpu environment
+    test = _planned("test", tmp_path)
+    assert "requirements-dev.txt" in test and str(tmp_path / "venv-tpu") in test
