@@ -157,3 +157,20 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
     one = _settings("train", data=[str(tmp_path / "corpus.txt")], seq_len=16, out=common["out"])
     with build_data(one, tok) as data:
         assert data.val is not None and sum(part.rows for part in data.val.values()) > 0
+
+
+def test_log_lines_read_name_colon_message_even_after_absl_configured_logging(capsys):
+    import io
+    import logging
+
+    # What absl does on its first log: the root logger with Python's default format.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logging.getLogger().addHandler(handler)
+    try:
+        assert main(["models"]) == 0
+        logging.getLogger("zoo_models").warning("note: cast to float32")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert stream.getvalue() == "zoo_models: note: cast to float32\n"

@@ -1,6 +1,9 @@
 """zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
 OLMo 2)."""
 
+from ._chat_template import ChatTemplate as ChatTemplate
+from ._chat_template import ChatTemplateError as ChatTemplateError
+from ._chat_template import RenderedChat as RenderedChat
 from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
 from ._family_defaults import default_lora_targets as default_lora_targets
@@ -29,6 +32,7 @@ from ._model import num_params as num_params
 from ._model import param_bytes as param_bytes
 from ._presets import get as get
 from ._presets import presets as presets
+from ._safetensors_files import save_safetensors as save_safetensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter

@@ -8,6 +8,7 @@ shards plus ``model.safetensors.index.json`` (``{"metadata": {"total_size": ...}
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 from collections.abc import Iterator, Mapping
@@ -22,11 +23,40 @@ __all__ = [
     "SINGLE_FILE",
     "TensorFiles",
     "parse_size",
+    "save_safetensors",
     "write_tensor_files",
 ]
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, for a moment,
+    for every thread, whose files would then be created with the wrong mode)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_safetensors(
+    tensors: Mapping[str, np.ndarray],
+    path: str | pathlib.Path,
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """``safetensors.numpy.save_file``, the file's mode then following the umask like any
+    other file's (``safetensors`` creates its files ``0600``: private on a shared disk)."""
+    save_file(dict(tensors), str(path), metadata=dict(metadata) if metadata else None)
+    os.chmod(path, 0o666 & ~_umask())
+
 
 _UNITS = {
     "": 1,
@@ -222,13 +252,13 @@ def write_tensor_files(
     metadata = {"format": "pt"}  # transformers refuses safetensors files without it
     if len(shards) == 1:
         path = directory / SINGLE_FILE
-        save_file(shards[0], path, metadata=metadata)
+        save_safetensors(shards[0], path, metadata=metadata)
         return [path]
     written = []
     weight_map = {}
     for i, shard in enumerate(shards):
         path = directory / f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file(shard, path, metadata=metadata)
+        save_safetensors(shard, path, metadata=metadata)
         written.append(path)
         weight_map.update(dict.fromkeys(shard, path.name))
     total = sum(t.nbytes for t in arrays.values())

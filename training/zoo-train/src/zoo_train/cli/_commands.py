@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from . import _catalog, _compile, _data, _profile, _train, _use
+from . import _catalog, _compile, _data, _generate, _profile, _train, _use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +38,10 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "generate",
-        "sample text from a model",
-        "Sample text.",
-        _use.add_generate_arguments,
-        _use.run_generate,
+        _generate.HELP,
+        _generate.DESCRIPTION,
+        _generate.add_generate_arguments,
+        _generate.run_generate,
     ),
     Command(
         "eval",

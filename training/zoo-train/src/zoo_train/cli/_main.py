@@ -20,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser, so the hint names its --help
         args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    _log_format()
     # Orbax logs through absl, warning on every save without an eval metric, and logs each
     # failed write with its traceback from every thread it passed through: the error this
     # command reports says it in one sentence (ZOO_DEBUG=1 shows them).
@@ -32,3 +32,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     leave_processes(code)
     return code
+
+
+LOG_FORMAT = "%(name)s: %(message)s"
+
+
+def _log_format() -> None:
+    """Log lines read ``zoo_models: note: …``. absl (imported with Orbax) configures the root
+    logger with Python's default ``WARNING:name:message`` format the first time it logs, which
+    makes a later ``basicConfig`` do nothing: that handler gets this format instead."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
+        return
+    for handler in root.handlers:
+        if getattr(handler.formatter, "_fmt", None) in (None, logging.BASIC_FORMAT):
+            handler.setFormatter(logging.Formatter(LOG_FORMAT))

@@ -1,6 +1,7 @@
 """Data for training: documents, tokenizers, packing, the resumable loader, and the token store
 (`prepare_store`, `TokenStore`, `StoreLoader`) that streams data larger than memory."""
 
+from ._chat import render_chat as render_chat
 from ._documents import Document as Document
 from ._documents import load_documents as load_documents
 from ._loader import DataSource as DataSource

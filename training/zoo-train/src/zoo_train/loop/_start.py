@@ -51,7 +51,7 @@ from ._evaluate import EvalData, evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
-from ._progress import Progress
+from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter
 from ._stop import StopRequest, stop_requests
 
@@ -178,6 +178,7 @@ def start_run(
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
         skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
+        rows_per_epoch=rows_per_epoch(data),
     )  # fmt: skip
     return Run(
         config=config,

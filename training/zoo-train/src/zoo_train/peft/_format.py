@@ -138,7 +138,7 @@ def save_peft_adapter(
 ) -> pathlib.Path:
     """Write the adapters of ``model`` as a PEFT adapter directory; ``base`` (the base model's
     directory) is recorded as ``base_model_name_or_path``."""
-    from safetensors.numpy import save_file
+    import zoo_models
 
     directory = pathlib.Path(directory)
     tensors = peft_tensors(model)
@@ -165,9 +165,9 @@ def save_peft_adapter(
         "layers_to_transform": None,
     }
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(
+    zoo_models.save_safetensors(
         {k: np.ascontiguousarray(v) for k, v in tensors.items()},
-        str(directory / ADAPTER_FILE),
+        directory / ADAPTER_FILE,
         metadata={"format": "pt"},
     )
     (directory / ADAPTER_CONFIG).write_text(json.dumps(meta, indent=2) + "\n")

@@ -7,6 +7,7 @@ import pathlib
 from .._usage import UsageError
 from ..settings import FinetuneSettings, RunSettings
 from ._data import check_data_paths
+from ._export_record import is_own_export
 
 
 def check_run(s: RunSettings) -> None:
@@ -52,4 +53,6 @@ def check_finetune(s: FinetuneSettings) -> None:
         return
     if pathlib.Path(s.export_hf).resolve() == pathlib.Path(s.out).resolve():
         raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
-    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite)
+    # The run's own earlier export is replaced without --overwrite.
+    own = is_own_export(pathlib.Path(s.out), s.export_hf)
+    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite or own)

@@ -14,6 +14,7 @@ from ..parallel import is_primary
 from ..peft import LoRAConfig
 from ..settings import RunSettings
 from ._data import Data
+from ._epochs import epochs_phrase, many_epochs_warning
 from ._model import Model
 
 
@@ -57,6 +58,13 @@ class Job:
     lora: LoRAConfig | None
     saved: dict[int, dict[str, Any] | None]
 
+    def model_name(self) -> str:
+        """The model as the user named it: the preset, or the checkpoint it came from."""
+        if self.command == "train":
+            return self.settings.model
+        source = getattr(self.settings, "from_hf", None) or getattr(self.settings, "from_run", None)
+        return f"{self.model.config.family} model from {source}"
+
     def run_info(self) -> dict[str, Any]:
         """What the run records about its model (compared on resume)."""
         from .._runs import model_identity, tokenizer_spec
@@ -78,11 +86,14 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     s, config = job.settings, job.settings.train_config()
     if not job.saved:
         say(
-            f"zoo: {job.command} {job.model.config.family} model on {job.data.described}: "
+            f"zoo: {job.command} {job.model_name()} on {job.data.described}: "
             f"{job.data.tokens_per_epoch:,} training tokens, {config.steps} steps of "
-            f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens on mesh "
-            f"{describe_mesh(job.mesh)} -> {job.out}"
+            f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens"
+            f"{epochs_phrase(s, job.data.train)} on mesh {describe_mesh(job.mesh)} -> {job.out}"
         )
+        warning = many_epochs_warning(s, job.data.train)
+        if warning is not None:
+            say(warning)
     parameters = parameter_summary(
         job.model.model, job.model.config, job.lora, job.model.init.get("dtype")
     )
@@ -101,13 +112,19 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         start_info={"parameters": parameters},
         **loop_args,
     )
-    if result.resumed_from is not None and result.start_step == result.step:
+    if not trained(result):
         say(
-            f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to train."
+            f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to "
+            "train (raise --steps to extend it)."
         )
-    if is_primary():
+    elif is_primary():
         _summary(job.out, time.perf_counter() - started, result.start_step, result.step)
     return result
+
+
+def trained(result: Any) -> bool:
+    """Whether this call of the loop took any step (a complete run resumed takes none)."""
+    return result.step > result.start_step
 
 
 def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
@@ -133,15 +150,22 @@ def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
 def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
     from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
 
-    records = read_metrics(out / METRICS_FILE)
+    # This call's records only: a resumed run's earlier steps are not its figures.
+    records = [r for r in read_metrics(out / METRICS_FILE) if r.get("step", 0) > start_step]
     train = [r for r in records if isinstance(r.get("loss"), int | float)]
     evals = [r for r in records if isinstance(r.get("eval_loss"), int | float)]
     rates = [r["tokens_per_s"] for r in train if isinstance(r.get("tokens_per_s"), int | float)]
     parts = [f"steps {start_step} -> {end_step} in {wall:.1f} s"]
     if rates:
         parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
-    if train:
-        parts.append(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}")
+    if len(train) > 1:
+        first, last = train[0], train[-1]
+        parts.append(
+            f"train loss {first['loss']:.3f} (step {first['step']}) -> {last['loss']:.3f} "
+            f"(step {last['step']})"
+        )
+    elif train:  # one record (log_every >= the steps taken): no trend to show
+        parts.append(f"train loss {train[0]['loss']:.3f} (steps {start_step + 1}-{end_step})")
     if evals:
         parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
     say("zoo: " + "; ".join(parts))

@@ -152,6 +152,12 @@ class RunSettings:
         metavar="DIR",
     )
     steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N")
+    epochs: float | None = setting(
+        None,
+        "passes over the training data, instead of steps (steps follow from the data's size)",
+        flag="--epochs",
+        metavar="N",
+    )
     batch_size: int = setting(16, "rows per micro-batch", flag="--batch-size", metavar="N")
     seq_len: int = setting(128, "tokens per row", flag="--seq-len", metavar="N")
     grad_accum: int = setting(1, "micro-batches per step", flag="--grad-accum", metavar="N")
