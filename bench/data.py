@@ -245,7 +245,7 @@ def _loader_table(data: dict[str, Any], loaders: dict[str, dict[str, float]]) ->
             f"{m['open_s'] * 1e3:.1f}",
             f"{m['first_batch_s'] * 1e3:.1f}",
             f"{m['median_us']:.0f}",
-            f"{m['p99_us']:.0f}",
+            f"{m['p99_us']:,.0f}",
             f"{m['half_median_us']:.0f}",
             f"{m['rss_mib']:.1f}",
             f"{m['rss_imported_mib']:.1f}",
@@ -268,9 +268,9 @@ def _loader_table(data: dict[str, Any], loaders: dict[str, dict[str, float]]) ->
         ],
         rows,
         [
-            "The issue's target compares training from a 1 GB and a 10 MB store; it is measured "
-            "at the loader, the only part of a run that differs between the two (model, step "
-            "and compilation are the same). First batch: from StoreLoader(store) (manifest, "
+            "The target on training from a 1 GB and a 10 MB store is measured at the loader, "
+            "the only part of a run that differs between the two (model, step and compilation "
+            "are the same). First batch: from StoreLoader(store) (manifest, "
             "document starts) to the first batch returned, opening included.",
             "µs per 8 rows: a process's half of each global batch (rows=(0, 8)). Each run is a "
             "fresh process; the two stores alternate.",
@@ -283,12 +283,12 @@ def _boundary_table(data: dict[str, Any]) -> dict[str, Any]:
     rows = [
         [
             str(i + 1),
-            f"{r['repeated_median_us']:.0f}",
-            f"{r['repeated_slowest_at_boundary_us']:.0f}",
+            f"{r['repeated_median_us']:,.0f}",
+            f"{r['repeated_slowest_at_boundary_us']:,.0f}",
             f"{r['ratio']:.2f}×",
-            f"{r['single_pass_median_us']:.0f}",
-            f"{r['single_pass_slowest_at_boundary_us']:.0f}",
-            f"{r['single_pass_slowest_overall_us']:.0f}",
+            f"{r['single_pass_median_us']:,.0f}",
+            f"{r['single_pass_slowest_at_boundary_us']:,.0f}",
+            f"{r['single_pass_slowest_overall_us']:,.0f}",
         ]
         for i, r in enumerate(runs)
     ]
@@ -317,7 +317,7 @@ def _processes_table(data: dict[str, Any]) -> dict[str, Any]:
     p = data["processes"]
     per_batch, total = p["global_tokens_per_batch"], p["global_tokens_per_batch"] * p["batches"]
     io = [*p["bytes_read"], p["bytes_read_one_process"]] if p["bytes_read"] else [None] * 3
-    span = lambda pair: str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"
+    span = lambda pair: f"{pair[0]:,}" if pair[0] == pair[1] else f"{pair[0]:,}–{pair[1]:,}"
     parts = [
         [str(i), span(p["rows_per_batch"][i]), span(p["tokens_per_batch"][i]), p["tokens_read"][i]]
         for i in range(2)
@@ -326,7 +326,7 @@ def _processes_table(data: dict[str, Any]) -> dict[str, Any]:
         [*cells[:3], f"{cells[3]:,}", f"{cells[3] / total:.1%}",
          "—" if read is None else f"{read:,}", f"{rows * p['row_bytes'] * p['batches']:,}"]
         for cells, read, rows in zip(
-            [*parts, ["one process, whole batches", str(BATCH), str(per_batch), total]],
+            [*parts, ["one process, whole batches", str(BATCH), f"{per_batch:,}", total]],
             io, (BATCH // 2, BATCH // 2, BATCH), strict=True,
         )
     ]  # fmt: skip
@@ -396,7 +396,7 @@ def _rate_targets(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _memory_targets(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Prepare's and the loader's memory, and the first batch: met only at the issue's sizes."""
+    """Prepare's and the loader's memory, and the first batch: met only at the targets' sizes (100 MB, 1 GB)."""
     out = []
     sizes = data["sizes_mb"]
     full = sizes["small"] >= 100 and sizes["large"] >= 1000
