@@ -16,12 +16,14 @@ TPU_PIP := $(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
 
 install: $(STAMP) $(TPU_STAMP)
 
-# The main environment: CPU jax, every zoo package editable, test tools. Re-runs when a pin or a
-# package definition changes.
+# The main environment: CPU jax, every zoo package editable (zoo-train with its `wandb` extra, so
+# the tracker's tests run), test tools. Re-runs when a pin or a package definition changes.
 $(STAMP): constraints.txt requirements-dev.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt pip hatchling editables
-	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
+	$(PIP) install -c constraints.txt --no-build-isolation \
+		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[wandb]" \
+		-r requirements-dev.txt
 	@touch $@
 
 # A separate environment with libtpu, used only to compile for real TPU generations
