@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from . import _catalog, _compile, _profile, _train, _use
+from . import _catalog, _compile, _metrics, _profile, _train, _use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,13 @@ COMMANDS: tuple[Command, ...] = (
         _profile.DESCRIPTION,
         _profile.add_profile_arguments,
         _profile.run_profile,
+    ),
+    Command(
+        "metrics",
+        _metrics.HELP,
+        _metrics.DESCRIPTION,
+        _metrics.add_metrics_arguments,
+        _metrics.run_metrics,
     ),
     Command(
         "models",

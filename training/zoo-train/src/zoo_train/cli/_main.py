@@ -20,7 +20,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser, so the hint names its --help
         args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    # force: importing Orbax already gave the root logger a handler of the default format.
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", force=True)
     # Orbax logs through absl, warning on every save without an eval metric, and logs each
     # failed write with its traceback from every thread it passed through: the error this
     # command reports says it in one sentence (ZOO_DEBUG=1 shows them).

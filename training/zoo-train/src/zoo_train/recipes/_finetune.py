@@ -14,7 +14,7 @@ from ._finish import export, sample
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
-from ._run import Job, run, saved_provenance, say
+from ._run import Job, open_trackers, run, saved_provenance, say
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -27,7 +27,8 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    # One training process per output directory.
+    with run_lock(out, enabled=is_primary()), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
@@ -35,7 +36,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         check_positions(model.config, s.seq_len)
         lora = lora_config(s, model)
         data = build_data(s, model.tokenizer)
-        job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
+        job = Job("finetune", s, out, mesh, rules, model, data, lora, saved, trackers)
         result = run(
             job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
         )
@@ -45,5 +46,5 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         generation = read_generation(s.from_hf or s.from_run)  # type: ignore[arg-type]
         if s.export_hf is not None:
             export(job, result.model, s.export_hf, generation)
-        sample(job, result.model, generation)
+        sample(job, result.model, generation, step=result.step)
     return 0

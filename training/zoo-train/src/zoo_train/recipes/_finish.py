@@ -24,9 +24,10 @@ def export(job: Job, model: Any, target: str, generation: dict[str, Any]) -> Non
     say(f"zoo: exported the model (adapters merged) to {pathlib.Path(target)}")
 
 
-def sample(job: Job, model: Any, generation: dict[str, Any]) -> None:
-    """Print ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0). Every
-    process generates it (a sharded model); process 0 prints it."""
+def sample(job: Job, model: Any, generation: dict[str, Any], *, step: int) -> None:
+    """Print ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0) and
+    send them to the trackers at ``step``. Every process generates it (a sharded model);
+    process 0 prints it."""
     s = job.settings
     if s.sample_tokens <= 0:
         return
@@ -48,3 +49,4 @@ def sample(job: Job, model: Any, generation: dict[str, Any]) -> None:
     if is_primary():
         print(f"--- sample ({s.sample_tokens} tokens, temperature {s.temperature}) ---")
         print(s.prompt + text)
+    job.trackers.text("sample", s.prompt + text, step)

@@ -13,7 +13,7 @@ from ._data import build_data
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, scratch_model
-from ._run import Job, run, saved_provenance
+from ._run import Job, open_trackers, run, saved_provenance
 
 
 def train_recipe(s: RunSettings) -> int:
@@ -25,7 +25,8 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
-    with run_lock(out, enabled=is_primary()):  # one training process per output directory
+    # One training process per output directory.
+    with run_lock(out, enabled=is_primary()), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         tokenizer = byte_tokenizer()
@@ -38,7 +39,7 @@ def train_recipe(s: RunSettings) -> int:
         check_positions(config, s.seq_len)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         data = build_data(s, tokenizer)
-        job = Job("train", s, out, mesh, rules, model, data, None, saved)
+        job = Job("train", s, out, mesh, rules, model, data, None, saved, trackers)
         result = run(job, train)
-        sample(job, result.model, generation={})
+        sample(job, result.model, generation={}, step=result.step)
     return 0
