@@ -39,8 +39,10 @@ $(RUNTIME_STAMP): constraints.txt $(PYPROJECTS)
 
 # The test tools and the reference implementations the tests compare with (torch,
 # transformers, peft), added to the same environment.
+# zoo-train's `wandb` extra too, so the tracker's tests run.
 $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
-	$(PIP) install -c constraints.txt -r requirements-dev.txt
+	$(PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb]" \
+		-r requirements-dev.txt
 	@touch $@
 
 # A separate environment with libtpu, used only to compile for real TPU generations

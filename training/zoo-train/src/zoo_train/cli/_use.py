@@ -14,7 +14,6 @@ from ..recipes import (
     check_data_paths,
     check_positions,
     load_hf_on_mesh,
-    load_model,
     mesh_and_rules,
 )
 from ..settings import RunSettings

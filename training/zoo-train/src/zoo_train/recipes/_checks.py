@@ -11,10 +11,15 @@ from ._export_record import is_own_export
 
 
 def check_run(s: RunSettings) -> None:
-    """The data paths, the kernel's version range and name."""
+    """The data paths, the trackers, the kernel's version range and name."""
     from .._requirements import check_requirement
+    from ..tracking import tracker_names
 
     check_data_paths(s.data)
+    try:
+        tracker_names(s.trackers)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
     if s.attention.require is not None:
         check_requirement(s.attention.require)
     name = s.attention.implementation

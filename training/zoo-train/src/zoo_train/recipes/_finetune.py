@@ -14,7 +14,7 @@ from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
-from ._run import Job, run, saved_provenance, say, trained
+from ._run import Job, open_trackers, run, saved_provenance, say, trained
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -27,7 +27,8 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
-    with output_directory(out):  # one training process per output directory
+    # One training process per output directory.
+    with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
@@ -36,7 +37,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         lora = lora_config(s, model)
         with build_data(s, model.tokenizer) as data:
             s = steps_for_epochs(s, data.train)
-            job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
+            job = Job("finetune", s, out, mesh, rules, model, data, lora, saved, trackers)
             result = run(
                 job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
             )
@@ -49,5 +50,5 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         elif trained(result):
             export_again(job, result.model, generation, result.step)
         if trained(result):
-            sample(job, result.model, generation)
+            sample(job, result.model, generation, step=result.step)
     return 0

@@ -46,9 +46,10 @@ def export_again(job: Job, model: Any, generation: dict[str, Any], step: int) ->
     export(job, model, record.path, generation, step)
 
 
-def sample(job: Job, model: Any, generation: dict[str, Any]) -> None:
-    """Print ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0). Every
-    process generates it (a sharded model); process 0 prints it."""
+def sample(job: Job, model: Any, generation: dict[str, Any], *, step: int) -> None:
+    """Print ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0) and
+    send them to the trackers at ``step``. Every process generates it (a sharded model);
+    process 0 prints it."""
     s = job.settings
     if s.sample_tokens <= 0:
         return
@@ -70,3 +71,4 @@ def sample(job: Job, model: Any, generation: dict[str, Any]) -> None:
     if is_primary():
         print(f"--- sample ({s.sample_tokens} tokens, temperature {s.temperature}) ---")
         print(s.prompt + text)
+    job.trackers.text("sample", s.prompt + text, step)

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..parallel import is_primary
 from ..peft import LoRAConfig
-from ..settings import RunSettings
+from ..settings import RunSettings, flat
+from ..tracking import Trackers
 from ._data import Data
 from ._epochs import epochs_phrase, many_epochs_warning
 from ._model import Model
@@ -46,6 +47,7 @@ class Job:
         data: the loaders.
         lora: the LoRA adapters to train, or ``None``.
         saved: :func:`saved_provenance` of ``out`` before the run.
+        trackers: where the run's records go besides ``metrics.jsonl`` (:func:`open_trackers`).
     """
 
     command: str
@@ -57,6 +59,7 @@ class Job:
     data: Data
     lora: LoRAConfig | None
     saved: dict[int, dict[str, Any] | None]
+    trackers: Trackers = dataclasses.field(default_factory=Trackers)
 
     def model_name(self) -> str:
         """The model as the user named it: the preset, or the checkpoint it came from."""
@@ -77,10 +80,20 @@ class Job:
         }
 
 
+def open_trackers(s: RunSettings, out: pathlib.Path) -> Trackers:
+    """The trackers the settings name, writing into ``out`` (none but on process 0)."""
+    from .. import tracking
+
+    wandb = tracking.WandbOptions(s.wandb.project, s.wandb.name, tuple(s.wandb.tags))
+    return tracking.open_trackers(s.trackers, out, wandb=wandb, enabled=is_primary())
+
+
 def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     """Call ``loop`` (``zoo_train.train`` or ``zoo_train.finetune``) on the job, announcing it
-    first and summing it up after; returns its ``TrainResult``."""
+    first and summing it up after; returns its ``TrainResult``. Its records go to the job's
+    trackers, then its loss curve."""
     from .._parameters import describe_parameters, parameter_summary
+    from ..loop import PLOT_FILE
     from ..parallel import describe_mesh
 
     s, config = job.settings, job.settings.train_config()
@@ -99,6 +112,12 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     )
     say("zoo: " + describe_parameters(parameters, s.compute_dtype, job.mesh))
     started = time.perf_counter()
+    reporter = _provenance_reporter(job)
+
+    def on_record(rec: dict[str, Any]) -> None:
+        reporter(rec)
+        job.trackers.record(rec)
+
     result = loop(
         job.model.model,
         job.data.train,
@@ -107,11 +126,13 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         eval_data=job.data.val,
         run_info=job.run_info(),
         stop_at=s.stop_at,
-        on_record=_provenance_reporter(job),
+        on_record=on_record,
         mesh=job.mesh,
-        start_info={"parameters": parameters},
+        start_info={"parameters": parameters, "settings": flat(s)},
         **loop_args,
     )
+    if (job.out / PLOT_FILE).is_file():
+        job.trackers.image("loss_curve", job.out / PLOT_FILE, result.step)
     if not trained(result):
         say(
             f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to "

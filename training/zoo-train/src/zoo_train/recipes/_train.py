@@ -13,7 +13,7 @@ from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
 from ._output import output_directory
-from ._run import Job, run, saved_provenance, say, trained
+from ._run import Job, open_trackers, run, saved_provenance, say, trained
 
 
 def train_recipe(s: RunSettings) -> int:
@@ -24,7 +24,8 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
-    with output_directory(out):  # one training process per output directory
+    # One training process per output directory.
+    with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         tokenizer = run_tokenizer(s, out)
@@ -43,8 +44,8 @@ def train_recipe(s: RunSettings) -> int:
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:
             s = steps_for_epochs(s, data.train)
-            job = Job("train", s, out, mesh, rules, model, data, None, saved)
+            job = Job("train", s, out, mesh, rules, model, data, None, saved, trackers)
             result = run(job, train)
         if trained(result):
-            sample(job, result.model, generation={})
+            sample(job, result.model, generation={}, step=result.step)
     return 0

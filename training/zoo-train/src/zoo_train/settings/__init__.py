@@ -19,4 +19,5 @@ from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings
 from ._run import OptimizerSettings as OptimizerSettings
 from ._run import RunSettings as RunSettings
+from ._run import WandbSettings as WandbSettings
 from ._run import finetune_defaults as finetune_defaults

@@ -79,6 +79,20 @@ class AttentionSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class WandbSettings:
+    """``[wandb]``: the W&B run of ``--tracker wandb``."""
+
+    project: str = setting("zoo", "W&B project", flag="--wandb-project", metavar="NAME")
+    name: str | None = setting(
+        None,
+        "W&B run name (none: the output directory's name)",
+        flag="--wandb-name",
+        metavar="NAME",
+    )
+    tags: list[str] = setting([], "W&B run tags", flag="--wandb-tags", nargs="+", metavar="TAG")
+
+
+@dataclasses.dataclass(frozen=True)
 class MeshSettings:
     """``[mesh]``: the sizes of the device mesh's axes (see ``zoo_train.parallel.MeshConfig``)."""
 
@@ -212,6 +226,15 @@ class RunSettings:
         flag="--profile",
         metavar="START:END",
     )
+    trackers: list[str] = setting(
+        ["jsonl", "tensorboard"],
+        "where metrics go: jsonl (metrics.jsonl, always), tensorboard (OUT/tensorboard), wandb",
+        flag="--tracker",
+        nargs="+",
+        metavar="NAME",
+        flag_help="where metrics go besides metrics.jsonl: tensorboard (OUT/tensorboard), wandb "
+        "(zoo-train[wandb]); default: jsonl tensorboard",
+    )
     sample_tokens: int = setting(
         300, "tokens sampled at the end (0: none)", flag="--sample-tokens", metavar="N"
     )
@@ -220,6 +243,7 @@ class RunSettings:
     optimizer: OptimizerSettings = section(OptimizerSettings)
     mesh: MeshSettings = section(MeshSettings)
     attention: AttentionSettings = section(AttentionSettings)
+    wandb: WandbSettings = section(WandbSettings)
     model_config: dict[str, Any] = table(
         "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
     )
