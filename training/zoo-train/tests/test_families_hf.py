@@ -16,7 +16,7 @@ from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer
 
 import zoo_models
 from zoo_train.cli import main
-from zoo_train.data._chat import chat_renderer, trained_spans
+from zoo_train.data._chat import render_chat, trained_spans
 from zoo_train.peft import ADAPTER_CONFIG
 
 # Qwen3's thinking blocks, as its template renders them: the reasoning of an assistant turn
@@ -180,7 +180,7 @@ def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
     config["chat_template"] = THINKING_TEMPLATE
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     reference = transformers.AutoTokenizer.from_pretrained(tmp_path)
-    ours = chat_renderer(zoo_models.load_tokenizer(tmp_path))
+    tok = zoo_models.load_tokenizer(tmp_path)
     system = {"role": "system", "content": "be brief"}
     conversations = [
         [CHAT[1]["messages"][0]],
@@ -194,8 +194,8 @@ def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
             want = reference.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=prompt
             )
-            assert ours(turns, add_generation_prompt=prompt) == want
+            assert render_chat(turns, tok, add_generation_prompt=prompt) == want
     # A single-turn example trains on the reply with its thinking block.
     turns = tuple((m["role"], m["content"]) for m in CHAT[3]["messages"])
-    text, ((start, end),), _ = trained_spans(turns, zoo_models.load_tokenizer(tmp_path))
+    text, ((start, end),), *_ = trained_spans(turns, tok)
     assert text[start:end] == "<think>\nbeta 3\n</think>\n\nreturn self 3<|im_end|>\n"
