@@ -1,4 +1,5 @@
-# zoo: `make train` runs the main job, `make test` runs every package's tests.
+# zoo: `make train` runs the main job (installing only what it runs), `make test` runs every
+# package's tests (adding the test tools and the TPU compile environment).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,22 +7,42 @@ BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
 PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked packages/zoo-layers models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 TPU_STAMP := $(TPU_VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 TPU_PIP := $(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
+# Every zoo package of the environment is this tree's, editable: a wheel installed over one (a
+# pin installed into .venv by hand) is replaced again, named.
+EDITABLE := scripts/editable.py $(PACKAGES)
+PINNED := .venv-pinned
+PIN ?= zoo-flash-tpu==0.1.1
 
-.PHONY: install test lint format train bench bench-quick wheels wheelhouse clean \
+.PHONY: install runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
 	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-multidevice test-bench
 
+# Everything `make test` needs: .venv with the test tools, and .venv-tpu.
 install: $(STAMP) $(TPU_STAMP)
+	@$(BIN)/python $(EDITABLE)
+	@$(TPU_VENV)/bin/python $(EDITABLE)
 
-# The main environment: CPU jax, every zoo package editable, test tools. Re-runs when a pin or a
-# package definition changes.
-$(STAMP): constraints.txt requirements-dev.txt $(PYPROJECTS)
+# What `zoo` needs to run, and nothing more: CPU jax and every zoo package, editable. Re-runs when
+# a pin or a package definition changes.
+runtime: $(RUNTIME_STAMP)
+	@$(BIN)/python $(EDITABLE)
+
+$(RUNTIME_STAMP): constraints.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt pip hatchling editables
-	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
+	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES))
+	@touch $@
+
+# The test tools and the reference implementations the tests compare with (torch,
+# transformers, peft), added to the same environment.
+# zoo-train's `wandb` extra too, so the tracker's tests run.
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+	$(PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb]" \
+		-r requirements-dev.txt
 	@touch $@
 
 # A separate environment with libtpu, used only to compile for real TPU generations
@@ -37,7 +58,7 @@ $(TPU_STAMP): constraints.txt $(PYPROJECTS)
 # The main job: a small Llama-style byte-level model on the Python standard library's sources
 # (found at run time), with progress bar, checkpoints, loss curve and a sample at the end.
 # Running it again resumes in runs/default (or says the run is complete).
-train: install
+train: runtime
 	$(BIN)/zoo train
 
 test: install
@@ -70,11 +91,16 @@ wheels: install
 # Every release in releases.toml, built from its recorded tree in this repository's history, one
 # wheel per package version, into wheelhouse/: `pip install --find-links wheelhouse
 # zoo-flash-tpu==0.1.1` then works offline. Wheels already built from the same tree are kept.
-wheelhouse: install
+wheelhouse: runtime
 	$(BIN)/python scripts/wheelhouse.py --out wheelhouse
 
+# An environment of its own for pinned releases, the rest of zoo from this tree: .venv-pinned
+# (make pinned PIN='zoo-flash-tpu==0.1.1'; again with another PIN to upgrade or roll back).
+pinned: runtime
+	$(BIN)/python scripts/pinned_env.py $(PINNED) $(PIN)
+
 clean:
-	rm -rf $(VENV) $(TPU_VENV) dist wheelhouse .test-reports
+	rm -rf $(VENV) $(TPU_VENV) $(PINNED) dist wheelhouse .test-reports
 
 # Benchmarks: tables printed last, JSON under bench/results/, plots, docs/benchmarks.md regenerated.
 bench: install

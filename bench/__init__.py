@@ -1,5 +1,6 @@
 """zoo benchmarks: training throughput, the loop, profiles, attention, compile time, checkpoint
-I/O, meshes, memory soak and TPU fit; the flash-kernel benchmarks beside their kernel.
+I/O, the token store, meshes, memory soak and TPU fit; the flash-kernel benchmarks beside their
+kernel.
 
 Run ``python -m bench.run`` (full) or ``python -m bench.run --quick``; see ``bench/README.md``.
 """

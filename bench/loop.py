@@ -1,7 +1,8 @@
 """The training loop's overhead: ``zoo_train.train`` against a bare loop over the same step.
 
 Both run in one worker process, alternated A B A B: ``train`` as ``zoo train`` runs it
-(prefetch thread, metrics read a few steps late, progress bar, metric records), and a plain
+(prefetch thread, metrics read a few steps late, progress bar, metric records, the default
+trackers writing TensorBoard event files from their own thread), and a plain
 Python loop calling the same compiled train step on batches already on the device. The
 overhead is the ratio of their median steady-state step times, at the small config and at a
 config whose step takes under 10 ms, where a per-step host cost would show most.
@@ -101,7 +102,8 @@ def run(quick: bool) -> dict[str, Any]:
                 "is made in the prefetch thread, so on an accelerator it overlaps the device; on "
                 "a 2-core CPU it takes cycles from XLA's compute threads. The metrics path: the "
                 "wait for a finished step (metrics already ready here), the reads at records, "
-                "the progress bar and the records.",
+                "the progress bar and the records (handed to the trackers' thread, which writes "
+                "TensorBoard event files meanwhile).",
             ],
         )
     )
@@ -114,7 +116,8 @@ def run(quick: bool) -> dict[str, Any]:
                 "Step times: medians of chunks of steps after compilation. Overhead: the median "
                 "over rounds of (loop / bare) within a round, the two sides alternated in one "
                 "process. The loop includes its prefetch thread, metric reads at records, "
-                "progress bar and records, not the final checkpoint. AdamW, float32, 1 CPU "
+                "progress bar, records and the default trackers (TensorBoard event files, "
+                "written from their own thread), not the final checkpoint. AdamW, float32, 1 CPU "
                 "device.",
                 "The bare loop queues a whole chunk of steps without waiting; the loop keeps two "
                 "in flight and sleeps on the oldest. On this 2-core host the bare loop's "

@@ -3,8 +3,9 @@
 Config (JSON argv[1]): ``model`` (zoo_models.ModelConfig changes on llama-tiny), ``batch``,
 ``seq_len``, ``chunk`` (steps per timed chunk). Requests:
 ``{"op": "loop", "chunks": k}`` -> zoo_train.train over ``1 + k`` chunks of steps, with the
-progress bar, metrics and a final checkpoint, as ``zoo train`` runs it; the step times of its
-metric records after the first chunk (compilation) -> ``{"step_s": [...]}``.
+progress bar, metrics, the default trackers (TensorBoard event files, written from their
+thread) and a final checkpoint, as ``zoo train`` runs it; the step times of its metric records
+after the first chunk (compilation) -> ``{"step_s": [...]}``.
 ``{"op": "bare", "chunks": k}`` -> the same compiled step called in a plain Python loop on
 batches already on the device -> ``{"step_s": [...]}``, one per chunk.
 """
@@ -27,6 +28,10 @@ def make_mesh_and_rules(config: Any) -> tuple[Any, Any]:
     from zoo_train.parallel import make_mesh, make_rules
 
     return make_mesh(config.mesh), make_rules(config.sharding)
+
+
+# The trackers `zoo train` writes to by default.
+TRACKERS = ("jsonl", "tensorboard")
 
 
 class LoopBench:
@@ -65,15 +70,18 @@ class LoopBench:
         )
 
     def loop(self, chunks: int) -> dict[str, Any]:
+        from zoo_train.tracking import open_trackers
+
         steps = self.chunk * (chunks + 1)
         records: list[dict[str, Any]] = []
-        with tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory() as out, open_trackers(TRACKERS, out) as trackers:
+
+            def on_record(rec: dict[str, Any]) -> None:
+                records.append(rec)
+                trackers.record(rec)
+
             self.zoo_train.train(
-                self.model(),
-                self.loader(),
-                config=self.config(steps),
-                out=out,
-                on_record=records.append,
+                self.model(), self.loader(), config=self.config(steps), out=out, on_record=on_record
             )
         tokens_per_step = self.batch * self.seq_len
         timed = [r for r in records if r.get("tokens_per_s") and "event" not in r]
@@ -114,13 +122,14 @@ class LoopBench:
         """Host time per step of the work the loop adds to a bare loop, with no device work
         in between (so no noise from it): making and placing a batch (the prefetch thread's
         job), and the metrics path (wait for a finished step, reads at records, progress bar,
-        records) on metrics that are ready."""
+        records handed to the trackers) on metrics that are ready."""
         import jax.numpy as jnp
 
         from zoo_train import PackedMetrics, StepMetrics, Window
         from zoo_train.loop import Progress, Reporter
         from zoo_train.parallel import BatchLayout, batch_reader
         from zoo_train.profile import step_annotation
+        from zoo_train.tracking import open_trackers
 
         config = self.config(steps)
         read = batch_reader(self.loader(), BatchLayout(*make_mesh_and_rules(config), self.batch))
@@ -136,20 +145,26 @@ class LoopBench:
         metrics = [PackedMetrics(jnp.asarray(v, jnp.float32), names) for v in values]
         progress = Progress(steps, 0, enabled=True)
         records: list[str] = []
-        # The loop's own reporter (clock, progress bar, records); its checkpointer is only
-        # asked about a non-finite step, and these are all finite.
-        reporter = Reporter(
-            config, steps, 0, Window(self.batch * self.seq_len), progress,
-            lambda rec: records.append(json.dumps(rec)), None, label="bench", skipped=0,
-        )  # fmt: skip
-        reader = StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due)
-        t0 = time.perf_counter()
-        for step, m in enumerate(metrics, start=1):
-            with step_annotation(step):
-                pass
-            reader.push(step, m)
-        reader.drain()
-        metrics_s = (time.perf_counter() - t0) / steps
+        with tempfile.TemporaryDirectory() as out, open_trackers(TRACKERS, out) as trackers:
+
+            def record(rec: dict[str, Any]) -> None:
+                records.append(json.dumps(rec))
+                trackers.record(rec)
+
+            # The loop's own reporter (clock, progress bar, records); its checkpointer is only
+            # asked about a non-finite step, and these are all finite.
+            reporter = Reporter(
+                config, steps, 0, Window(self.batch * self.seq_len), progress, record, None,
+                label="bench", skipped=0,
+            )  # fmt: skip
+            reader = StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due)
+            t0 = time.perf_counter()
+            for step, m in enumerate(metrics, start=1):
+                with step_annotation(step):
+                    pass
+                reader.push(step, m)
+            reader.drain()
+            metrics_s = (time.perf_counter() - t0) / steps
         progress.close()
         return {"batch_s": batch_s, "metrics_s": metrics_s}
 

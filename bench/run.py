@@ -23,6 +23,7 @@ from . import (
     attention,
     checkpoint_io,
     compile_time,
+    data,
     loop,
     mesh,
     profile_step,
@@ -46,8 +47,8 @@ from .harness import (
 sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
 FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
 MODULES: list[ModuleType] = [
-    training, loop, profile_step, attention, compile_time, checkpoint_io, *FLASH, mesh, tpu_fit,
-    soak,
+    training, loop, profile_step, attention, compile_time, checkpoint_io, data, *FLASH, mesh,
+    tpu_fit, soak,
 ]  # fmt: skip
 BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 

@@ -6,12 +6,15 @@ Each suite runs in its own pytest process (packages stay independent: no shared 
 import-order coupling) and writes a JUnit report and its full output under .test-reports/.
 Suites run side by side, as many at a time as the machine has cores (``ZOO_TEST_JOBS``
 overrides): most of a suite's time is XLA compiling small programs on one thread, so two
-suites on two cores take little more than the longer of them. Each suite's output is printed
-whole when it ends.
+suites on two cores take little more than the longer of them. While they run, a line every
+half minute says how far each running suite is (tests done out of its total, from the
+``pytest_progress`` plugin beside this script); each suite's output is printed whole when it
+ends.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -58,6 +61,9 @@ TEST_ENV = {
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
 }
 CACHE = REPORTS / "jax-cache"
+SCRIPTS = Path(__file__).resolve().parent
+#: Seconds between the progress lines of the running suites.
+PROGRESS_EVERY = 30.0
 
 
 def _jobs() -> int:
@@ -78,17 +84,25 @@ def _counts(report: Path) -> dict[str, float]:
     return counts
 
 
-def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
+def _run_suite(
+    name: str, extra: list[str], lock: threading.Lock, running: dict[str, float]
+) -> tuple:
     path, args, suite_env = SUITES[name]
     report = REPORTS / f"{name}.xml"
     log = REPORTS / f"{name}.log"
     report.unlink(missing_ok=True)
     cache = CACHE / name
     shutil.rmtree(cache, ignore_errors=True)
+    progress = REPORTS / f"{name}.progress"
+    progress.unlink(missing_ok=True)
     env = {"JAX_COMPILATION_CACHE_DIR": str(cache), **TEST_ENV, **os.environ, **suite_env}
+    env["ZOO_TEST_PROGRESS"] = str(progress)
+    # The progress plugin is importable from here; the tests' own imports are unchanged.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS), env.get("PYTHONPATH")]))
+    start = time.perf_counter()
     with lock:
         print(f"[{time.strftime('%H:%M:%S')}] {name}: started", flush=True)
-    start = time.perf_counter()
+        running[name] = start
     cmd = [
         sys.executable,
         "-m",
@@ -96,6 +110,8 @@ def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
         path,
         "-p",
         "no:cacheprovider",
+        "-p",
+        "pytest_progress",
         f"--junitxml={report}",
         "-q",
         *args,
@@ -111,6 +127,7 @@ def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
         )
     seconds = time.perf_counter() - start
     with lock:
+        running.pop(name, None)
         print(f"\n=== {name} ({path}) {seconds:.0f} s ===", flush=True)
         print(log.read_text().rstrip(), flush=True)
     c = _counts(report)
@@ -119,6 +136,32 @@ def _run_suite(name: str, extra: list[str], lock: threading.Lock) -> tuple:
     # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
     ok = code == 0 and passed > 0
     return (name, passed, failed, int(c["skipped"]), seconds, ok, code)
+
+
+def _progress_line(running: dict[str, float]) -> str | None:
+    """``zoo-train 45/120 (2 failed), integration 3/30`` for the suites running now."""
+    parts = []
+    for name, started in running.items():
+        try:
+            p = json.loads((REPORTS / f"{name}.progress").read_text())
+        except (OSError, ValueError):
+            parts.append(f"{name} collecting")
+            continue
+        failed = f" ({p['failed']} failed)" if p["failed"] else ""
+        minutes = (time.perf_counter() - started) / 60
+        parts.append(f"{name} {p['done']}/{p['total']}{failed} {minutes:.0f} min")
+    return ", ".join(parts) or None
+
+
+def _report_progress(
+    running: dict[str, float], lock: threading.Lock, done: threading.Event
+) -> None:
+    """Every :data:`PROGRESS_EVERY` seconds, one line: how far each running suite is."""
+    while not done.wait(PROGRESS_EVERY):
+        with lock:
+            line = _progress_line(dict(running))
+            if line:
+                print(f"[{time.strftime('%H:%M:%S')}] running: {line}", flush=True)
 
 
 def main(argv: list[str]) -> int:
@@ -136,9 +179,18 @@ def main(argv: list[str]) -> int:
     print(f"running {len(names)} suite(s), {jobs} at a time", flush=True)
     lock = threading.Lock()
     wall = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_suite, name, extra, lock) for name in names]
-        done = {f.result()[0]: f.result() for f in as_completed(futures)}
+    running: dict[str, float] = {}
+    finished = threading.Event()
+    reporter = threading.Thread(
+        target=_report_progress, args=(running, lock, finished), daemon=True
+    )
+    reporter.start()
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_run_suite, name, extra, lock, running) for name in names]
+            done = {f.result()[0]: f.result() for f in as_completed(futures)}
+    finally:
+        finished.set()
     rows = [done[name] for name in names]
 
     print("\n" + "=" * 64)

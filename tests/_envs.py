@@ -44,12 +44,14 @@ def _is_test_tool(name: str) -> bool:
     return top in TEST_TOOLS
 
 
-def third_party_site(into: Path) -> Path:
-    """A directory linking this interpreter's site-packages except zoo's own and the test tools."""
+def third_party_site(into: Path, *, test_tools: bool = False) -> Path:
+    """A directory linking this interpreter's site-packages except zoo's own and (unless
+    ``test_tools``) the test tools."""
     site = Path(sysconfig.get_paths()["purelib"])
     into.mkdir(parents=True, exist_ok=True)
     for entry in site.iterdir():
-        if not (_is_zoo(entry.name) or _is_test_tool(entry.name) or entry.name == "__pycache__"):
+        left_out = _is_zoo(entry.name) or entry.name == "__pycache__"
+        if not (left_out or (_is_test_tool(entry.name) and not test_tools)):
             (into / entry.name).symlink_to(entry)
     return into
 

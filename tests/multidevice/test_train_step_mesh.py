@@ -31,11 +31,11 @@ def _batch(rows: int, seed: int) -> dict:
     return PackedLoader(docs, seq_len=32, seed=seed).next_batch(rows)
 
 
-def _state_and_step(mesh, optimizer_config, grad_accum: int):
+def _state_and_step(mesh, optimizer_config, grad_accum: int, config=CONFIG):
     rules = parallel.make_rules()
 
     def build():
-        return zoo_models.build(CONFIG, key=jax.random.key(1))
+        return zoo_models.build(config, key=jax.random.key(1))
 
     optimizer, schedule = zoo_train.make_optimizer(
         optimizer_config, 10, eqx.filter_eval_shape(build)
@@ -81,6 +81,38 @@ def test_loss_and_gradients_match_one_device(shape, batch, one_device):
     np.testing.assert_allclose(metrics["grad_norm"], want_metrics["grad_norm"], rtol=1e-5)
     trees = (grads, want_grads, params)
     for got, want, p in zip(*map(jax.tree.leaves, trees), strict=True):
+        rounding = 2 * np.finfo(np.float32).eps * np.max(np.abs(p))
+        assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want)) + rounding
+
+
+def _gradients(mesh, config, batch):
+    state, step = _state_and_step(mesh, SGD, grad_accum=1, config=config)
+    before = jax.device_get(state.params)
+    after, metrics = step(batch, state)
+    grads = jax.tree.map(lambda a, b: a - b, before, jax.device_get(after.params))
+    return state.params, jax.device_get(metrics), grads, before
+
+
+@pytest.mark.parametrize("name", ["olmo2-tiny", "gemma3-tiny"])
+def test_qk_norms_and_a_layer_tail_are_sharded_and_match_one_device(name, batch):
+    """OLMo 2's q/k norms span the whole projection (sharded over ``tensor`` like it), Gemma 3's
+    one head (replicated), and its 4 layers repeat a pattern of 3 (a tail after the scan)."""
+    config = zoo_models.get(name).replace(vocab_size=64, attention_implementation="xla")
+    _, want_metrics, want_grads, params = _gradients(
+        _mesh(1, 1, 1, jax.devices()[:1]), config, batch
+    )
+    sharded, metrics, grads, _ = _gradients(_mesh(1, 4, 2), config, batch)
+    q_norm = sharded.stack.blocks[0].attn.q_norm.weight  # [L, N*H] or [L, H]
+    projection = config.qk_norm == "projection"
+    spec = (
+        jax.sharding.PartitionSpec(None, "tensor") if projection else jax.sharding.PartitionSpec()
+    )
+    assert q_norm.sharding.spec == spec
+    if not projection:
+        tail = sharded.stack.tail[0].attn.q_proj.weight  # [1, N*H, D]
+        assert tail.sharding.spec == jax.sharding.PartitionSpec(None, "tensor", "fsdp")
+    np.testing.assert_allclose(metrics["loss"], want_metrics["loss"], rtol=2e-6)
+    for got, want, p in zip(*map(jax.tree.leaves, (grads, want_grads, params)), strict=True):
         rounding = 2 * np.finfo(np.float32).eps * np.max(np.abs(p))
         assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want)) + rounding
 

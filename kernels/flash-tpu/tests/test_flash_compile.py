@@ -156,3 +156,23 @@ def test_cost_estimates_reach_xla(compiled: list[dict]) -> None:
         per_device = B * N * T * T * r["head_dim"] * 4 / r["devices"]  # forward, no mask
         model = B * N * _visible_pairs(r["window"]) * r["head_dim"] * 4 * 3 / r["devices"]
         assert model <= r["flops"] <= 3 * per_device * 2, r
+
+
+def test_gemma3_heads_and_windows_compile_with_mosaic(tmp_path: pathlib.Path) -> None:
+    """Gemma 3's attention (256-wide heads, a window of 1024, a group of 4), bfloat16, forward
+    and backward through Mosaic on the tightest VMEM (v4) and on v5p."""
+    env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    env.pop("ZOO_FLASH_TPU_INTERPRET", None)
+    out = tmp_path / "gemma3.json"
+    args = ["--batch", "1", "--heads", "8", "--kv-heads", "2", "--seq-lens", "8192"]
+    args += ["--head-dims", "256", "--passes", "fwd+bwd", "--generations", "v4,v5p"]
+    args += ["--devices", "1", "--window", "1023,0"]
+    proc = subprocess.run(
+        _bench_command(out, *args), capture_output=True, text=True, env=env, timeout=900
+    )
+    print(proc.stdout)
+    assert out.exists(), proc.stderr[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2 and not [r for r in rows if "error" in r], rows
+    for r in rows:
+        assert (r["head_dim"], r["window"], r["mosaic_calls"]) == (256, [1023, 0], 4), r

@@ -29,3 +29,22 @@ def test_gqa_groups_with_segments_and_window(group: int) -> None:
     )
     failures = run_case("flash_tpu", case)
     assert not failures, "\n".join(failures)
+
+
+def test_gemma3_head_dim_256_with_a_window_over_several_blocks() -> None:
+    """Gemma 3's 256-wide heads (two lane tiles), a group of 4 (gemma-3-1b's) and a sliding
+    window that spans several 128-key blocks (interpret mode's blocks; the models' windows are
+    512 and 1024 on 512 x 1024 blocks): forward and gradients against the reference."""
+    case = ConformanceCase(
+        name="h256-g4-window255",
+        batch=1,
+        q_len=512,
+        kv_len=512,
+        num_heads=4,
+        num_kv_heads=1,
+        head_dim=256,
+        is_causal=True,
+        window=(255, 0),
+    )
+    failures = run_case("flash_tpu", case)
+    assert not failures, "\n".join(failures)

@@ -183,6 +183,50 @@ def test_check_refuses_what_it_cannot_serve(monkeypatch: pytest.MonkeyPatch) -> 
     assert KERNEL.check(_spec(platform="cpu")) is None
 
 
+# (query heads, key/value heads, head_dim, window) of the published Gemma 3 and Qwen3 models.
+MODEL_SHAPES = {
+    "gemma-3-1b": (4, 1, 256, (511, 0)),
+    "gemma-3-4b": (8, 4, 256, (1023, 0)),
+    "qwen3-0.6b": (16, 8, 128, None),
+    "qwen3-8b": (32, 8, 128, None),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATIONS))
+@pytest.mark.parametrize("model", sorted(MODEL_SHAPES))
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_gemma3_and_qwen3_attention_is_served(kind: str, model: str, dtype: str) -> None:
+    n, k, h, window = MODEL_SHAPES[model]
+    spec = _spec(
+        q_len=8192, kv_len=8192, num_heads=n, num_kv_heads=k, head_dim=h, dtype=dtype,
+        is_causal=True, local_window=window, device_kind=kind,
+    )  # fmt: skip
+    assert KERNEL.check(spec) is None
+
+
+def test_a_call_no_block_fits_falls_back_loudly(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With too little VMEM for the smallest blocks the kernel says so, and the default order
+    passes it over with a logged warning naming the reason."""
+    import zoo_flash_tpu._kernel as kernel_module
+
+    tight = dataclasses.replace(INTERPRET, name="tight", vmem_limit_bytes=4 * 2**20)
+    monkeypatch.setattr(kernel_module, "generation_for", lambda kind, interpret: tight)
+    monkeypatch.delenv("ZOO_ATTENTION", raising=False)
+    monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
+    spec = _spec(platform="cpu", num_heads=8, num_kv_heads=1, head_dim=256)
+    reason = KERNEL.check(spec)
+    assert reason is not None and "above the tight limit of 4 MiB" in reason
+    assert KERNEL.check(_spec(platform="cpu")) is None  # one small head still fits
+    zoo_attention.clear_resolutions()
+    with caplog.at_level(logging.WARNING):
+        resolution = zoo_attention.resolve(spec)
+    assert resolution.kernel != "flash_tpu" and resolution.source == "default"
+    assert dict(resolution.skipped)["flash_tpu"] == reason
+    assert any(reason in r.getMessage() for r in caplog.records)
+
+
 def test_registered_through_the_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     kernel = zoo_attention.get_kernel("flash_tpu")
     assert kernel is KERNEL

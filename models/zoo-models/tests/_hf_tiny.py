@@ -22,6 +22,15 @@ _COMMON = dict(
     pad_token_id=0,
 )
 
+_LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 10000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 16,
+}
+
 CONFIGS = {
     "gpt2": lambda: transformers.GPT2Config(
         vocab_size=VOCAB,
@@ -46,14 +55,7 @@ CONFIGS = {
     ),
     "llama3": lambda: transformers.LlamaConfig(
         **_COMMON,
-        rope_parameters={
-            "rope_type": "llama3",
-            "rope_theta": 10000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 16,
-        },
+        rope_parameters=dict(_LLAMA3_ROPE),
     ),
     "llama-linear": lambda: transformers.LlamaConfig(
         **_COMMON,
@@ -74,7 +76,73 @@ CONFIGS = {
         attn_logit_softcapping=2.0,
         final_logit_softcapping=3.0,
     ),
+    # head_dim independent of hidden_size / heads, per-head qk-norm, tied.
+    "qwen3": lambda: transformers.Qwen3Config(**_COMMON, head_dim=16, tie_word_embeddings=True),
+    # Untied, multi-query, sliding window from layer 1 on, linear RoPE scaling.
+    "qwen3-sliding": lambda: transformers.Qwen3Config(
+        **{**_COMMON, "num_key_value_heads": 1},
+        head_dim=8,
+        tie_word_embeddings=False,
+        use_sliding_window=True,
+        sliding_window=4,
+        max_window_layers=1,
+        rope_parameters={"rope_type": "linear", "rope_theta": 5000.0, "factor": 2.0},
+    ),
+    # Three layers repeating local, global (a pattern that leaves a tail), separate local and
+    # global rotary bases with linear scaling on the global layers only.
+    "gemma3": lambda: transformers.Gemma3TextConfig(
+        **{**_COMMON, "num_hidden_layers": 3},
+        head_dim=16,
+        sliding_window=4,
+        sliding_window_pattern=2,
+        query_pre_attn_scalar=12,
+        rope_parameters={
+            "full_attention": {"rope_type": "linear", "rope_theta": 1000.0, "factor": 4.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+        },
+    ),
+    # Untied, multi-query, a soft cap kept, every layer but the last local.
+    "gemma3-untied": lambda: transformers.Gemma3TextConfig(
+        **{**_COMMON, "num_key_value_heads": 1},
+        head_dim=8,
+        tie_word_embeddings=False,
+        sliding_window=3,
+        layer_types=["sliding_attention", "full_attention"],
+        final_logit_softcapping=4.0,
+    ),
+    "olmo2": lambda: transformers.Olmo2Config(**{**_COMMON, "num_key_value_heads": 4}),
+    # Grouped queries, biases, Llama 3 RoPE scaling.
+    "olmo2-gqa": lambda: transformers.Olmo2Config(
+        **_COMMON,
+        attention_bias=True,
+        rope_parameters=dict(_LLAMA3_ROPE),
+    ),
 }
+
+
+def gemma3_image_text_config() -> transformers.Gemma3Config:
+    """An image-and-text Gemma 3 (``model_type: gemma3``) whose language model is tiny, with an
+    end-of-turn id beside EOS at the top level, as the published instruction-tuned ones."""
+    text = transformers.Gemma3TextConfig(
+        **_COMMON, head_dim=16, sliding_window=4, sliding_window_pattern=2, query_pre_attn_scalar=12
+    )
+    vision = dict(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=28,
+        patch_size=14,
+    )
+    return transformers.Gemma3Config(
+        text_config=text.to_dict(),
+        vision_config=vision,
+        mm_tokens_per_image=4,
+        boi_token_index=VOCAB - 3,
+        eoi_token_index=VOCAB - 2,
+        image_token_index=VOCAB - 1,
+        eos_token_id=[2, 5],
+    )
 
 
 def make_hf_model(
@@ -86,9 +154,14 @@ def make_hf_model(
     identity initialisation where a mapping mistake would go unnoticed.
     """
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(
-        CONFIGS[name](), attn_implementation="eager", dtype=torch.float32
-    )
+    if name == "gemma3-image-text":
+        model = transformers.Gemma3ForConditionalGeneration._from_config(
+            gemma3_image_text_config(), attn_implementation="eager", dtype=torch.float32
+        )
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(
+            CONFIGS[name](), attn_implementation="eager", dtype=torch.float32
+        )
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))

@@ -10,7 +10,16 @@ import jax.numpy as jnp
 
 import zoo_models
 
-FAMILY_PRESETS = ("gpt2-tiny", "llama-tiny", "mistral-tiny", "qwen2-tiny", "gemma2-tiny")
+FAMILY_PRESETS = (
+    "gpt2-tiny",
+    "llama-tiny",
+    "mistral-tiny",
+    "qwen2-tiny",
+    "gemma2-tiny",
+    "qwen3-tiny",
+    "gemma3-tiny",
+    "olmo2-tiny",
+)
 
 
 def make_config(name: str, **changes: object) -> zoo_models.ModelConfig:

@@ -6,6 +6,7 @@ import jax
 import pytest
 import transformers
 
+import zoo_layers
 import zoo_models
 
 _SHAPE_KEYS = {
@@ -36,11 +37,17 @@ def test_presets_round_trip_through_transformers_config(name: str) -> None:
     if config.family != "gpt2":
         assert tf_config.num_key_value_heads == config.kv_heads
         assert tf_config.head_dim == config.dim_per_head
-        assert tf_config.rope_parameters["rope_theta"] == config.rope_theta
+        rope = tf_config.rope_parameters
+        if config.family == "gemma3_text":
+            # Per layer type: the local layers' own base, unscaled.
+            assert rope["sliding_attention"]["rope_theta"] == config.rope_local_theta
+            assert rope["sliding_attention"]["rope_type"] == "default"
+            rope = rope["full_attention"]
+        assert rope["rope_theta"] == config.rope_theta
         kind = {"none": "default"}.get(config.rope_scaling, config.rope_scaling)
-        assert tf_config.rope_parameters["rope_type"] == kind
+        assert rope["rope_type"] == kind
     layer_types = getattr(tf_config, "layer_types", None)
-    if config.family in ("gemma2", "qwen2"):
+    if config.family in ("gemma2", "qwen2", "qwen3", "gemma3_text"):
         assert layer_types == [
             "sliding_attention" if config.layer_window(i) else "full_attention"
             for i in range(config.n_layers)
@@ -80,6 +87,57 @@ def test_out_of_vocab_special_ids_are_dropped() -> None:
     hf = {**zoo_models.to_hf_config(model.config), "bos_token_id": 50256, "eos_token_id": [3, 4]}
     config = zoo_models.from_hf_config(hf)
     assert (config.bos_token_id, config.eos_token_id) == (None, 3)
+
+
+def test_gemma3_layouts_and_defaults_are_read_as_transformers_reads_them() -> None:
+    # The published image-and-text checkpoints write only what differs from Gemma3TextConfig's
+    # defaults, with the older rope keys; transformers fills in the rest.
+    sparse = {
+        "model_type": "gemma3",
+        "eos_token_id": [1, 106],
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "num_hidden_layers": 34,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024,
+        },
+    }
+    config = zoo_models.from_hf_config(sparse)
+    theirs = transformers.Gemma3Config(**{k: v for k, v in sparse.items() if k != "model_type"})
+    text = theirs.text_config
+    assert config.family == "gemma3_text" and config.eos_token_ids == (1, 106)
+    assert (config.vocab_size, config.n_heads, config.kv_heads, config.dim_per_head) == (
+        text.vocab_size, text.num_attention_heads, text.num_key_value_heads, text.head_dim
+    )  # fmt: skip
+    assert [config.layer_window(i) is not None for i in range(34)] == [
+        t == "sliding_attention" for t in text.layer_types
+    ]
+    assert (config.period, config.n_layers % config.period) == (6, 4)  # a tail of 4 layers
+    full, local = text.rope_parameters["full_attention"], text.rope_parameters["sliding_attention"]
+    assert (config.rope_theta, config.rope_scaling, config.rope_factor) == (
+        full["rope_theta"], full["rope_type"], full["factor"]
+    )  # fmt: skip
+    assert config.rope_local_theta == local["rope_theta"]
+    assert config.layer_rope(0) == (local["rope_theta"], zoo_layers.RopeScaling())  # unscaled
+    assert config.layer_rope(5) == (full["rope_theta"], config.rope)
+    assert zoo_models.num_params(config) == zoo_models.num_params(zoo_models.get("gemma-3-4b"))
+    with pytest.raises(ValueError, match="use_bidirectional_attention"):
+        zoo_models.from_hf_config(
+            {"model_type": "gemma3_text", "use_bidirectional_attention": True}
+        )
+
+
+def test_a_family_that_cannot_express_a_field_is_refused() -> None:
+    olmo = zoo_models.get("olmo2-tiny")
+    with pytest.raises(ValueError, match="cannot express sliding_window=8"):
+        zoo_models.to_hf_config(olmo.replace(sliding_window=8))
+    qwen = zoo_models.get("qwen3-tiny")
+    with pytest.raises(ValueError, match="cannot express qk_norm='projection'"):
+        zoo_models.to_hf_config(qwen.replace(qk_norm="projection"))
+    with pytest.raises(ValueError, match=r"cannot express rope_local_theta=50\.0"):
+        zoo_models.to_hf_config(zoo_models.get("mistral-tiny").replace(rope_local_theta=50.0))
 
 
 def test_qwen2_window_layers_without_layer_types() -> None:
@@ -129,3 +187,5 @@ def test_generation_settings_are_what_transformers_stops_at(tmp_path, generation
     again = transformers.GenerationConfig.from_pretrained(tmp_path / "out")
     assert again.eos_token_id == stops
     assert again.temperature == (0.3 if generation_file else theirs.temperature)
+    # config.json keeps the whole list too, not only its first id.
+    assert transformers.AutoConfig.from_pretrained(tmp_path / "out").eos_token_id == stops

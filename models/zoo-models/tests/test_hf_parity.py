@@ -35,6 +35,15 @@ def _ids(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, VOCAB, size=(2, SEQ))
 
 
+def _logits_error(label: str, model, reference, ids: np.ndarray) -> tuple[float, np.ndarray]:
+    """Max |zoo - transformers| of the logits of ``ids`` (printed), and transformers' logits."""
+    want = hf_logits(reference, ids)
+    got = _zoo_logits(model, ids, np.broadcast_to(np.arange(SEQ), ids.shape))
+    err = float(np.abs(got - want).max())
+    print(f"{label}: load_hf logits max |diff| {err:.2e} (logit scale {np.abs(want).max():.2f})")
+    return err, want
+
+
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_load_save_round_trip_matches_transformers(name: str, tmp_path) -> None:
     hf_dir, zoo_dir = tmp_path / "hf", tmp_path / "zoo"
@@ -43,11 +52,9 @@ def test_load_save_round_trip_matches_transformers(name: str, tmp_path) -> None:
     assert model.config.family == reference.config.model_type
 
     ids = _ids(1)
-    want = hf_logits(reference, ids)
-    got = _zoo_logits(model, ids, np.broadcast_to(np.arange(SEQ), ids.shape))
-    err = np.abs(got - want).max()
-    print(f"{name}: load_hf logits max |diff| {err:.2e} (logit scale {np.abs(want).max():.2f})")
+    err, want = _logits_error(name, model, reference, ids)
     assert err < TOL
+    got = _zoo_logits(model, ids, np.broadcast_to(np.arange(SEQ), ids.shape))
 
     # Positions far from 0 exercise the rotary (or learned) position tables.
     positions = np.broadcast_to(np.arange(SEQ) + 37, ids.shape).copy()
@@ -84,6 +91,39 @@ def test_load_save_round_trip_matches_transformers(name: str, tmp_path) -> None:
     )
 
 
+@pytest.mark.parametrize("layout", ["as saved", "model.language_model"])
+def test_language_model_of_an_image_text_gemma3_loads(tmp_path, layout: str) -> None:
+    """The text model inside a ``gemma3`` checkpoint (vision tower left out) gives the image-and-
+    text model's logits on text; it is written back as a ``gemma3_text`` checkpoint."""
+    from safetensors.torch import load_file, save_file
+
+    hf_dir = tmp_path / "hf"
+    reference = make_hf_model("gemma3-image-text", hf_dir)
+    if layout != "as saved":
+        # transformers 5 reads the language model under either prefix; both are in use.
+        tensors = load_file(hf_dir / "model.safetensors")
+        renamed = {
+            k.replace("language_model.model.", "model.language_model.").replace(
+                "vision_tower.", "model.vision_tower."
+            ): v
+            for k, v in tensors.items()
+        }
+        save_file(renamed, hf_dir / "model.safetensors", metadata={"format": "pt"})
+    model = zoo_models.load_hf(hf_dir)
+    assert model.config.family == "gemma3_text"
+    assert model.config.eos_token_ids == (2, 5) and model.config.period == 2
+    ids = _ids(2)
+    err, want = _logits_error(f"gemma3 image-text ({layout})", model, reference, ids)
+    assert err < TOL
+    zoo_models.save_hf(model, tmp_path / "text")
+    text = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "text", attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    assert type(text).__name__ == "Gemma3ForCausalLM"
+    assert text.config.eos_token_id == [2, 5]  # config.json keeps the whole list
+    assert np.abs(hf_logits(text, ids) - want).max() < TOL
+
+
 def test_bfloat16_load_and_save(tmp_path) -> None:
     reference = make_hf_model("llama3", tmp_path / "hf")
     model = zoo_models.load_hf(tmp_path / "hf", dtype="bfloat16")
@@ -113,3 +153,33 @@ def test_transformers_sharded_checkpoint_loads(tmp_path) -> None:
     np.testing.assert_array_equal(
         np.asarray(sharded.embed.weight), reference.model.embed_tokens.weight.detach().numpy()
     )
+
+
+@pytest.mark.parametrize("name", ["qwen3-sliding", "gemma3-untied", "olmo2-gqa"])
+def test_greedy_generation_matches_transformers(name: str, tmp_path) -> None:
+    """Cached greedy decoding, past the sliding windows, gives transformers' tokens; both stop
+    at the checkpoint's EOS."""
+    reference = make_hf_model(name, tmp_path)
+    model = zoo_models.load_hf(tmp_path)
+    prompt = np.random.default_rng(3).integers(3, VOCAB, size=(2, 5))
+    new = 14
+    with torch.no_grad():
+        theirs = reference.generate(
+            torch.as_tensor(prompt), do_sample=False, max_new_tokens=new, min_new_tokens=0
+        ).numpy()
+    stops = zoo_models.stop_token_ids(zoo_models.read_generation_config(tmp_path))
+    assert stops == (2,)
+    ours = np.asarray(
+        zoo_models.generate(
+            model, jnp.asarray(prompt), max_new_tokens=new, greedy=True, stop_tokens=stops
+        )
+    )
+
+    def until_stop(row: np.ndarray) -> list[int]:
+        out = row[prompt.shape[1] :].tolist()
+        return out[: out.index(2) + 1] if 2 in out else out
+
+    for a, b in zip(ours, theirs, strict=True):
+        assert until_stop(a) == until_stop(b)
+    print(f"{name}: greedy tokens {[until_stop(b) for b in theirs]}")
+    assert max(len(until_stop(b)) for b in theirs) > 4  # past the sliding windows (3, 4)

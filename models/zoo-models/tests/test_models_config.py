@@ -23,6 +23,16 @@ def test_presets_are_listed_and_named():
         "mistral-tiny",
         "qwen2-tiny",
         "gemma2-tiny",
+        "qwen3-0.6b",
+        "qwen3-1.7b",
+        "qwen3-8b",
+        "gemma-3-1b",
+        "gemma-3-4b",
+        "olmo-2-1b",
+        "olmo-2-7b",
+        "qwen3-tiny",
+        "gemma3-tiny",
+        "olmo2-tiny",
     ):
         assert required in names
         assert isinstance(zoo_models.get(required), zoo_models.ModelConfig)
@@ -50,7 +60,11 @@ def test_from_dict_rejects_unknown_fields():
         ({"n_kv_heads": 3}, "multiple of `n_kv_heads`"),
         ({"family": "bert"}, "`family` must be one of"),
         ({"activation": "swish"}, "`activation` must be one of"),
-        ({"n_layers": 3}, r"multiple of len\(window_pattern\)"),
+        ({"n_layers": 1}, r"at least len\(window_pattern\)"),
+        ({"qk_norm": "layer"}, "`qk_norm` must be False, True"),
+        ({"pre_norms": False, "post_norms": False}, "needs `pre_norms` or `post_norms`"),
+        ({"eos_token_id": 1, "extra_eos_token_ids": (999,)}, "below `vocab_size`"),
+        ({"extra_eos_token_ids": (3,)}, "needs an `eos_token_id` first"),
         ({"compute_dtype": "int8"}, "`compute_dtype` must be one of"),
         ({"rope_scaling": "yarn"}, "'none', 'linear' or 'llama3'"),
         ({"eos_token_id": 999}, "below `vocab_size`"),
@@ -68,8 +82,10 @@ def _count(c: zoo_models.ModelConfig) -> int:
     norm = 2 * d if c.norm == "layernorm" else d
     attn = d * n * h + 2 * d * k * h + n * h * d
     attn += (n * h + 2 * k * h) * c.qkv_bias + d * c.out_bias
+    # q/k norms: one weight per head feature, or one per feature of the whole projection.
+    attn += {False: 0, True: 2 * h, "projection": (n + k) * h}[c.qk_norm]
     mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
-    layer = attn + mlp + norm * (4 if c.post_norms else 2)
+    layer = attn + mlp + norm * 2 * (c.pre_norms + c.post_norms)
     total = c.n_layers * layer + norm + c.vocab_size * d
     total += c.max_position * d if c.positional == "learned" else 0
     total += 0 if c.tie_embeddings else c.vocab_size * d
@@ -86,6 +102,12 @@ def test_published_sizes():
     assert round(zoo_models.num_params(zoo_models.get("gpt2")) / 1e6) == 124
     assert round(zoo_models.num_params(zoo_models.get("llama-2-7b")) / 1e9, 2) == 6.74
     assert round(zoo_models.num_params(zoo_models.get("gemma-2-2b")) / 1e9, 2) == 2.61
+    assert round(zoo_models.num_params(zoo_models.get("qwen3-0.6b")) / 1e9, 2) == 0.60
+    assert round(zoo_models.num_params(zoo_models.get("qwen3-1.7b")) / 1e9, 2) == 1.72
+    assert round(zoo_models.num_params(zoo_models.get("qwen3-8b")) / 1e9, 2) == 8.19
+    assert round(zoo_models.num_params(zoo_models.get("gemma-3-1b")) / 1e9, 2) == 1.00
+    assert round(zoo_models.num_params(zoo_models.get("olmo-2-1b")) / 1e9, 2) == 1.48
+    assert round(zoo_models.num_params(zoo_models.get("olmo-2-7b")) / 1e9, 2) == 7.30
 
 
 def test_list_command(capsys):
@@ -101,3 +123,28 @@ def test_list_command_json(capsys):
     assert zoo_models.ModelConfig.from_json(capsys.readouterr().out) == zoo_models.get("qwen2-tiny")
     assert main(["--json", "nope"]) == 2
     assert "unknown model preset 'nope'" in capsys.readouterr().err
+
+
+# zoo_train's LoRA target names → the attribute of zoo_layers' Attention and MLP they adapt.
+_TARGET_ATTRIBUTES = {
+    "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
+    "gate": "gate", "up": "up", "down": "down",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", zoo_models.FAMILIES)
+def test_default_lora_targets_are_modules_of_their_own(family):
+    """Each family's default LoRA targets are projections stored one-to-one in its Hugging Face
+    layout (what a PEFT adapter can name): GPT-2's fused q/k/v are not among them."""
+    preset = next(zoo_models.get(n) for n in zoo_models.presets() if n.endswith("-tiny") and
+                  zoo_models.get(n).family == family)  # fmt: skip
+    targets = zoo_models.default_lora_targets(family)
+    assert targets == zoo_models.default_lora_targets(preset) and targets
+    one_to_one = zoo_models.hf_leaf_names(preset, transposed=True)
+    for target in targets:
+        attribute = _TARGET_ATTRIBUTES[target]
+        assert any(k.endswith(f".{attribute}.weight") for k in one_to_one), (family, target)
+    if family == "gpt2":
+        assert targets == ("o", "up", "down")
+    with pytest.raises(ValueError, match="unknown family 'bert'"):
+        zoo_models.default_lora_targets("bert")

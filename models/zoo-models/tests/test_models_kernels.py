@@ -11,6 +11,9 @@ import zoo_attention
 jax.config.update("jax_default_matmul_precision", "highest")
 
 KERNELS = ("chunked", "flash_tpu")
+# Qwen3 and OLMo 2 ask nothing of a kernel that Llama and Gemma 3 do not (their qk-norms act
+# before attention); Gemma 3 brings a pattern with a tail and local and global layers.
+KERNEL_PRESETS = tuple(n for n in FAMILY_PRESETS if n not in ("qwen3-tiny", "olmo2-tiny"))
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +32,7 @@ def _with_kernel(name: str, kernel: str):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("name", FAMILY_PRESETS)
+@pytest.mark.parametrize("name", KERNEL_PRESETS)
 def test_forward_and_packed_logits_match_xla(name, kernel):
     reference = tiny_model(name)
     model = _with_kernel(name, kernel)

@@ -46,7 +46,7 @@ def test_verify_needs_no_pytest():
 
 
 def test_unexpected_error_is_one_line_without_traceback(monkeypatch, capsys):
-    def broken(name):
+    def broken(name, on_row=None):
         raise RuntimeError("kernel table unreadable")
 
     monkeypatch.setattr("zoo_attention._cli.verify", broken)
@@ -54,3 +54,56 @@ def test_unexpected_error_is_one_line_without_traceback(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip() == "zoo-attention verify: failed: RuntimeError: kernel table unreadable"
+
+
+class _Everywhere(zoo_attention.AttentionKernel):
+    """Serves any call when named, but only CPU's default order picks it."""
+
+    name = "everywhere_for_test"
+    priority = 1
+    platforms = ("cpu",)
+
+    def check(self, spec):
+        return None
+
+    def __call__(self, query, key, value, segment_ids, spec):
+        return query
+
+
+def test_listing_says_where_a_kernel_serves_and_where_it_is_the_default():
+    zoo_attention.register_kernel(_Everywhere(), replace=True)
+    try:
+        rows = {r["name"]: r for r in zoo_attention.kernel_rows()}
+    finally:
+        zoo_attention.unregister_kernel("everywhere_for_test")
+    assert rows["everywhere_for_test"]["serves on"] == "cpu,gpu,tpu"  # it was listed as cpu
+    assert rows["everywhere_for_test"]["default on"] == "cpu"
+    assert (rows["xla"]["serves on"], rows["xla"]["default on"]) == ("cpu,gpu,tpu", "fallback")
+
+
+def test_verify_reports_each_check_as_it_finishes(monkeypatch, capsys):
+    import zoo_attention.testing as t
+
+    events = []
+    run_case = t.run_case
+
+    def traced(name, case):
+        events.append(f"run {case.name}")
+        return run_case(name, case)
+
+    monkeypatch.setattr(t, "CASES", t.CASES[:2])
+    monkeypatch.setattr(t, "run_case", traced)
+    rows, failed = zoo_attention.verify("xla", on_row=lambda r: events.append(f"row {r['case']}"))
+    first, second = t.CASES[0].name, t.CASES[1].name
+    assert events == [f"run {first}", f"row {first}", f"run {second}", f"row {second}",
+                      "row named-scope"]  # fmt: skip
+    assert failed == 0 and len(rows) == 3
+    assert main(["verify", "xla"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "verifying xla: 3 checks"  # said up front
+    assert [line.split()[:2] for line in out[1:4]] == [
+        ["1/3", "pass"],
+        ["2/3", "pass"],
+        ["3/3", "pass"],
+    ]
+    assert out[-1] == "3 passed, 0 failed"

@@ -26,12 +26,17 @@ def _randomise(module, key, scale=0.3):
 def _numpy_layer(attn: zl.Attention, x, positions, segments=None):
     b, t, _ = x.shape
     n, kh, hd = attn.num_heads, attn.num_kv_heads, attn.head_dim
-    q = linear(x, attn.q_proj.weight, attn.q_proj.bias).reshape(b, t, n, hd)
-    k = linear(x, attn.k_proj.weight, attn.k_proj.bias).reshape(b, t, kh, hd)
+    q = linear(x, attn.q_proj.weight, attn.q_proj.bias)
+    k = linear(x, attn.k_proj.weight, attn.k_proj.bias)
     v = linear(x, attn.v_proj.weight, attn.v_proj.bias).reshape(b, t, kh, hd)
-    if attn.q_norm is not None:
-        q = rmsnorm(q, attn.q_norm.weight, attn.q_norm.eps)
-        k = rmsnorm(k, attn.k_norm.weight, attn.k_norm.eps)
+    if attn.q_norm is not None and attn.q_norm.weight.shape[-1] != hd:
+        # Over the whole projection (OLMo 2), before the heads are split.
+        q = rmsnorm(q, attn.q_norm.weight, attn.q_norm.eps, attn.q_norm.unit_offset)
+        k = rmsnorm(k, attn.k_norm.weight, attn.k_norm.eps, attn.k_norm.unit_offset)
+    q, k = q.reshape(b, t, n, hd), k.reshape(b, t, kh, hd)
+    if attn.q_norm is not None and attn.q_norm.weight.shape[-1] == hd:
+        q = rmsnorm(q, attn.q_norm.weight, attn.q_norm.eps, attn.q_norm.unit_offset)
+        k = rmsnorm(k, attn.k_norm.weight, attn.k_norm.eps, attn.k_norm.unit_offset)
     if attn.rotary is not None:
         r = attn.rotary
         freqs = inv_freq(
@@ -58,6 +63,12 @@ CASES = {
     "window": dict(num_heads=4, num_kv_heads=2, window=5),
     "soft_cap_scale": dict(num_heads=2, num_kv_heads=1, head_dim=24, soft_cap=2.0, scale=0.5),
     "qk_norm": dict(num_heads=4, num_kv_heads=2, qk_norm=True),
+    # Qwen3 / Gemma 3: per head, head_dim independent of dim / heads; Gemma's 1 + weight.
+    "qk_norm_head_dim": dict(
+        num_heads=4, num_kv_heads=1, head_dim=16, qk_norm="head", qk_norm_unit_offset=True
+    ),
+    # OLMo 2: one norm over all query (and all key) features.
+    "qk_norm_projection": dict(num_heads=4, num_kv_heads=2, qk_norm="projection"),
     "llama3_rope": dict(
         num_heads=4,
         rope_theta=500000.0,
@@ -85,6 +96,18 @@ def test_attention_layer_segments(key):
     positions = jnp.broadcast_to(jnp.arange(12), (2, 12))
     got = eqx.filter_jit(zl.Attention.__call__)(attn, x, positions, seg)
     np.testing.assert_allclose(got, _numpy_layer(attn, x, positions, seg), rtol=1e-4, atol=1e-4)
+
+
+def test_qk_norm_weights_have_the_shapes_and_names_of_their_mode(key):
+    head = zl.Attention(32, 4, num_kv_heads=2, head_dim=16, qk_norm="head", key=key)
+    whole = zl.Attention(32, 4, num_kv_heads=2, head_dim=16, qk_norm="projection", key=key)
+    assert head.q_norm.weight.shape == head.k_norm.weight.shape == (16,)
+    assert (whole.q_norm.weight.shape, whole.k_norm.weight.shape) == ((64,), (32,))
+    names = zl.logical_axes(whole)
+    assert (names.q_norm.weight.names, names.k_norm.weight.names) == (("heads",), ("kv_heads",))
+    assert zl.logical_axes(head).q_norm.weight.names == ("head_dim",)
+    with pytest.raises(ValueError, match="`qk_norm` must be"):
+        zl.Attention(32, 4, qk_norm="layer", key=key)
 
 
 def test_attention_rejects_bad_heads(key):

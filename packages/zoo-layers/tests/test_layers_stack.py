@@ -17,13 +17,13 @@ jax.config.update("jax_default_matmul_precision", "highest")
 D, H = 32, 4
 
 
-def make_block(window_for_phase=(None,)):
+def make_block(window_for_phase=(None,), pre_norms=True):
     def make(phase, key):
         k1, k2 = jax.random.split(key)
         return zl.TransformerBlock(
-            attn_norm=zl.RMSNorm(D),
+            attn_norm=zl.RMSNorm(D) if pre_norms else None,
             attn=zl.Attention(D, H, num_kv_heads=2, window=window_for_phase[phase], key=k1),
-            mlp_norm=zl.RMSNorm(D),
+            mlp_norm=zl.RMSNorm(D) if pre_norms else None,
             mlp=zl.MLP(D, 64, activation="silu", gated=True, key=k2),
             post_attn_norm=zl.RMSNorm(D, unit_offset=True),
             post_mlp_norm=zl.RMSNorm(D, unit_offset=True),
@@ -40,6 +40,8 @@ def stacks():
     return {
         1: zl.LayerStack.init(make_block(), 4, scan=True, key=key),
         2: zl.LayerStack.init(make_block((3, None)), 4, period=2, scan=True, key=key),
+        # Gemma 3's shape in small: 5 layers repeating a pattern of 3, so two make a tail.
+        "tail": zl.LayerStack.init(make_block((3, 2, None)), 5, period=3, scan=True, key=key),
     }
 
 
@@ -192,9 +194,85 @@ def test_unrolled_gradient_of_each_stacked_parameter_is_one_concatenate(key, sta
 
 
 def test_bad_stack_shapes_are_clear_errors(key, stacks):
-    with pytest.raises(ValueError, match="multiple of `period`"):
-        zl.LayerStack.init(make_block((3, None)), 3, period=2, key=key)
+    with pytest.raises(ValueError, match="at least `period`"):
+        zl.LayerStack.init(make_block((3, None)), 1, period=2, key=key)
     with pytest.raises(ValueError, match="out of range"):
         stacks[1].layer(4)
-    with pytest.raises(ValueError, match="not a positive multiple of `period` 2"):
-        zl.LayerStack.from_layers(stacks[1].layers()[:3], period=2)
+    with pytest.raises(ValueError, match="fewer than `period` 2"):
+        zl.LayerStack.from_layers(stacks[1].layers()[:1], period=2)
+
+
+@pytest.mark.parametrize("scan", [True, False], ids=["scan", "unrolled"])
+def test_a_period_that_does_not_divide_the_depth_leaves_a_tail(key, scan, stacks):
+    stack = _with_scan(stacks["tail"], scan)
+    assert stack.groups == 1 and len(stack.tail) == 2
+    layers = stack.layers()
+    # Layers 3 and 4 are the tail and keep phases 0 and 1's static configuration.
+    assert [layer.attn.window for layer in layers] == [3, 2, None, 3, 2]
+    assert [zl.layer_slot(i, 5, 3) for i in range(5)] == [
+        ("blocks.0", 0), ("blocks.1", 0), ("blocks.2", 0), ("tail.0", 0), ("tail.1", 0)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(layers[3].attn.q_proj.weight, stack.tail[0].attn.q_proj.weight[0])
+    x, positions = _inputs(key)
+    k_drop = jax.random.key(3)
+    want = eqx.filter_jit(_loop)(layers, x, positions)
+    np.testing.assert_allclose(run(stack, x, positions), want, rtol=1e-5, atol=1e-5)
+    # Dropout keys: the same per-layer keys as a loop over the layers.
+    drop = run(stack, x, positions, k_drop)
+    assert not np.allclose(drop, want)
+    if scan:
+        # Gradients reach the tail, rematerialised as the scanned groups are.
+        remat = dataclasses.replace(stack, remat=True)
+        loss = lambda s: jnp.sum(jnp.sin(s(x, positions)))
+        grads = eqx.filter_jit(eqx.filter_grad(loss))(remat)
+        g_loop = eqx.filter_jit(
+            eqx.filter_grad(lambda ls: jnp.sum(jnp.sin(_loop(ls, x, positions))))
+        )(layers)
+        for i in (0, 3, 4):
+            for a, b in zip(
+                jax.tree_util.tree_leaves(grads.layer(i)),
+                jax.tree_util.tree_leaves(g_loop[i]),
+                strict=True,
+            ):
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * float(np.abs(b).max()))
+    restacked = zl.LayerStack.from_layers(layers, period=3, scan=scan)
+    assert jax.tree_util.tree_structure(restacked) == jax.tree_util.tree_structure(stack)
+    names = zl.logical_axes(stack)
+    assert names.tail[1].attn.q_proj.weight.names == ("layers", "heads", "embed")
+
+
+def test_tail_decode_matches_the_full_pass(key, stacks):
+    stack = stacks["tail"]
+    t, s = 7, 9
+    x, positions = _inputs(key, t)
+    want = run(stack, x, positions)
+    cache_k = jnp.zeros((5, 2, s, 2, D // H))
+    cache_v = jnp.zeros_like(cache_k)
+    slot_pos = jnp.zeros((2, s), jnp.int32).at[:, :t].set(positions)
+    valid = jnp.zeros((2, s), bool).at[:, :t].set(True)
+    out, k_new, v_new = eqx.filter_jit(zl.LayerStack.decode)(
+        stack, x, positions, cache_k, cache_v, slot_pos, valid, jnp.int32(0)
+    )
+    assert k_new.shape == v_new.shape == (5, 2, t, 2, D // H)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_block_without_pre_norms_normalises_each_branch_after_it(key):
+    """OLMo 2's block: ``x + post_attn_norm(attn(x))``, then the same for the MLP."""
+    block = _randomised(make_block(pre_norms=False)(0, key), jax.random.key(5))
+    x, positions = _inputs(jax.random.key(6))
+    h = x + block.post_attn_norm(block.attn(x, positions))
+    want = h + block.post_mlp_norm(block.mlp(h))
+    np.testing.assert_allclose(
+        eqx.filter_jit(lambda b, x: b(x, positions))(block, x), want, rtol=1e-5, atol=1e-5
+    )
+
+
+def _randomised(module, key):
+    leaves, tree = jax.tree_util.tree_flatten(module)
+    keys = jax.random.split(key, len(leaves))
+    leaves = [
+        0.3 * jax.random.normal(k, x.shape, x.dtype) if eqx.is_inexact_array(x) else x
+        for k, x in zip(keys, leaves, strict=True)
+    ]
+    return jax.tree_util.tree_unflatten(tree, leaves)

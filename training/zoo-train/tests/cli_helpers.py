@@ -83,6 +83,17 @@ def tiny_tokenizer(
     return directory
 
 
+#: The shape of the tiny Hugging Face checkpoints the tests build (the tiny tokenizer's vocabulary).
+TINY_HF_SHAPE = dict(
+    vocab_size=256,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
+
+
 def tiny_hf_llama(
     directory: pathlib.Path, *, seed: int = 0, tokenizer: bool = True, dtype: str = "float32"
 ) -> pathlib.Path:
@@ -93,14 +104,9 @@ def tiny_hf_llama(
 
     torch.manual_seed(seed)
     config = LlamaConfig(
-        vocab_size=256,
+        **TINY_HF_SHAPE,
         bos_token_id=1,
         eos_token_id=2,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         max_position_embeddings=128,
         tie_word_embeddings=False,
     )

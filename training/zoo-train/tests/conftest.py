@@ -10,3 +10,12 @@ def _reference_attention():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(zoo_attention.ENV_VAR, "xla")
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _work_in_a_temporary_directory(tmp_path_factory):
+    # A command run without --out writes runs/... into the working directory: a temporary one,
+    # never the repository.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("cwd"))
+        yield

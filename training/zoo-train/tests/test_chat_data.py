@@ -213,3 +213,67 @@ def test_eval_loss_on_chat_data_is_the_assistant_tokens_cross_entropy(tmp_path, 
     got = json.loads(capsys.readouterr().out)
     assert got["tokens"] == count
     np.testing.assert_allclose(got["loss"], want, rtol=1e-5)
+
+
+# TRL's convention: the assistant's text inside generation blocks (the loss mask), with the
+# fields tool-calling chats carry: reasoning, tool calls, tool results, the example's tools.
+GENERATION_TEMPLATE = (
+    "{{ bos_token }}{% if tools %}tools: {{ tools | tojson }}\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'assistant' %}"
+    "{% generation %}{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>"
+    "{% endif %}{{ m.content | default('') }}{% for c in m.tool_calls or [] %}call "
+    "{{ c.function.name }} {{ c.function.arguments | tojson }}{% endfor %}<|im_end|>"
+    "{% endgeneration %}{% else %}{{ m.content }}<|im_end|>{% endif %}\n{% endfor %}"
+)
+TOOL_EXAMPLE = {
+    "messages": [
+        {"role": "user", "content": "alpha beta?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "gamma",
+            "tool_calls": [{"function": {"name": "def", "arguments": {"x": "return"}}}],
+        },
+        {"role": "tool", "content": "self value"},
+        {"role": "assistant", "content": "beta gamma"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "def", "parameters": {}}}],
+}
+
+
+def test_generation_blocks_are_the_loss_mask_with_every_message_field(tmp_path):
+    from transformers import AutoTokenizer
+
+    tiny_tokenizer(tmp_path / "tok")
+    (tmp_path / "tok" / "chat_template.jinja").write_text(GENERATION_TEMPLATE)
+    (tmp_path / "d.jsonl").write_text(json.dumps(TOOL_EXAMPLE) + "\n")
+    (doc,) = load_documents(tmp_path / "d.jsonl")
+    tok = zoo_models.load_tokenizer(tmp_path / "tok")
+    (ids,), (weights,) = tokenize_examples([doc], tok)
+    reference = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    want = reference.apply_chat_template(
+        TOOL_EXAMPLE["messages"],
+        tools=TOOL_EXAMPLE["tools"],
+        return_dict=True,
+        return_assistant_tokens_mask=True,
+    )
+    assert ids.tolist() == [*want["input_ids"], tok.eos_id]
+    assert weights.tolist() == [*want["assistant_masks"], 1]  # and the EOS after the example
+    said = tok.decode(ids[weights == 1].tolist(), skip_special=False).replace(" ", "")
+    assert "gamma" in said and "calldef" in said and said.endswith("betagamma<|im_end|></s>")
+    assert "alpha" not in said and "value" not in said  # the user's and the tool's turns
+
+
+def test_finetune_with_a_broken_template_is_one_sentence_naming_the_file(tmp_path, capsys):
+    tiny_hf_llama(tmp_path / "hf")
+    template = tmp_path / "hf" / "chat_template.jinja"
+    template.write_text("{% for m in messages %}{% generation %}{{ m.content }}{% endfor %}")
+    (tmp_path / "d.jsonl").write_text(json.dumps({"messages": MESSAGES}) + "\n")
+    capsys.readouterr()
+    out = tmp_path / "new" / "run"
+    args = ["finetune", "--from-hf", str(tmp_path / "hf"), "--data", str(tmp_path / "d.jsonl")]
+    assert main([*args, "--out", str(out), "--steps", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert str(out / "tokenizer" / "chat_template.jinja") in err or str(template) in err
+    assert not out.exists() and not out.parent.exists()  # a refused command leaves nothing

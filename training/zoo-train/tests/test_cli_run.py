@@ -96,10 +96,11 @@ def test_resume_reports_the_kernel_change_then_completes(trained, capsys):
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3, 4, 5, 6]
     losses = [r["loss"] for r in records if "loss" in r]
     assert losses[-1] < losses[0]
-    # A third call finds the run complete and trains nothing.
-    assert main([*base, "--lr", "0.01"]) == 0
-    err = capsys.readouterr().err
+    # A third call finds the run complete and trains nothing: no figures, no sample.
+    assert main([*base, "--lr", "0.01", "--sample-tokens", "5"]) == 0
+    err, out = capsys.readouterr()[::-1]
     assert "already complete" in err and "changed since" not in err
+    assert "tokens/s" not in err and "--- sample" not in out
     assert [r["step"] for r in _records(root / "run") if "loss" in r] == [1, 2, 3, 4, 5, 6]
     # Other settings on the same directory are refused, and nothing is overwritten.
     assert main([*base, "--lr", "0.02"]) == 2
@@ -362,9 +363,13 @@ def test_kernels_verify_exit_codes(capsys):
         assert main(["kernels", "verify", "zeros_for_test"]) == 1
     finally:
         zoo_attention.unregister_kernel("zeros_for_test")
-    lines = capsys.readouterr().out.splitlines()
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
     assert any(" FAIL " in line for line in lines)
     assert lines[-1].endswith(" failed") and not lines[-1].endswith(" 0 failed")
+    count = zoo_attention.verify_count()
+    assert f"{count} checks, about " in err  # how many, and how long, said up front
+    assert [line.split()[0] for line in lines[:-1]] == [f"{i}/{count}" for i in range(1, count + 1)]
 
 
 def test_train_with_unknown_kernel_is_a_usage_error(tmp_path, capsys):
@@ -382,3 +387,46 @@ def test_train_with_unknown_kernel_is_a_usage_error(tmp_path, capsys):
     )
     assert code == 2
     assert "warp" in capsys.readouterr().err
+
+
+def _expected_steps(corpus: pathlib.Path, epochs: float) -> tuple[int, int]:
+    """The steps of ``epochs`` passes over the training split of ``corpus`` at batch 2 and
+    seq_len 32 (the CONFIG's), and the rows an epoch holds, from the loader itself."""
+    from zoo_train.data import byte_tokenizer, split_documents
+
+    train, _ = split_documents(load_documents(corpus), val_fraction=0.05, seed=0)
+    rows = PackedLoader.from_documents(train, byte_tokenizer(), seq_len=32).rows_per_epoch
+    return math.ceil(epochs * rows / 2), rows
+
+
+def test_epochs_set_the_steps_and_the_start_line_says_what_it_trains(trained, capsys):
+    root, base = trained
+    args = [*base[: base.index("--out")], "--out", str(root / "epochs")]
+    assert main([*args, "--epochs", "1", "--steps", "3"]) == 2
+    assert "not both" in capsys.readouterr().err
+    steps, rows = _expected_steps(root / "corpus", 0.01)
+    assert main([*args, "--epochs", "0.01", "--set", "progress=true"]) == 0
+    err = capsys.readouterr().err
+    start = next(r for r in _records(root / "epochs") if r.get("event") == "start")
+    assert start["config"]["steps"] == steps
+    line = next(x for x in err.splitlines() if x.startswith("zoo: train "))
+    assert line.startswith("zoo: train llama-tiny on ")  # the preset, not the family
+    assert f"{steps} steps of 2 x 32 tokens ({steps * 2 / rows:.2g} epochs)" in line
+    assert "1 of 12 documents held out for evaluation" in line
+    # The lines before the first step are plain lines, not drawn over an empty bar.
+    assert not any("|" in x and "starting" in x for x in err.splitlines()), err
+    assert "epoch=" in err  # the bar shows the epoch
+
+
+def test_many_passes_are_warned_and_one_record_is_no_trend(trained, tmp_path, capsys):
+    _, base = trained
+    (tmp_path / "tiny.txt").write_text("def alpha(x):\n    return x\n" * 6)
+    args = [*base[: base.index("--data")], "--data", str(tmp_path / "tiny.txt")]
+    args += ["--out", str(tmp_path / "run"), "--steps", "12", "--log-every", "20"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "zoo: warning: 12 steps of 2 rows pass over the training data" in err
+    assert "--epochs N" in err
+    summary = next(x for x in err.splitlines() if x.startswith("zoo: steps 0 -> 12"))
+    assert "->" not in summary.split("train loss")[1], summary  # one record: no trend
+    assert "(steps 1-12)" in summary

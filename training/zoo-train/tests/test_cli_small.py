@@ -247,3 +247,20 @@ def test_log_lines_are_the_commands_own_and_leave_the_callers_logging(monkeypatc
     assert absl_like.stream.getvalue() == "zoo_train: a note 7\n"
     assert capsys.readouterr().err == ""
     assert root.handlers == [*before, absl_like]
+
+
+def test_log_lines_read_name_colon_message_even_after_absl_configured_logging(capsys):
+    import io
+    import logging
+
+    # What absl does on its first log: the root logger with Python's default format.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    logging.getLogger().addHandler(handler)
+    try:
+        assert main(["models"]) == 0
+        logging.getLogger("zoo_models").warning("note: cast to float32")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert stream.getvalue() == "zoo_models: note: cast to float32\n"

@@ -196,3 +196,69 @@ def test_max_batch_search_against_memory_models(monkeypatch, peak, start, shards
     assert best == fit - fit % shards
     assert len(compiled) == len(set(compiled)) <= (10 if peak == "linear" else 18)
     assert {r.batch_size for r in reports} == set(compiled)
+
+
+def test_max_batch_search_is_bounded_and_says_where_it_stands(monkeypatch):
+    from zoo_train.compile import SearchStep, default_batch_limit
+
+    assert default_batch_limit(128, 4) == 8192 and default_batch_limit(8192, 8) == 128
+    hbm = 1 << 40  # a small model: everything fits
+    compiled: list[int] = []
+
+    def fake(setup: StepSetup, b: int, on_compile=None) -> StepReport:
+        compiled.append(b)
+        return StepReport(b, StepMemory(1, 1, 1, 1, 1000 + b, hbm), 0.0, [], 0)
+
+    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", fake)
+    steps: list[SearchStep] = []
+    best, _ = max_batch(None, 16, shards=4, limit=8192, on_step=steps.append)  # type: ignore[arg-type]
+    assert best == 8192 and max(compiled) == 8192 and len(compiled) <= 6  # not past the limit
+    assert all(s.hi is None and s.limit == 8192 for s in steps)
+    # Bracketed, the search says about how many compiles remain, and keeps to it.
+    fit = int(np.random.default_rng().integers(100, 5000))
+    hbm = 1000 + fit
+
+    def linear(setup: StepSetup, b: int, on_compile=None) -> StepReport:
+        return StepReport(b, StepMemory(1, 1, 1, 1, 1000 + b, hbm), 0.0, [], 0)
+
+    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", linear)
+    steps.clear()
+    best, _ = max_batch(None, 16, shards=4, limit=8192, on_step=steps.append)  # type: ignore[arg-type]
+    assert best == fit - fit % 4
+    first = next(i for i, s in enumerate(steps) if s.left is not None)
+    assert steps[first].lo < best + 4 <= steps[first].hi
+    assert len(steps) - 1 - first <= steps[first].left + 1
+    assert steps[-1].left in (0, None) or steps[-1].hi - steps[-1].lo <= 4
+
+
+SIGTERM_DURING_COMPILE = """
+import os, signal, sys, time
+from zoo_train.compile import topology_devices
+from zoo_train.cli._compile import _Watch
+topology_devices("v5e:2x2")  # libtpu loaded: its failure handler would dump the stack
+watch = _Watch()
+watch.compiling(256)
+watch.best = 32
+with watch.one_line_on_sigterm():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(60)
+"""
+
+
+def test_sigterm_during_a_compile_is_one_line(tmp_path: pathlib.Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    proc = subprocess.run(
+        [_tpu_python(), "-c", SIGTERM_DURING_COMPILE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 143, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == (
+        "zoo compile: stopped by SIGTERM while compiling micro-batch 256; the largest that fit "
+        "so far: 32."
+    )
+    assert "stack trace" not in proc.stderr and "Traceback" not in proc.stderr

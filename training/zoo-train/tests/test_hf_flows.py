@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 
 import equinox as eqx
@@ -92,6 +93,13 @@ def test_bf16_run_is_usable_by_every_command(flow):
     assert config["dtype"] == "bfloat16"  # exported in the dtype the checkpoint came in
     tensors = load_file(str(flow / "converted" / "model.safetensors"))
     assert {str(t.dtype) for t in tensors.values()} == {"bfloat16"}
+    # Every file written follows the umask: readable by others on a shared disk, weights too.
+    umask = os.umask(0o022)
+    os.umask(umask)
+    written = [flow / "export", flow / "converted", run / "adapter"]
+    modes = {f.name: f.stat().st_mode & 0o777 for d in written for f in d.iterdir() if f.is_file()}
+    assert {"model.safetensors", "adapter_model.safetensors", "config.json"} <= set(modes)
+    assert set(modes.values()) == {0o666 & ~umask}, modes
 
 
 def test_export_loads_in_transformers_and_greedy_matches(flow, capsys):
@@ -236,7 +244,16 @@ def test_a_finished_run_is_extended_by_raising_steps(flow, capsys):
     resumed = [r for r in _records(run) if r.get("event") == "resume"][-1]
     assert resumed["resumed_from"] == 4
     assert resumed["steps_changed"] == {"from": 4, "to": 6}
-    assert "now ends at step 6 (was 4)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "now ends at step 6 (was 4)" in err
+    # The run's export is brought up to date where it was (it held step 4).
+    assert "held step 4; exporting step 6 there" in err
+    assert main(["convert", str(run), str(flow / "at6")]) == 0
+    exported = load_file(str(flow / "export" / "model.safetensors"))
+    converted = load_file(str(flow / "at6" / "model.safetensors"))
+    assert sorted(exported) == sorted(converted)
+    for name, tensor in converted.items():
+        np.testing.assert_array_equal(exported[name], tensor, err_msg=name)
     loaded = load_run(run)
     assert loaded.step == 6
     assert loaded.meta["extensions"] == [{"at_step": 4, "from": 4, "to": 6}]
@@ -253,9 +270,11 @@ def test_hf_directory_without_tokenizer_needs_one(flow, capsys):
     bare.mkdir()
     for name in ("config.json", "model.safetensors"):
         shutil.copy(flow / "hf16" / name, bare / name)
-    for command in (["generate", str(bare)], ["finetune", "--from-hf", str(bare)]):
+    finetune = ["finetune", "--from-hf", str(bare), "--out", str(flow / "bare-run")]
+    for command in (["generate", str(bare)], finetune):
         assert main(command) == 2
         assert "has no tokenizer" in capsys.readouterr().err
+    assert not (flow / "bare-run").exists()  # refused: nothing created
     args = ["--tokenizer", str(flow / "hf16"), "--greedy", "--max-new-tokens", "2"]
     assert main(["generate", str(bare), *args]) == 0
 

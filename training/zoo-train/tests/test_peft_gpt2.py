@@ -102,3 +102,26 @@ def test_fused_qkv_targets_are_refused_before_training(gpt2, tmp_path):
             zoo_models.load_hf(gpt2), data, config=config, out=tmp_path / "run", lora=lora
         )
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_finetune_without_targets_adapts_gpt2s_default(tmp_path):
+    """No --lora-targets: GPT-2 gets its own default (o up down), not q k v o it cannot save."""
+    from cli_helpers import tiny_tokenizer, write_corpus
+
+    from zoo_train.cli import main
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=256, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path / "hf")
+    tiny_tokenizer(tmp_path / "hf")
+    write_corpus(tmp_path / "corpus", files=2, lines=10)
+    code = main([
+        "finetune", "--from-hf", str(tmp_path / "hf"), "--data", str(tmp_path / "corpus"),
+        "--out", str(tmp_path / "run"), "--steps", "1", "--batch-size", "2", "--seq-len", "16",
+        "--lora-rank", "2", "--eval-every", "0", "--no-progress", "--set", "val_fraction=0",
+    ])  # fmt: skip
+    assert code == 0
+    meta = json.loads((tmp_path / "run" / "adapter" / "adapter_config.json").read_text())
+    assert meta["target_modules"] == ["c_fc", "c_proj"]  # o, up and down: every Conv1D
+    targets = read_peft_config(tmp_path / "run" / "adapter").targets
+    assert sorted(targets) == sorted(zoo_models.default_lora_targets("gpt2"))

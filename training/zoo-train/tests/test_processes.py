@@ -74,6 +74,7 @@ from zoo_train.parallel._output import label_output, restore_output
 print("before")
 label_output("[1/2] ")
 print("python line"); sys.stdout.write("bar 1\\rbar 2\\n"); sys.stdout.flush()
+os.write(1, b"[Gloo] Rank 1 is connected to 1 peer ranks. Expected ... is : 1\\n")
 os.write(1, b"native line\\nnative tail")  # what C++ code writes, no newline at the end
 os.write(2, b"to stderr\\n")
 restore_output()

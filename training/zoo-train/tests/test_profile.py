@@ -86,6 +86,11 @@ def test_cli_table_json_and_comparison(runs, capsys):
     assert main(["profile", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "attention:" in shown and "top operations" in shown
+    # Piped (as here), every name is printed whole, however long: no terminal width to fit.
+    for op in summarize(out).top_ops:
+        assert op["name"] in shown, op["name"]
+    for category in summarize(out).categories:
+        assert category in shown, category
     assert main(["profile", "--compare", str(out), str(out), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows[0]["category"] == "step" and all(r["change_ms"] == 0 for r in rows)

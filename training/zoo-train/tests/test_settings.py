@@ -52,18 +52,43 @@ def test_file_overrides_defaults_and_command_line_overrides_file(tmp_path: pathl
     assert s.optimizer.b2 == RunSettings().optimizer.b2
 
 
-def test_json_file_matches_toml(tmp_path: pathlib.Path):
+# The TOML above as a MaxText or Levanter user writes a config: YAML, tables as mappings.
+YAML = """
+steps: 40
+batch_size: 4
+lr: 0.01
+data: [a.txt, b/]
+optimizer:
+  warmup_steps: 7
+  schedule: linear
+attention:
+  implementation: xla
+  require: "zoo-attention>=1,<2"
+model_config:
+  n_layers: 4
+"""
+
+
+def test_json_and_yaml_files_match_toml(tmp_path: pathlib.Path):
     import tomllib
 
     (tmp_path / "run.toml").write_text(TOML)
     (tmp_path / "run.json").write_text(json.dumps(tomllib.loads(TOML)))
-    a = resolve_settings(
+    (tmp_path / "run.yaml").write_text(YAML)
+    (tmp_path / "run.yml").write_text(YAML)
+    want = resolve_settings(
         command="train", config_file=str(tmp_path / "run.toml"), assignments=[], flags={}
     )
-    b = resolve_settings(
-        command="train", config_file=str(tmp_path / "run.json"), assignments=[], flags={}
-    )
-    assert a == b
+    for name in ("run.json", "run.yaml", "run.yml"):
+        got = resolve_settings(
+            command="train", config_file=str(tmp_path / name), assignments=[], flags={}
+        )
+        assert got == want, name
+    (tmp_path / "bad.yaml").write_text("steps: [40\n")
+    with pytest.raises(UsageError, match=r"bad\.yaml' is not valid"):
+        resolve_settings(
+            command="train", config_file=str(tmp_path / "bad.yaml"), assignments=[], flags={}
+        )
 
 
 def test_finetune_defaults_and_finetune_only_keys(tmp_path: pathlib.Path):

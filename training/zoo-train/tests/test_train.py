@@ -2,6 +2,7 @@
 
 import importlib.metadata
 import json
+import logging
 import pathlib
 
 import equinox as eqx
@@ -141,6 +142,42 @@ def test_resume_is_bitwise_identical(straight, tmp_path, caplog, capsys):
     third = _run(tmp_path, _config())
     assert third.resumed_from == 12 and third.step == 12
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
+
+
+class _FailingTracker:
+    """A tracker whose every call raises, as one on a full disk or a lost connection does."""
+
+    name = "failing"
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, method):
+        def fail(*args):
+            self.calls.append(method)
+            raise OSError(28, "No space left on device")
+
+        return fail
+
+
+def test_a_failing_tracker_is_reported_once_and_training_goes_on(straight, tmp_path, caplog):
+    failing = _FailingTracker()
+    with (
+        caplog.at_level(logging.WARNING, logger="zoo_train"),
+        zoo_train.tracking.Trackers([failing]) as trackers,
+    ):
+        result = _run(tmp_path, _config(), on_record=trackers.record)
+    _assert_same(_params(result), _params(straight))
+
+    def losses(out):
+        records = zoo_train.read_metrics(out / zoo_train.METRICS_FILE)
+        return [(r["step"], r["loss"]) for r in records if "loss" in r and "event" not in r]
+
+    assert losses(tmp_path) == losses(straight.out) and len(losses(tmp_path)) == 6
+    (warning,) = [r.getMessage() for r in caplog.records if "tracker" in r.getMessage()]
+    assert "failing tracker failed" in warning and "No space left on device" in warning
+    assert "switched off" in warning
+    assert failing.calls == ["start", "close"]  # nothing after the first failure but its close
 
 
 def test_refuses_a_different_run_and_never_overwrites(tmp_path):

@@ -15,7 +15,13 @@ from ._api import (
     interpret_params_here,
     interpret_requested,
 )
-from ._policy import BlockSizes
+from ._policy import (
+    BlockSizes,
+    MiB,
+    generation_for,
+    heads_per_step,
+    smallest_blocks_vmem_bytes,
+)
 
 
 class FlashTpuKernel(AttentionKernel):
@@ -51,7 +57,24 @@ class FlashTpuKernel(AttentionKernel):
             return f"dtype {spec.dtype} is not supported (float32 or bfloat16)"
         if spec.head_dim > MAX_HEAD_DIM:
             return f"head_dim {spec.head_dim} is above the supported {MAX_HEAD_DIM}"
-        return None
+        return self._vmem_reason(spec)
+
+    def _vmem_reason(self, spec: AttentionSpec) -> str | None:
+        """Why no block size fits the target's VMEM (fixed block sizes are the caller's)."""
+        if self.block_sizes is not None:
+            return None
+        interpret = spec.platform != "tpu" or interpret_requested()
+        kind = spec.device_kind if spec.platform == "tpu" else None
+        generation = generation_for(kind, interpret=interpret)
+        heads = heads_per_step(spec.group_size)
+        need = smallest_blocks_vmem_bytes(spec.head_dim, jnp.dtype(spec.dtype).itemsize, heads)
+        if need <= generation.vmem_limit_bytes:
+            return None
+        return (
+            f"head_dim {spec.head_dim} in {spec.dtype} with {heads} query heads per step needs "
+            f"{need / MiB:.1f} MiB of VMEM at the smallest blocks (128 x 128), above the "
+            f"{generation.name} limit of {generation.vmem_limit_bytes / MiB:.0f} MiB"
+        )
 
     def __call__(
         self,

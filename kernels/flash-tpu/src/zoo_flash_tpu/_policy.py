@@ -320,6 +320,17 @@ def choose_block_sizes(
     )
 
 
+def smallest_blocks_vmem_bytes(head_dim: int, itemsize: int, heads: int) -> int:
+    """The larger of the forward and backward working sets at the smallest blocks (128 x 128):
+    below this no block choice goes. Above a generation's ``vmem_limit_bytes`` the kernel
+    cannot serve the call."""
+    h = padded_head_dim(head_dim)
+    return max(
+        forward_vmem_bytes(LANES, LANES, h, itemsize, heads),
+        backward_vmem_bytes(LANES, LANES, h, itemsize, heads),
+    )
+
+
 def lcm(a: int, b: int) -> int:
     """Least common multiple (padded lengths must suit both the forward and backward blocks)."""
     return a * b // math.gcd(a, b)

@@ -1,7 +1,12 @@
-"""zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2)."""
+"""zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
+OLMo 2)."""
 
+from ._chat_template import ChatTemplate as ChatTemplate
+from ._chat_template import ChatTemplateError as ChatTemplateError
+from ._chat_template import RenderedChat as RenderedChat
 from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
+from ._family_defaults import default_lora_targets as default_lora_targets
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
@@ -31,7 +36,7 @@ from ._model import num_params as num_params
 from ._model import param_bytes as param_bytes
 from ._presets import get as get
 from ._presets import presets as presets
-from ._safetensors_files import save_tensors as save_tensors
+from ._safetensors_files import save_safetensors as save_safetensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter
@@ -40,4 +45,4 @@ from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
 
-__version__ = "0.5.1.dev0"
+__version__ = "0.6.0.dev0"

@@ -10,9 +10,22 @@ from typing import Any, Literal
 from zoo_layers import RopeScaling
 from zoo_layers._dtype import check_float_dtype
 
-Family = Literal["gpt2", "llama", "mistral", "qwen2", "gemma2"]
-FAMILIES: tuple[str, ...] = ("gpt2", "llama", "mistral", "qwen2", "gemma2")
+Family = Literal["gpt2", "llama", "mistral", "qwen2", "gemma2", "qwen3", "gemma3_text", "olmo2"]
+FAMILIES: tuple[str, ...] = (
+    "gpt2",
+    "llama",
+    "mistral",
+    "qwen2",
+    "gemma2",
+    "qwen3",
+    "gemma3_text",
+    "olmo2",
+)
 _ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
+
+# Fields added after configurations were first stored in runs: `to_dict` leaves them out while
+# they hold these defaults, so a configuration saved before them reads back as the same run.
+_LATER_DEFAULTS: dict[str, Any] = {"pre_norms": True, "extra_eos_token_ids": ()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +36,8 @@ class ModelConfig:
     architecture the weights map to, every behaviour is set by the fields below.
 
     Attributes:
-        family: ``"gpt2"``, ``"llama"``, ``"mistral"``, ``"qwen2"`` or ``"gemma2"``.
+        family: ``"gpt2"``, ``"llama"``, ``"mistral"``, ``"qwen2"``, ``"gemma2"``, ``"qwen3"``,
+            ``"gemma3_text"`` or ``"olmo2"``.
         vocab_size, d_model, n_layers, n_heads: the usual shapes.
         n_kv_heads: key/value heads (GQA/MQA); ``None`` means ``n_heads``.
         head_dim: per-head width; ``None`` means ``d_model // n_heads``.
@@ -34,22 +48,33 @@ class ModelConfig:
         norm_unit_offset: RMSNorm scales by ``1 + weight`` (Gemma).
         positional: ``"rope"`` or ``"learned"`` (GPT-2's absolute position table).
         max_position: rows of the learned position table; the context the model was trained on.
-        rope_theta: rotary base.
+        rope_theta: rotary base (of every layer, or of the global layers when
+            ``rope_local_theta`` is set).
+        rope_local_theta: rotary base of the sliding-window layers, which then rotate without
+            ``rope_scaling`` (Gemma 3: 10,000 locally, 1,000,000 with linear scaling globally);
+            ``None``: every layer uses ``rope_theta`` and ``rope_scaling``.
         rope_scaling: ``"none"``, ``"linear"`` or ``"llama3"``, with ``rope_factor``,
             ``rope_low_freq_factor``, ``rope_high_freq_factor``, ``rope_original_max_position``.
         tie_embeddings: the output head is the token embedding transposed.
         qkv_bias, out_bias, mlp_bias: biases on q/k/v, the attention output, the MLP.
         norm_bias: LayerNorm has a bias (ignored for RMSNorm).
-        qk_norm: RMSNorm on each query/key head before rotary.
+        qk_norm: RMSNorm of queries and keys before rotary: ``False`` (none), ``True`` (over each
+            head, Qwen3 and Gemma 3) or ``"projection"`` (over the whole q and k projections,
+            OLMo 2); its epsilon is ``norm_eps``, its ``1 + weight`` follows
+            ``norm_unit_offset``.
         sliding_window: window ``W`` (a query sees itself and ``W - 1`` earlier tokens), or ``None``.
         window_pattern: which layers use the window, repeating: layer ``l`` is local iff
             ``window_pattern[l % len(window_pattern)]``. ``(True,)``: every layer (Mistral);
-            ``(True, False)``: even layers local, odd global (Gemma 2). Its length is the scan period.
+            ``(True, False)``: even layers local, odd global (Gemma 2); five local then one global
+            (Gemma 3). Its length is the scan period; when it does not divide ``n_layers``, the
+            layers after the last whole period run after the scan (the stack's tail).
         attn_logit_soft_cap, final_logit_soft_cap: ``c * tanh(x / c)`` caps, or ``None``.
         query_pre_attn_scalar: logits scale is ``query_pre_attn_scalar ** -0.5`` (Gemma 2);
             ``None`` means ``head_dim ** -0.5``.
         embedding_scale: multiply token embeddings by ``sqrt(d_model)`` (Gemma).
-        post_norms: extra norms on the attention and MLP outputs before the residual (Gemma 2).
+        pre_norms: norms on the input of attention and MLP (every family but OLMo 2).
+        post_norms: norms on the attention and MLP outputs before the residual (Gemma 2 and 3,
+            OLMo 2).
         dropout: residual and embedding dropout rate (active only when a key is passed).
         init_std: std of the normal initialisation of weights.
         param_dtype: parameter dtype; compute_dtype: activation dtype (``None``: bfloat16 on
@@ -60,6 +85,8 @@ class ModelConfig:
             accelerators and unrolls on CPU. The parameters are stacked either way.
         attention_implementation: kernel name for ``zoo_attention``, ``None`` for its default order.
         bos_token_id, eos_token_id, pad_token_id: special tokens, when known.
+        extra_eos_token_ids: further end-of-sequence ids when the checkpoint names several
+            (``config.json``'s ``eos_token_id`` list after its first, e.g. an end-of-turn token).
     """
 
     family: str
@@ -79,6 +106,7 @@ class ModelConfig:
     positional: str = "rope"
     max_position: int = 2048
     rope_theta: float = 10000.0
+    rope_local_theta: float | None = None
     rope_scaling: str = "none"
     rope_factor: float = 1.0
     rope_low_freq_factor: float = 1.0
@@ -88,13 +116,14 @@ class ModelConfig:
     qkv_bias: bool = False
     out_bias: bool = False
     mlp_bias: bool = False
-    qk_norm: bool = False
+    qk_norm: bool | str = False
     sliding_window: int | None = None
     window_pattern: tuple[bool, ...] = (True,)
     attn_logit_soft_cap: float | None = None
     final_logit_soft_cap: float | None = None
     query_pre_attn_scalar: int | None = None
     embedding_scale: bool = False
+    pre_norms: bool = True
     post_norms: bool = False
     dropout: float = 0.0
     init_std: float = 0.02
@@ -106,9 +135,20 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | None = None
     pad_token_id: int | None = None
+    extra_eos_token_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
+        object.__setattr__(self, "extra_eos_token_ids", tuple(self.extra_eos_token_ids))
+        # "head" and "none" are accepted as the spellings zoo_layers uses.
+        qk = self.qk_norm
+        if isinstance(qk, str):
+            qk = {"head": True, "none": False}.get(qk, qk)
+        if not (isinstance(qk, bool) or qk == "projection"):
+            raise ValueError(
+                f"`qk_norm` must be False, True (per head) or 'projection', got {self.qk_norm!r}."
+            )
+        object.__setattr__(self, "qk_norm", qk)
         if self.family not in FAMILIES:
             raise ValueError(f"`family` must be one of {', '.join(FAMILIES)}, got {self.family!r}.")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_hidden", "max_position"):
@@ -139,9 +179,15 @@ class ModelConfig:
             )
         if not self.window_pattern:
             raise ValueError("`window_pattern` must name at least one layer kind, e.g. (True,).")
-        if self.n_layers % self.period:
+        if self.n_layers < self.period:
             raise ValueError(
-                f"`n_layers` ({self.n_layers}) must be a multiple of len(window_pattern) ({self.period})."
+                f"`n_layers` ({self.n_layers}) must be at least len(window_pattern) ({self.period})."
+            )
+        if not (self.pre_norms or self.post_norms):
+            raise ValueError("a model needs `pre_norms` or `post_norms` (or both); set one.")
+        if self.rope_local_theta is not None and not self.rope_local_theta > 0:
+            raise ValueError(
+                f"`rope_local_theta` must be > 0 or None, got {self.rope_local_theta!r}."
             )
         if self.sliding_window is not None and self.sliding_window < 1:
             raise ValueError(f"`sliding_window` must be >= 1 or None, got {self.sliding_window!r}.")
@@ -162,6 +208,14 @@ class ModelConfig:
             if value is not None and not 0 <= value < self.vocab_size:
                 raise ValueError(
                     f"`{name}` ({value}) must be a token id below `vocab_size` ({self.vocab_size})."
+                )
+        if self.extra_eos_token_ids and self.eos_token_id is None:
+            raise ValueError("`extra_eos_token_ids` needs an `eos_token_id` first; set it.")
+        for value in self.extra_eos_token_ids:
+            if not isinstance(value, int) or not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"`extra_eos_token_ids` holds {value!r}; every id must be below `vocab_size` "
+                    f"({self.vocab_size})."
                 )
         check_float_dtype("param_dtype", self.param_dtype)
         if self.compute_dtype is not None:
@@ -194,6 +248,18 @@ class ModelConfig:
             original_max_position=self.rope_original_max_position,
         )
 
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """Every end-of-sequence id: ``eos_token_id`` then ``extra_eos_token_ids``."""
+        first = () if self.eos_token_id is None else (self.eos_token_id,)
+        return first + self.extra_eos_token_ids
+
+    def layer_rope(self, layer: int) -> tuple[float, RopeScaling]:
+        """The rotary base and scaling of layer ``layer``."""
+        if self.rope_local_theta is not None and self.layer_window(layer) is not None:
+            return self.rope_local_theta, RopeScaling()
+        return self.rope_theta, self.rope
+
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of layer ``layer`` (``None``: global attention)."""
         if self.sliding_window is None:
@@ -213,9 +279,14 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
+        """JSON-ready dict of every field (``pre_norms`` and ``extra_eos_token_ids`` only when
+        they are not at their defaults)."""
         out = dataclasses.asdict(self)
         out["window_pattern"] = list(self.window_pattern)
+        out["extra_eos_token_ids"] = list(self.extra_eos_token_ids)
+        for name, default in _LATER_DEFAULTS.items():
+            if getattr(self, name) == default:
+                del out[name]
         return out
 
     @classmethod
@@ -228,8 +299,9 @@ class ModelConfig:
                 f"unknown ModelConfig field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(names))}."
             )
         data = dict(data)
-        if "window_pattern" in data:
-            data["window_pattern"] = tuple(data["window_pattern"])
+        for name in ("window_pattern", "extra_eos_token_ids"):
+            if name in data:
+                data[name] = tuple(data[name])
         return cls(**data)
 
     def to_json(self) -> str:

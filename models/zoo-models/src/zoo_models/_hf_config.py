@@ -23,8 +23,12 @@ _ARCHITECTURES = {
     "mistral": "MistralForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "gemma2": "Gemma2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
 }
-SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_ARCHITECTURES)
+# `gemma3` (image and text) is read for its language model, which is written as gemma3_text.
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = (*_ARCHITECTURES, "gemma3")
 
 # Hugging Face activation names → ours, and ours → the name each family writes.
 _ACT_IN = {
@@ -109,21 +113,23 @@ def _activation(name: object, model_type: str) -> str:
     return _ACT_IN[name]  # type: ignore[index]
 
 
-def _first_id(value: object) -> int | None:
-    # eos_token_id may be a list (several stop tokens); ModelConfig keeps the first.
-    if isinstance(value, list):
-        return int(value[0]) if value else None
-    return None if value is None else int(value)  # type: ignore[call-overload]
+def _ids(value: object) -> list[int]:
+    # eos_token_id may be a list (several stop tokens).
+    if value is None:
+        return []
+    return [int(v) for v in value] if isinstance(value, list) else [int(value)]  # type: ignore[call-overload]
 
 
-def _special_ids(hf: Mapping[str, Any]) -> dict[str, int | None]:
+def _special_ids(hf: Mapping[str, Any]) -> dict[str, Any]:
     # transformers only warns about ids outside the vocabulary; such an id names no token,
     # so it is dropped rather than failing the load.
     vocab = hf.get("vocab_size")
-    out = {}
+    out: dict[str, Any] = {}
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        value = _first_id(hf.get(name))
-        out[name] = value if value is None or vocab is None or 0 <= value < vocab else None
+        ids = [i for i in _ids(hf.get(name)) if vocab is None or 0 <= i < vocab]
+        out[name] = ids[0] if ids else None
+        if name == "eos_token_id":
+            out["extra_eos_token_ids"] = tuple(dict.fromkeys(ids[1:]))
     return out
 
 
@@ -176,7 +182,8 @@ def _rope_out(config: ModelConfig) -> dict[str, Any]:
 
 
 def _window_pattern(hf: Mapping[str, Any], n_layers: int, model_type: str) -> tuple[bool, ...]:
-    """The shortest repeating pattern of ``layer_types`` (True = sliding window layer)."""
+    """The shortest pattern that ``layer_types`` repeats (True = sliding window layer); the last
+    repetition may be cut short (Gemma 3's 26 layers repeat five local and one global)."""
     layer_types = hf.get("layer_types")
     if layer_types is None:
         return (True,)
@@ -184,11 +191,33 @@ def _window_pattern(hf: Mapping[str, Any], n_layers: int, model_type: str) -> tu
         raise ValueError(
             f"`layer_types` lists {len(layer_types)} layers, `n_layers` {n_layers}; make them agree."
         )
+    unknown = sorted(set(layer_types) - {"sliding_attention", "full_attention"})
+    if unknown:
+        raise ValueError(
+            f"{model_type} config.json has layer_types {', '.join(map(repr, unknown))}; "
+            "supported: sliding_attention, full_attention."
+        )
     local = tuple(t == "sliding_attention" for t in layer_types)
     for period in range(1, n_layers + 1):
-        if n_layers % period == 0 and local == local[:period] * (n_layers // period):
+        if all(local[i] == local[i % period] for i in range(n_layers)):
             return local[:period]
     raise AssertionError("unreachable: the full pattern always repeats")
+
+
+def _qwen_sliding(hf: Mapping[str, Any], n_layers: int, model_type: str) -> dict[str, Any]:
+    """Qwen's sliding window: ``use_sliding_window``, on the layers ``layer_types`` names (or
+    from ``max_window_layers`` on, 28 by default, as transformers reads it)."""
+    window = hf.get("sliding_window") if hf.get("use_sliding_window", False) else None
+    if window is None:
+        return {}
+    layer_types = hf.get("layer_types")
+    if layer_types is None:
+        first = hf.get("max_window_layers", 28)
+        layer_types = [
+            "sliding_attention" if i >= first else "full_attention" for i in range(n_layers)
+        ]
+    pattern = _window_pattern({"layer_types": layer_types}, n_layers, model_type)
+    return {"sliding_window": window, "window_pattern": pattern} if any(pattern) else {}
 
 
 def _layer_types(config: ModelConfig) -> list[str]:
@@ -282,21 +311,32 @@ def _mistral_in(hf: Mapping[str, Any]) -> dict[str, Any]:
 
 def _qwen2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
     out = {**_llama_like_in(hf, "qwen2"), "qkv_bias": True}
-    window = hf.get("sliding_window") if hf.get("use_sliding_window", False) else None
-    if window is not None:
-        if hf.get("layer_types") is not None:
-            pattern = _window_pattern(hf, out["n_layers"], "qwen2")
-        else:
-            first = hf.get("max_window_layers", out["n_layers"])
-            pattern = tuple(i >= first for i in range(out["n_layers"]))
-            pattern = _window_pattern(
-                {"layer_types": ["sliding_attention" if p else "full_attention" for p in pattern]},
-                out["n_layers"],
-                "qwen2",
-            )
-        if any(pattern):
-            out = {**out, "sliding_window": window, "window_pattern": pattern}
-    return out
+    return {**out, **_qwen_sliding(hf, out["n_layers"], "qwen2")}
+
+
+def _qwen3_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    # transformers' Qwen3 default head_dim is 128, whatever hidden_size / heads is.
+    out = _llama_like_in({"head_dim": 128, **hf}, "qwen3")
+    bias = bool(hf.get("attention_bias", False))
+    return {
+        **out,
+        **_qwen_sliding(hf, out["n_layers"], "qwen3"),
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "qk_norm": True,
+    }
+
+
+def _olmo2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    bias = bool(hf.get("attention_bias", False))
+    return {
+        **_llama_like_in({"rms_norm_eps": 1e-5, **hf}, "olmo2"),
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "qk_norm": "projection",
+        "pre_norms": False,
+        "post_norms": True,
+    }
 
 
 def _gemma2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
@@ -326,12 +366,108 @@ def _gemma2_in(hf: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# Gemma3TextConfig's defaults: the published multimodal checkpoints write only what differs.
+_GEMMA3_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 262208,
+    "hidden_size": 2304,
+    "intermediate_size": 9216,
+    "num_hidden_layers": 26,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-6,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 4096,
+    "bos_token_id": 2,
+    "eos_token_id": 1,
+    "pad_token_id": 0,
+    "tie_word_embeddings": True,
+}
+
+
+def _gemma3_rope(hf: Mapping[str, Any]) -> dict[str, Any]:
+    """Global layers' rotary base and scaling, and the local layers' base."""
+    params = hf.get("rope_parameters")
+    if isinstance(params, Mapping) and (
+        "full_attention" in params or "sliding_attention" in params
+    ):
+        # transformers 5: one set of parameters per layer type.
+        full = params.get("full_attention") or {}
+        local = params.get("sliding_attention") or {}
+        out = _rope({"rope_parameters": {"rope_theta": 1e6, **full}}, "gemma3_text")
+        kind = local.get("rope_type", local.get("type", "default"))
+        if kind != "default":
+            raise ValueError(
+                f"gemma3_text config.json has rope type {kind!r} on its sliding_attention "
+                "layers; supported there: default."
+            )
+        return {**out, "rope_local_theta": float(local.get("rope_theta", 10000.0))}
+    # Older layout: rope_theta and rope_scaling for the global layers, rope_local_base_freq.
+    older = {"rope_theta": hf.get("rope_theta", 1e6), "rope_scaling": hf.get("rope_scaling")}
+    return {
+        **_rope(older, "gemma3_text"),
+        "rope_local_theta": float(hf.get("rope_local_base_freq", 10000.0)),
+    }
+
+
+def _gemma3_text_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    hf = {**_GEMMA3_DEFAULTS, **hf}
+    if hf.get("use_bidirectional_attention"):
+        raise ValueError(
+            "gemma3_text config.json sets use_bidirectional_attention, which is not supported."
+        )
+    out = _llama_like_in({**hf, "hidden_act": hf["hidden_activation"]}, "gemma3_text")
+    n_layers = out["n_layers"]
+    layer_types = hf.get("layer_types")
+    if layer_types is None:
+        every = hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
+        layer_types = [
+            "sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)
+        ]
+    pattern = _window_pattern({"layer_types": layer_types}, n_layers, "gemma3_text")
+    window = hf.get("sliding_window")
+    local = window is not None and any(pattern)
+    bias = bool(hf.get("attention_bias", False))
+    return {
+        **out,
+        **_gemma3_rope(hf),
+        "tie_embeddings": bool(hf["tie_word_embeddings"]),
+        "norm_unit_offset": True,
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "qk_norm": True,
+        "sliding_window": window if local else None,
+        "window_pattern": pattern if local else (True,),
+        "attn_logit_soft_cap": hf.get("attn_logit_softcapping"),
+        "final_logit_soft_cap": hf.get("final_logit_softcapping"),
+        "query_pre_attn_scalar": float(hf["query_pre_attn_scalar"]),
+        "embedding_scale": True,
+        "post_norms": True,
+    }
+
+
+def _gemma3_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    """The language model of an image-and-text Gemma 3 checkpoint (``text_config``)."""
+    text = dict(hf.get("text_config") or {})
+    # The top level may name the special ids and the tie (it does in the published ones).
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings"):
+        if name in hf:
+            text[name] = hf[name]
+    return _gemma3_text_in(text)
+
+
 _READERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "gpt2": _gpt2_in,
     "llama": _llama_in,
     "mistral": _mistral_in,
     "qwen2": _qwen2_in,
     "gemma2": _gemma2_in,
+    "qwen3": _qwen3_in,
+    "gemma3_text": _gemma3_text_in,
+    "gemma3": _gemma3_in,
+    "olmo2": _olmo2_in,
 }
 
 
@@ -433,6 +569,30 @@ def _qwen2_out(c: ModelConfig) -> dict[str, Any]:
     }
 
 
+def _qwen3_out(c: ModelConfig) -> dict[str, Any]:
+    return {**_qwen2_out(c), "attention_bias": c.qkv_bias}
+
+
+def _olmo2_out(c: ModelConfig) -> dict[str, Any]:
+    return {**_llama_like_out(c), "attention_bias": c.qkv_bias}
+
+
+def _gemma3_text_out(c: ModelConfig) -> dict[str, Any]:
+    out = _gemma2_out(c)
+    local = c.rope_theta if c.rope_local_theta is None else c.rope_local_theta
+    full = out["rope_parameters"]
+    return {
+        **out,
+        # Per layer type (transformers 5), and the older keys beside it.
+        "rope_parameters": {
+            "full_attention": full,
+            "sliding_attention": {"rope_type": "default", "rope_theta": local},
+        },
+        "rope_local_base_freq": local,
+        "use_bidirectional_attention": False,
+    }
+
+
 def _gemma2_out(c: ModelConfig) -> dict[str, Any]:
     out = _llama_like_out(c)
     out["hidden_activation"] = out.pop("hidden_act")
@@ -460,6 +620,9 @@ _WRITERS: dict[str, Callable[[ModelConfig], dict[str, Any]]] = {
     "mistral": _mistral_out,
     "qwen2": _qwen2_out,
     "gemma2": _gemma2_out,
+    "qwen3": _qwen3_out,
+    "gemma3_text": _gemma3_text_out,
+    "olmo2": _olmo2_out,
 }
 
 
@@ -476,6 +639,7 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
         "sliding_window",
         "window_pattern",
         "query_pre_attn_scalar",
+        "rope_local_theta",
     ):
         del out[name]
     out["kv_heads"] = config.kv_heads
@@ -494,6 +658,11 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     unused += ("norm_bias",) if config.norm == "rmsnorm" else ("norm_unit_offset",)
     for name in unused:
         del out[name]
+    local = [i for i in range(config.period) if config.layer_window(i) is not None]
+    if config.positional == "rope" and local:
+        # The sliding-window layers' base, and whether they share the global layers' scaling.
+        theta, scaling = config.layer_rope(local[0])
+        out["local_rope"] = (theta, scaling.kind)
     return out
 
 
@@ -503,6 +672,7 @@ _SOURCES = {
     "dim_per_head": ("head_dim",),
     "layer_windows": ("sliding_window", "window_pattern"),
     "attention_scale": ("query_pre_attn_scalar",),
+    "local_rope": ("rope_local_theta", "rope_theta", "rope_scaling"),
 }
 
 
@@ -515,13 +685,15 @@ def to_hf_config(config: ModelConfig) -> dict[str, Any]:
 
     Raises ``ValueError`` naming the fields the family's Hugging Face config cannot express.
     """
+    eos = list(config.eos_token_ids)
     hf: dict[str, Any] = {
         "model_type": config.family,
         "architectures": [_ARCHITECTURES[config.family]],
         **_WRITERS[config.family](config),
         "tie_word_embeddings": config.tie_embeddings,
         "bos_token_id": config.bos_token_id,
-        "eos_token_id": config.eos_token_id,
+        # Every stop id the checkpoint named: a list when there are several.
+        "eos_token_id": eos if len(eos) > 1 else config.eos_token_id,
         "pad_token_id": config.pad_token_id,
         "dtype": config.param_dtype,
         "use_cache": True,

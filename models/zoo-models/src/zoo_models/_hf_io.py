@@ -19,9 +19,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo_layers import layer_slot
+
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import Rule, ignorable, rules, same, transpose
+from ._hf_weights import GEMMA3_PREFIXES, Rule, ignorable, rules, same, transpose
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
@@ -74,7 +76,8 @@ def _leaf_key(config: ModelConfig, rel: str, layer: int | None) -> tuple[str, in
     """The model leaf path of ``rel`` and, for layers, the index along its stacked axis."""
     if layer is None:
         return rel, None
-    return f"stack.blocks.{layer % config.period}.{rel}", layer // config.period
+    path, index = layer_slot(layer, config.n_layers, config.period)
+    return f"stack.{path}.{rel}", index
 
 
 def _expected_hf_shapes(
@@ -127,10 +130,15 @@ def _note_casts(casts: dict[tuple[str, str], list[str]], source: str) -> None:
 def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
     """Expected name → stored name, for checkpoints saved from a bare base model.
 
-    The original GPT-2 checkpoints store ``wte.weight`` rather than ``transformer.wte.weight``.
+    The original GPT-2 checkpoints store ``wte.weight`` rather than ``transformer.wte.weight``;
+    an image-and-text Gemma 3 checkpoint keeps its language model under a prefix.
     """
     if config.family == "gpt2" and "transformer.wte.weight" not in names and "wte.weight" in names:
         return {f"transformer.{n}": n for n in names if not n.startswith("lm_head.")}
+    if config.family == "gemma3_text" and "model.embed_tokens.weight" not in names:
+        for prefix in GEMMA3_PREFIXES:
+            if f"{prefix}embed_tokens.weight" in names:
+                return {f"model.{n[len(prefix) :]}": n for n in names if n.startswith(prefix)}
     return {}
 
 
@@ -377,6 +385,8 @@ def generation_config(config: ModelConfig, tokenizer: Tokenizer | None = None) -
             value = tokenizer.bos_id if name == "bos_token_id" else tokenizer.eos_id
         if value is not None:
             out[name] = int(value)
+    if config.extra_eos_token_ids:
+        out["eos_token_id"] = list(config.eos_token_ids)
     return out
 
 

@@ -21,7 +21,7 @@ from jaxtyping import Array
 
 from ._config import ModelConfig
 
-__all__ = ["Rule", "ignorable", "rules", "same", "transpose"]
+__all__ = ["GEMMA3_PREFIXES", "Rule", "ignorable", "rules", "same", "transpose"]
 
 Transform = Callable[[Sequence[Array]], list[Array]]
 
@@ -140,19 +140,24 @@ def _llama_like(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
         layer += [_one(f"{a}{x}_proj.bias", f"attn.{x}_proj.bias") for x in "qkv"]
     if config.out_bias:
         layer.append(_one(f"{a}o_proj.bias", "attn.o_proj.bias"))
+    if config.qk_norm:
+        layer += [_one(f"{a}{x}_norm.weight", f"attn.{x}_norm.weight") for x in "qk"]
     for hf, ours in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down")):
         layer.append(_one(f"{m}{hf}.weight", f"mlp.{ours}.weight"))
         if config.mlp_bias:
             layer.append(_one(f"{m}{hf}.bias", f"mlp.{ours}.bias"))
-    layer.append(_one(n + "input_layernorm.weight", "attn_norm.weight"))
+    if config.pre_norms:
+        layer.append(_one(n + "input_layernorm.weight", "attn_norm.weight"))
     if config.post_norms:
-        # Gemma 2: post_attention_layernorm normalises the attention output, and the MLP
-        # has its own pre and post norms.
+        # Gemma 2 and 3, OLMo 2: post_attention_layernorm normalises the attention output,
+        # post_feedforward_layernorm the MLP's; with pre-norms the MLP's is
+        # pre_feedforward_layernorm.
         layer += [
             _one(n + "post_attention_layernorm.weight", "post_attn_norm.weight"),
-            _one(n + "pre_feedforward_layernorm.weight", "mlp_norm.weight"),
             _one(n + "post_feedforward_layernorm.weight", "post_mlp_norm.weight"),
         ]
+        if config.pre_norms:
+            layer.append(_one(n + "pre_feedforward_layernorm.weight", "mlp_norm.weight"))
     else:
         layer.append(_one(n + "post_attention_layernorm.weight", "mlp_norm.weight"))
     return top, layer
@@ -171,10 +176,19 @@ _IGNORABLE = (
     r"(transformer\.)?h\.\d+\.attn\.(masked_)?bias",
     r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq",
 )
+# An image-and-text Gemma 3 checkpoint: its vision tower and projector are not loaded.
+_GEMMA3_VISION = r"(model\.)?(vision_tower|multi_modal_projector)\..*"
+
+#: Where an image-and-text Gemma 3 checkpoint keeps the language model's ``model.*`` tensors:
+#: transformers 5 writes ``model.language_model.*``, the published checkpoints
+#: ``language_model.model.*`` (their tied head, if stored, ``language_model.lm_head.weight``).
+GEMMA3_PREFIXES = ("model.language_model.", "language_model.model.")
 
 
 def ignorable(name: str, config: ModelConfig) -> bool:
     """Whether tensor ``name`` may be present in a checkpoint without a model leaf."""
-    if config.tie_embeddings and name == "lm_head.weight":
+    if config.tie_embeddings and name in ("lm_head.weight", "language_model.lm_head.weight"):
+        return True
+    if config.family == "gemma3_text" and re.fullmatch(_GEMMA3_VISION, name):
         return True
     return any(re.fullmatch(p, name) for p in _IGNORABLE)

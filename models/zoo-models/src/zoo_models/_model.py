@@ -50,6 +50,7 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
     k_attn, k_mlp = jax.random.split(key)
     # Residual-branch outputs get a depth-scaled init (GPT-2's scheme).
     out_std = config.init_std / math.sqrt(2 * config.n_layers)
+    rope_theta, rope_scaling = config.layer_rope(phase)
     attn = Attention(
         config.d_model,
         config.n_heads,
@@ -57,10 +58,11 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         head_dim=config.dim_per_head,
         qkv_bias=config.qkv_bias,
         out_bias=config.out_bias,
-        qk_norm=config.qk_norm,
+        qk_norm="projection" if config.qk_norm == "projection" else bool(config.qk_norm),
         qk_norm_eps=config.norm_eps,
-        rope_theta=config.rope_theta if config.positional == "rope" else None,
-        rope_scaling=config.rope,
+        qk_norm_unit_offset=config.norm_unit_offset,
+        rope_theta=rope_theta if config.positional == "rope" else None,
+        rope_scaling=rope_scaling,
         scale=config.attention_scale,
         window=config.layer_window(phase),
         soft_cap=config.attn_logit_soft_cap,
@@ -82,9 +84,9 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         key=k_mlp,
     )
     return TransformerBlock(
-        attn_norm=_norm(config),
+        attn_norm=_norm(config) if config.pre_norms else None,
         attn=attn,
-        mlp_norm=_norm(config),
+        mlp_norm=_norm(config) if config.pre_norms else None,
         mlp=mlp,
         post_attn_norm=_norm(config) if config.post_norms else None,
         post_mlp_norm=_norm(config) if config.post_norms else None,
@@ -352,8 +354,10 @@ def _sizes(config: ModelConfig, n_layers: int) -> tuple[int, int]:
 def _extrapolated(config: ModelConfig, which: int) -> int:
     # Every scan period of layers holds the same arrays: two small abstract models give the
     # whole one, however deep the configuration asks for (a hostile config.json may say 10**7).
-    one, two = _sizes(config, config.period)[which], _sizes(config, 2 * config.period)[which]
-    return one + (two - one) * (config.n_layers // config.period - 1)
+    # Layers after the last whole period (the stack's tail) are in both.
+    period, tail = config.period, config.n_layers % config.period
+    one, two = _sizes(config, period + tail)[which], _sizes(config, 2 * period + tail)[which]
+    return one + (two - one) * (config.n_layers // period - 1)
 
 
 def num_params(config: ModelConfig) -> int:

@@ -49,7 +49,65 @@ def _gemma2(**kw: object) -> ModelConfig:
     return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
+def _qwen3(**kw: object) -> ModelConfig:
+    base = dict(
+        family="qwen3",
+        vocab_size=151936,
+        activation="silu",
+        norm_eps=1e-6,
+        head_dim=128,
+        max_position=40960,
+        rope_theta=1000000.0,
+        qk_norm=True,
+        bos_token_id=151643,
+        eos_token_id=151645,  # <|im_end|>: the post-trained checkpoints end their turns with it
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _gemma3(**kw: object) -> ModelConfig:
+    # Five sliding-window layers, then one global; 26 or 34 layers leave a tail of 2 or 4.
+    base = dict(
+        family="gemma3_text",
+        activation="gelu_tanh",
+        norm_eps=1e-6,
+        norm_unit_offset=True,
+        head_dim=256,
+        rope_theta=1000000.0,
+        rope_local_theta=10000.0,
+        tie_embeddings=True,
+        window_pattern=(True,) * 5 + (False,),
+        query_pre_attn_scalar=256,
+        qk_norm=True,
+        embedding_scale=True,
+        post_norms=True,
+        bos_token_id=2,
+        eos_token_id=1,
+        extra_eos_token_ids=(106,),  # <end_of_turn> of the instruction-tuned checkpoints
+        pad_token_id=0,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _olmo2(**kw: object) -> ModelConfig:
+    base = dict(
+        family="olmo2",
+        vocab_size=100352,
+        activation="silu",
+        norm_eps=1e-6,
+        max_position=4096,
+        rope_theta=500000.0,
+        qk_norm="projection",
+        pre_norms=False,
+        post_norms=True,
+        eos_token_id=100257,
+        pad_token_id=100277,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
 _TINY = dict(vocab_size=256, d_model=64, n_layers=2, n_heads=4, max_position=128)
+_TINY_IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
 
 _PRESETS: dict[str, ModelConfig] = {
     "gpt2": _gpt2(d_model=768, n_layers=12, n_heads=12, mlp_hidden=3072),
@@ -126,6 +184,37 @@ _PRESETS: dict[str, ModelConfig] = {
         eos_token_id=1,
         pad_token_id=0,
     ),
+    "qwen3-0.6b": _qwen3(
+        d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, mlp_hidden=3072, tie_embeddings=True
+    ),
+    "qwen3-1.7b": _qwen3(
+        d_model=2048, n_layers=28, n_heads=16, n_kv_heads=8, mlp_hidden=6144, tie_embeddings=True
+    ),
+    "qwen3-8b": _qwen3(d_model=4096, n_layers=36, n_heads=32, n_kv_heads=8, mlp_hidden=12288),
+    "gemma-3-1b": _gemma3(
+        vocab_size=262144,
+        d_model=1152,
+        n_layers=26,
+        n_heads=4,
+        n_kv_heads=1,
+        mlp_hidden=6912,
+        max_position=32768,
+        sliding_window=512,
+    ),
+    "gemma-3-4b": _gemma3(
+        vocab_size=262208,
+        d_model=2560,
+        n_layers=34,
+        n_heads=8,
+        n_kv_heads=4,
+        mlp_hidden=10240,
+        max_position=131072,
+        sliding_window=1024,
+        rope_scaling="linear",
+        rope_factor=8.0,
+    ),
+    "olmo-2-1b": _olmo2(d_model=2048, n_layers=16, n_heads=16, mlp_hidden=8192),
+    "olmo-2-7b": _olmo2(d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008),
     # Tiny shapes for tests: each still exercises its family's distinctive features.
     "gpt2-tiny": _gpt2(**{**_TINY, "mlp_hidden": 256}, bos_token_id=255, eos_token_id=255),
     "llama-tiny": _llama(
@@ -157,6 +246,25 @@ _PRESETS: dict[str, ModelConfig] = {
         sliding_window=8,
         query_pre_attn_scalar=24,
     ),
+    # head_dim independent of d_model / n_heads, per-head qk-norm, a GQA group of 2.
+    "qwen3-tiny": _qwen3(
+        **{**_TINY, **_TINY_IDS}, n_kv_heads=2, head_dim=32, mlp_hidden=128, tie_embeddings=True
+    ),
+    # A pattern of 3 over 4 layers (a tail of one), local and global rotary bases, linear
+    # scaling on the global layers.
+    "gemma3-tiny": _gemma3(
+        **{**_TINY, **_TINY_IDS, "n_layers": 4},
+        n_kv_heads=1,
+        head_dim=32,
+        mlp_hidden=128,
+        window_pattern=(True, True, False),
+        sliding_window=8,
+        rope_scaling="linear",
+        rope_factor=4.0,
+        query_pre_attn_scalar=32,
+        extra_eos_token_ids=(3,),
+    ),
+    "olmo2-tiny": _olmo2(**{**_TINY, **_TINY_IDS}, n_kv_heads=2, mlp_hidden=128),
 }
 
 

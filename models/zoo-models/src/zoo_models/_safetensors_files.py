@@ -23,12 +23,53 @@ __all__ = [
     "SINGLE_FILE",
     "TensorFiles",
     "parse_size",
-    "save_tensors",
+    "save_safetensors",
     "write_tensor_files",
 ]
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (``os.umask`` sets it, for a moment,
+    for every thread, whose files would then be created with the wrong mode)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def save_safetensors(
+    tensors: Mapping[str, np.ndarray],
+    path: str | pathlib.Path,
+    *,
+    metadata: Mapping[str, str] | None = None,
+) -> None:
+    """``safetensors.numpy.save_file``, the file's mode then following the umask like any
+    other file's (``safetensors`` creates its files ``0600``: private on a shared disk), and
+    its I/O failures raised as the ``OSError`` they are.
+
+    safetensors reports a full disk or a read-only directory as its own ``SafetensorError``
+    ("I/O error: No space left on device (os error 28)"), which code handling storage errors
+    would not recognise.
+    """
+    try:
+        save_file(dict(tensors), str(path), metadata=dict(metadata) if metadata else None)
+    except SafetensorError as e:
+        code = re.search(r"\(os error (\d+)\)", str(e))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number), str(path)) from e
+    os.chmod(path, 0o666 & ~_umask())
+
 
 _UNITS = {
     "": 1,
@@ -86,28 +127,6 @@ def _open(file: pathlib.Path) -> Any:  # safetensors' handle type is private
             f"{file} is not a readable safetensors file ({_first_line(e)}); replace it with a "
             "complete copy."
         ) from None
-
-
-def save_tensors(
-    path: str | os.PathLike[str],
-    tensors: Mapping[str, np.ndarray],
-    *,
-    metadata: Mapping[str, str] | None = None,
-) -> None:
-    """``safetensors.numpy.save_file``, its I/O failures raised as the ``OSError`` they are.
-
-    safetensors reports a full disk or a read-only directory as its own ``SafetensorError``
-    ("I/O error: No space left on device (os error 28)"), which code handling storage errors
-    would not recognise.
-    """
-    try:
-        save_file(dict(tensors), path, metadata=dict(metadata) if metadata else None)
-    except SafetensorError as e:
-        code = re.search(r"\(os error (\d+)\)", str(e))
-        if code is None:
-            raise
-        number = int(code.group(1))
-        raise OSError(number, os.strerror(number), str(path)) from e
 
 
 def _first_line(error: BaseException) -> str:
@@ -246,13 +265,13 @@ def write_tensor_files(
     metadata = {"format": "pt"}  # transformers refuses safetensors files without it
     if len(shards) == 1:
         path = directory / SINGLE_FILE
-        save_tensors(path, shards[0], metadata=metadata)
+        save_safetensors(shards[0], path, metadata=metadata)
         return [path]
     written = []
     weight_map = {}
     for i, shard in enumerate(shards):
         path = directory / f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_tensors(path, shard, metadata=metadata)
+        save_safetensors(shard, path, metadata=metadata)
         written.append(path)
         weight_map.update(dict.fromkeys(shard, path.name))
     total = sum(t.nbytes for t in arrays.values())

@@ -6,9 +6,10 @@ generation and data code never care which one a checkpoint came with.
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import tokenizers
@@ -16,6 +17,8 @@ import tokenizers.decoders
 import tokenizers.models
 import tokenizers.pre_tokenizers
 import tokenizers.processors
+
+from ._chat_template import ChatTemplate
 
 __all__ = ["ByteTokenizer", "HFTokenizer", "Tokenizer", "load_tokenizer"]
 
@@ -156,7 +159,10 @@ class HFTokenizer:
     the same as with :class:`ByteTokenizer`. ``add_bos`` says whether the tokenizer's own
     configuration starts a text with BOS: what the ``tokenizer.json`` post-processor does
     (unless ``add_bos`` is given), so that training, evaluation and generation all follow it.
-    ``chat_template`` is the Jinja template of ``tokenizer_config.json``, if any.
+    ``chat_template`` is the Jinja template of ``tokenizer_config.json``, if any, read from
+    ``chat_template_origin`` (named in its errors); ``special_tokens`` are the special tokens by
+    name (``bos_token``, ``eos_token``, ``unk_token``, …), as ``transformers`` hands them to the
+    template (default: BOS and EOS).
     """
 
     def __init__(
@@ -167,6 +173,8 @@ class HFTokenizer:
         eos_token: str | None = None,
         add_bos: bool | None = None,
         chat_template: str | None = None,
+        special_tokens: Mapping[str, str] | None = None,
+        chat_template_origin: str | None = None,
     ) -> None:
         self._tok = tokenizer
         self._bos_id = self._special_id(bos_token, "bos_token")
@@ -175,6 +183,23 @@ class HFTokenizer:
             add_bos = self._post_processor_adds_bos()
         self._add_bos = bool(add_bos) and self._bos_id is not None
         self.chat_template = chat_template
+        self.chat_template_origin = chat_template_origin
+        if special_tokens is None:
+            special_tokens = {
+                k: v for k, v in (("bos_token", bos_token), ("eos_token", eos_token)) if v
+            }
+        self.special_tokens = dict(special_tokens)
+
+    def compiled_chat_template(self) -> ChatTemplate | None:
+        """The chat template, compiled as ``transformers`` compiles it (``None``: none).
+
+        Raises:
+            ChatTemplateError: it does not compile (the sentence names its file).
+        """
+        if not self.chat_template:
+            return None
+        origin = self.chat_template_origin or "the tokenizer's configuration"
+        return _compiled(self.chat_template, origin, tuple(sorted(self.special_tokens.items())))
 
     def _post_processor_adds_bos(self) -> bool:
         if self._bos_id is None:
@@ -228,7 +253,8 @@ class HFTokenizer:
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
     def save(self, directory: str | pathlib.Path) -> None:
-        """Write ``tokenizer.json`` (and ``tokenizer_config.json`` naming BOS/EOS) into ``directory``."""
+        """Write ``tokenizer.json`` (and ``tokenizer_config.json`` naming the special tokens and
+        holding the chat template) into ``directory``."""
         directory = pathlib.Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self._tok.save(str(directory / "tokenizer.json"))
@@ -238,6 +264,7 @@ class HFTokenizer:
             eos=None if self._eos_id is None else self._tok.id_to_token(self._eos_id),
             add_bos=self._add_bos,
             chat_template=self.chat_template,
+            special_tokens=self.special_tokens,
         )
 
     def __repr__(self) -> str:
@@ -264,9 +291,11 @@ def _write_config(
     eos: str | None,
     add_bos: bool,
     chat_template: str | None = None,
+    special_tokens: Mapping[str, str] | None = None,
 ) -> None:
     """``tokenizer_config.json`` as ``transformers`` reads it (a fast tokenizer of this file)."""
     config: dict[str, object] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    config.update(special_tokens or {})
     if bos is not None:
         config["bos_token"] = bos
     if eos is not None:
@@ -315,8 +344,14 @@ def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
     # A config naming a token the vocabulary lacks is not worth failing the load over.
     bos = bos if bos is not None and tok.token_to_id(bos) is not None else None
     eos = eos if eos is not None and tok.token_to_id(eos) is not None else None
+    template, origin = _chat_template(path, config)
     return HFTokenizer(
-        tok, bos_token=bos, eos_token=eos, chat_template=_chat_template(path, config)
+        tok,
+        bos_token=bos,
+        eos_token=eos,
+        chat_template=template,
+        special_tokens=_special_tokens(config),
+        chat_template_origin=origin,
     )
 
 
@@ -350,16 +385,50 @@ def _read_config(file: pathlib.Path) -> dict[str, object]:
 
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
+# The special tokens transformers names (its `SPECIAL_TOKENS_ATTRIBUTES`).
+_NAMED_SPECIALS = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
 
 
-def _chat_template(directory: pathlib.Path, config: dict[str, object]) -> str | None:
-    """The default chat template, found where ``transformers`` looks: ``chat_template.jinja``
-    (what ``save_pretrained`` writes now; it wins), else ``chat_template`` of
-    ``tokenizer_config.json``, a string or a list of named templates."""
+def _special_tokens(config: Mapping[str, object]) -> dict[str, str]:
+    """The special tokens a chat template sees by name, as ``transformers`` 5 collects them
+    from ``tokenizer_config.json``: the standard ones, a dict of ``extra_special_tokens`` and
+    any other string-valued ``*_token`` key (model-specific tokens such as ``image_token``)."""
+    out: dict[str, str] = {}
+    extra = config.get("extra_special_tokens")
+    named = dict(extra) if isinstance(extra, dict) else {}
+    for key, value in config.items():
+        if key in _NAMED_SPECIALS or (key.endswith("_token") and key not in named):
+            named.setdefault(key, value)
+    for key, value in named.items():
+        content = _token_content(value)
+        if content is not None:
+            out[key] = content
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(source: str, origin: str, variables: tuple[tuple[str, str], ...]) -> ChatTemplate:
+    return ChatTemplate(source, origin=origin, variables=dict(variables))
+
+
+def _chat_template(
+    directory: pathlib.Path, config: dict[str, object]
+) -> tuple[str | None, str | None]:
+    """The default chat template and the file it came from, found where ``transformers`` looks:
+    ``chat_template.jinja`` (what ``save_pretrained`` writes now; it wins), else
+    ``chat_template`` of ``tokenizer_config.json``, a string or a list of named templates."""
     file = directory / CHAT_TEMPLATE_FILE
     if file.is_file():
         try:
-            return file.read_text(encoding="utf-8")
+            return file.read_text(encoding="utf-8"), str(file)
         except (OSError, UnicodeDecodeError) as e:
             raise ValueError(
                 f"{file} is not a readable UTF-8 template ({_first_line(e)}); fix it or remove it."
@@ -368,4 +437,6 @@ def _chat_template(directory: pathlib.Path, config: dict[str, object]) -> str | 
     if isinstance(template, list):
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
         template = named.get("default")
-    return template if isinstance(template, str) else None
+    if not isinstance(template, str):
+        return None, None
+    return template, str(directory / "tokenizer_config.json")

@@ -9,6 +9,8 @@ from ._api import scope_name as scope_name
 from ._cli import format_table as format_table
 from ._cli import kernel_rows as kernel_rows
 from ._cli import verify as verify
+from ._cli import verify_count as verify_count
+from ._cli import verify_line as verify_line
 from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION
 from ._kernel import AttentionKernel as AttentionKernel
 from ._mask import soft_cap as soft_cap
@@ -38,4 +40,4 @@ from ._spec import make_spec as make_spec
 from ._target import Target as Target
 from ._target import find_target as find_target
 
-__version__ = "1.1.1"
+__version__ = "1.1.2.dev0"

@@ -1,20 +1,23 @@
 """``zoo-attention``: list the installed kernels, or run the conformance suite against one.
 
-zoo-attention kernels          # name, version, contract, platforms, can it serve here
+zoo-attention kernels          # name, version, contract, where it serves, can it serve here
 zoo-attention verify NAME      # the conformance cases on this machine, as a pass/fail table
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from ._kernel import AttentionKernel
 from ._registry import kernels, refused_kernels
+from ._resolve import REFERENCE
 from ._spec import AttentionSpec, make_spec
 
 
@@ -26,8 +29,21 @@ def _probe_spec(dtype: str = "bfloat16") -> AttentionSpec:
     return spec
 
 
+PLATFORMS = ("cpu", "gpu", "tpu")
+
+
+def serves_on(kernel: AttentionKernel, spec: AttentionSpec) -> tuple[str, ...]:
+    """The platforms whose probe call ``kernel`` accepts when named (its ``check``), whether
+    or not their default order picks it unnamed (``kernel.platforms``)."""
+    return tuple(
+        p for p in PLATFORMS if kernel.check(dataclasses.replace(spec, platform=p)) is None
+    )
+
+
 def kernel_rows() -> list[dict[str, str]]:
-    """One row per installed kernel (refused ones included) for listings."""
+    """One row per installed kernel (refused ones included) for listings: where it serves when
+    named (``serves on``), where the default order picks it (``default on``; ``xla`` is every
+    platform's fallback) and whether it serves on this machine."""
     spec = _probe_spec()
     rows = []
     for name, kernel in sorted(kernels().items()):
@@ -37,7 +53,8 @@ def kernel_rows() -> list[dict[str, str]]:
                 "name": name,
                 "version": kernel.version,
                 "contract": kernel.contract_version,
-                "platforms": ",".join(kernel.platforms),
+                "serves on": ",".join(serves_on(kernel, spec)) or "-",
+                "default on": "fallback" if name == REFERENCE else ",".join(kernel.platforms),
                 "serves here": "yes" if reason is None else f"no: {reason}",
             }
         )
@@ -47,7 +64,8 @@ def kernel_rows() -> list[dict[str, str]]:
                 "name": refused.name,
                 "version": refused.version,
                 "contract": "?",
-                "platforms": "",
+                "serves on": "",
+                "default on": "",
                 "serves here": f"refused: {refused.reason}",
             }
         )
@@ -66,11 +84,31 @@ def format_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def verify(name: str) -> tuple[list[dict[str, str]], int]:
-    """Run every conformance case against kernel ``name``; return table rows and failure count."""
+def verify_count() -> int:
+    """How many checks :func:`verify` runs: every conformance case and the named-scope check."""
+    from .testing import CASES
+
+    return len(CASES) + 1
+
+
+def verify_line(index: int, row: dict[str, str]) -> str:
+    """One check of :func:`verify` as a line, printed as it finishes (``index`` from 1)."""
+    total = verify_count()
+    seconds = f"{row['seconds']:>6} s" if row["seconds"] else " " * 8
+    detail = f"  {row['detail']}" if row["detail"] else ""
+    return f"{index:>{len(str(total))}}/{total} {row['result']:<4} {seconds}  {row['case']}{detail}"
+
+
+def verify(
+    name: str, on_row: Callable[[dict[str, str]], None] | None = None
+) -> tuple[list[dict[str, str]], int]:
+    """Run every conformance case against kernel ``name``; return table rows and failure count.
+    ``on_row(row)`` is called as each check finishes (a case takes seconds, or many in Pallas
+    interpret mode on a CPU)."""
     from .testing import CASES, named_scope_failures, run_case
 
     rows, failed = [], 0
+    report = on_row or (lambda row: None)
     for case in CASES:
         start = time.perf_counter()
         try:
@@ -86,6 +124,7 @@ def verify(name: str) -> tuple[list[dict[str, str]], int]:
                 "detail": failures[0] if failures else "",
             }
         )
+        report(rows[-1])
     try:
         scope = named_scope_failures(name)
     except Exception as err:  # a kernel that refuses the probe call has failed the check
@@ -99,6 +138,7 @@ def verify(name: str) -> tuple[list[dict[str, str]], int]:
             "detail": "; ".join(scope),
         }
     )
+    report(rows[-1])
     return rows, failed
 
 
@@ -127,8 +167,14 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    rows, failed = verify(args.name)
-    print(format_table(rows))
+    print(f"verifying {args.name}: {verify_count()} checks", flush=True)
+    done: list[dict[str, str]] = []
+
+    def show(row: dict[str, str]) -> None:
+        done.append(row)
+        print(verify_line(len(done), row), flush=True)
+
+    rows, failed = verify(args.name, on_row=show)
     print(f"{len(rows) - failed} passed, {failed} failed")
     return 1 if failed else 0
 

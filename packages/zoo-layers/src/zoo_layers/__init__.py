@@ -1,6 +1,7 @@
 """zoo_layers: Equinox transformer layers whose attention goes through the zoo attention contract."""
 
 from ._attention import Attention as Attention
+from ._attention import QKNorm as QKNorm
 from ._block import TransformerBlock as TransformerBlock
 from ._cache import KVCache as KVCache
 from ._dropout import Dropout as Dropout
@@ -36,6 +37,7 @@ from ._rope import Rotary as Rotary
 from ._rope import rope_frequencies as rope_frequencies
 from ._rope import rotate_half as rotate_half
 from ._stack import LayerStack as LayerStack
+from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
 
-__version__ = "0.3.0"
+__version__ = "0.4.0.dev0"

@@ -7,6 +7,8 @@ only knows the contract's arguments, and the kernel is chosen by ``implementatio
 
 from __future__ import annotations
 
+from typing import Literal
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -19,6 +21,18 @@ from ._logical import EMBED, HEAD_DIM, HEADS, KV_HEADS
 from ._norm import RMSNorm
 from ._rope import RopeScaling, Rotary
 
+QKNorm = Literal["head", "projection"]
+
+
+def _qk_norm_kind(qk_norm: bool | str | None) -> QKNorm | None:
+    if qk_norm in (None, False, "none"):
+        return None
+    if qk_norm is True:
+        return "head"
+    if qk_norm not in ("head", "projection"):
+        raise ValueError(f"`qk_norm` must be False, True, 'head' or 'projection', got {qk_norm!r}.")
+    return qk_norm  # type: ignore[return-value]
+
 
 class Attention(eqx.Module):
     """Causal self-attention over ``[B, T, D]``.
@@ -26,7 +40,9 @@ class Attention(eqx.Module):
     Attributes:
         q_proj, k_proj, v_proj, o_proj: the projections (``[N*H, D]``, ``[K*H, D]``, ``[K*H, D]``,
             ``[D, N*H]`` weights).
-        q_norm, k_norm: optional per-head RMSNorm of queries and keys (before rotary).
+        q_norm, k_norm: optional RMSNorm of queries and keys before rotary: over each head
+            (``[H]`` weights; Qwen3, Gemma 3) or over the whole projection (``[N*H]`` and
+            ``[K*H]`` weights; OLMo 2).
         rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2).
         num_heads, num_kv_heads, head_dim: ``N``, ``K``, ``H``; ``N % K == 0``.
         scale: logit scale (``None``: ``1/sqrt(H)``).
@@ -50,6 +66,7 @@ class Attention(eqx.Module):
     window: int | None = eqx.field(static=True)
     soft_cap: float | None = eqx.field(static=True)
     implementation: str | None = eqx.field(static=True)
+    qk_norm: QKNorm | None = eqx.field(static=True, default=None)
 
     def __init__(
         self,
@@ -60,8 +77,9 @@ class Attention(eqx.Module):
         head_dim: int | None = None,
         qkv_bias: bool = False,
         out_bias: bool = False,
-        qk_norm: bool = False,
+        qk_norm: bool | QKNorm | None = False,
         qk_norm_eps: float = 1e-6,
+        qk_norm_unit_offset: bool = False,
         rope_theta: float | None = 10000.0,
         rope_scaling: RopeScaling | None = None,
         scale: float | None = None,
@@ -73,7 +91,10 @@ class Attention(eqx.Module):
         dtype: str = "float32",
         key: PRNGKeyArray,
     ) -> None:
-        """``rope_theta=None`` disables rotary embeddings."""
+        """``rope_theta=None`` disables rotary embeddings. ``qk_norm``: ``False`` (none),
+        ``True`` or ``"head"`` (RMSNorm over each head's ``H`` features), ``"projection"``
+        (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
+        norms by ``1 + weight`` (Gemma)."""
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
             raise ValueError(
@@ -112,9 +133,18 @@ class Attention(eqx.Module):
             axes=(EMBED, HEADS),
             key=ko,
         )
-        norm = dict(eps=qk_norm_eps, dtype=dtype, axis=HEAD_DIM)
-        self.q_norm = RMSNorm(head_dim, **norm) if qk_norm else None
-        self.k_norm = RMSNorm(head_dim, **norm) if qk_norm else None
+        kind = _qk_norm_kind(qk_norm)
+        norm = dict(eps=qk_norm_eps, unit_offset=qk_norm_unit_offset, dtype=dtype)
+        if kind == "projection":
+            # Named like the projection's output so the norm shards with it.
+            self.q_norm = RMSNorm(num_heads * head_dim, axis=HEADS, **norm)
+            self.k_norm = RMSNorm(num_kv_heads * head_dim, axis=KV_HEADS, **norm)
+        elif kind == "head":
+            self.q_norm = RMSNorm(head_dim, axis=HEAD_DIM, **norm)
+            self.k_norm = RMSNorm(head_dim, axis=HEAD_DIM, **norm)
+        else:
+            self.q_norm = self.k_norm = None
+        self.qk_norm = kind
         self.rotary = (
             None if rope_theta is None else Rotary(head_dim, theta=rope_theta, scaling=rope_scaling)
         )
@@ -130,10 +160,14 @@ class Attention(eqx.Module):
         self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
     ) -> tuple[Array, Array, Array]:
         b, t, _ = x.shape
-        q = self.q_proj(x).reshape(b, t, self.num_heads, self.head_dim)
-        k = self.k_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).reshape(b, t, self.num_kv_heads, self.head_dim)
-        if self.q_norm is not None and self.k_norm is not None:
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        whole = self.qk_norm == "projection"
+        if whole and self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = q.reshape(b, t, self.num_heads, self.head_dim)
+        k = k.reshape(b, t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(b, t, self.num_kv_heads, self.head_dim)
+        if not whole and self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
             q, k = self.rotary(q, positions), self.rotary(k, positions)

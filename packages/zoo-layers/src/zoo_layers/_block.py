@@ -1,7 +1,8 @@
-"""``TransformerBlock``: a pre-norm residual block (attention, then MLP).
+"""``TransformerBlock``: a residual block (attention, then MLP).
 
-``x + post_attn(attn(attn_norm(x)))`` then ``x + post_mlp(mlp(mlp_norm(x)))``; the post norms are
-optional (Gemma 2 has them). Dropout acts on each branch before it joins the residual.
+``x + post_attn(attn(attn_norm(x)))`` then ``x + post_mlp(mlp(mlp_norm(x)))``. Every norm is
+optional: pre-norm models (Llama) have the two pre-norms, Gemma 2 and 3 add the post norms, OLMo 2
+has only the post norms. Dropout acts on each branch before it joins the residual.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ Norm = LayerNorm | RMSNorm
 
 
 class TransformerBlock(eqx.Module):
-    """One decoder layer. Input and output ``[B, T, D]`` in the compute dtype."""
+    """One decoder layer. Input and output ``[B, T, D]`` in the compute dtype.
 
-    attn_norm: Norm
+    A norm that is ``None`` is the identity.
+    """
+
+    attn_norm: Norm | None
     attn: Attention
-    mlp_norm: Norm
+    mlp_norm: Norm | None
     mlp: MLP
     post_attn_norm: Norm | None = None
     post_mlp_norm: Norm | None = None
@@ -38,8 +42,8 @@ class TransformerBlock(eqx.Module):
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "B T D"]:
         k1, k2 = (None, None) if key is None else jax.random.split(key)
-        h = self.attn(self.attn_norm(x), positions, segment_ids)
-        x = x + self.dropout(self._post(self.post_attn_norm, h), key=k1)
+        h = self.attn(self._norm(self.attn_norm, x), positions, segment_ids)
+        x = x + self.dropout(self._norm(self.post_attn_norm, h), key=k1)
         return self._mlp_branch(x, k2)
 
     def decode(
@@ -54,15 +58,21 @@ class TransformerBlock(eqx.Module):
     ) -> tuple[Float[Array, "B t D"], Float[Array, "B t K H"], Float[Array, "B t K H"]]:
         """The block for ``t`` new tokens against a cache; see :meth:`Attention.decode`."""
         h, k_new, v_new = self.attn.decode(
-            self.attn_norm(x), positions, cache_key, cache_value, slot_positions, slot_valid, start
+            self._norm(self.attn_norm, x),
+            positions,
+            cache_key,
+            cache_value,
+            slot_positions,
+            slot_valid,
+            start,
         )
-        x = x + self._post(self.post_attn_norm, h)
+        x = x + self._norm(self.post_attn_norm, h)
         return self._mlp_branch(x, None), k_new, v_new
 
     def _mlp_branch(self, x: Array, key: PRNGKeyArray | None) -> Array:
-        h = self.mlp(self.mlp_norm(x))
-        return x + self.dropout(self._post(self.post_mlp_norm, h), key=key)
+        h = self.mlp(self._norm(self.mlp_norm, x))
+        return x + self.dropout(self._norm(self.post_mlp_norm, h), key=key)
 
     @staticmethod
-    def _post(norm: Norm | None, h: Array) -> Array:
+    def _norm(norm: Norm | None, h: Array) -> Array:
         return h if norm is None else norm(h)

@@ -12,7 +12,9 @@ Layers that differ in static configuration (Gemma 2 alternates a sliding-window 
 global one, and the window is static in the attention contract) are handled by scanning over
 *groups*: the stack has a ``period`` P, keeps P stacked blocks ``blocks[p]`` (layer
 ``l = g * P + p`` is group ``g`` of ``blocks[p]``), and the scan body applies the P blocks of a
-group in order. ``n_layers`` must be a multiple of ``period``.
+group in order. When ``n_layers`` is not a multiple of ``period`` (Gemma 3's 26 layers repeat a
+pattern of 6), the last ``n_layers % period`` layers form a *tail*: blocks of the first phases,
+each stacked with a leading axis of one, applied unrolled after the scan.
 """
 
 from __future__ import annotations
@@ -30,10 +32,33 @@ from ._block import TransformerBlock
 from ._logical import BATCH, logical_axes, logical_constraint, stacked_axes
 
 
-def _split(key: PRNGKeyArray, n_layers: int, period: int) -> Array:
-    """One key per layer, shaped ``[n_layers // period, period, ...]``."""
+def _split(key: PRNGKeyArray, n_layers: int, period: int) -> tuple[Array, Array]:
+    """One key per layer: the scanned layers' shaped ``[n_layers // period, period, ...]``, the
+    tail's ``[1, n_layers % period, ...]``."""
     keys = jax.random.split(key, n_layers)
-    return keys.reshape(n_layers // period, period, *keys.shape[1:])
+    whole = n_layers - n_layers % period
+    return (
+        keys[:whole].reshape(n_layers // period, period, *keys.shape[1:]),
+        keys[whole:].reshape(1, n_layers % period, *keys.shape[1:]),
+    )
+
+
+def _check_depth(n_layers: int, period: int) -> None:
+    if period <= 0 or n_layers < period:
+        raise ValueError(
+            f"`n_layers` ({n_layers}) must be at least `period` ({period}), and `period` positive."
+        )
+
+
+def layer_slot(layer: int, n_layers: int, period: int) -> tuple[str, int]:
+    """Where layer ``layer`` of a stack lives: the attribute path of its stacked block inside
+    the :class:`LayerStack` and the index along that block's leading axis, e.g.
+    ``("blocks.1", 3)`` for layer 7 with period 2, or ``("tail.0", 0)`` for the first layer
+    after the last whole period."""
+    whole = n_layers - n_layers % period
+    if layer < whole:
+        return f"blocks.{layer % period}", layer // period
+    return f"tail.{layer - whole}", 0
 
 
 def _index(tree: eqx.Module, i: int) -> eqx.Module:
@@ -67,6 +92,9 @@ class LayerStack(eqx.Module):
         blocks: ``period`` blocks whose array leaves carry a leading axis of ``n_layers // period``.
         n_layers: number of layers.
         period: layers per scan step (1 unless layers alternate static configuration).
+        tail: the last ``n_layers % period`` layers (phases ``0, 1, ...``), each with a leading
+            axis of one, applied unrolled after the scanned groups; empty when ``period``
+            divides ``n_layers``.
         remat: rematerialise each group of ``period`` layers in the backward pass
             (``jax.checkpoint``).
         scan: ``True`` applies the groups with ``jax.lax.scan``, ``False`` with an unrolled
@@ -78,14 +106,21 @@ class LayerStack(eqx.Module):
     period: int = eqx.field(static=True)
     remat: bool = eqx.field(static=True)
     scan: bool | None = eqx.field(static=True, default=None)
+    tail: tuple[TransformerBlock, ...] = ()
 
     def __check_init__(self) -> None:
-        if self.n_layers <= 0 or self.period <= 0 or self.n_layers % self.period:
-            raise ValueError(
-                f"`n_layers` ({self.n_layers}) must be a positive multiple of `period` ({self.period})."
-            )
+        _check_depth(self.n_layers, self.period)
         if len(self.blocks) != self.period:
             raise ValueError(f"expected {self.period} stacked blocks, got {len(self.blocks)}.")
+        if len(self.tail) != self.n_layers % self.period:
+            raise ValueError(
+                f"expected {self.n_layers % self.period} tail blocks, got {len(self.tail)}."
+            )
+
+    @property
+    def groups(self) -> int:
+        """Scanned groups of ``period`` layers (the tail comes after them)."""
+        return self.n_layers // self.period
 
     @classmethod
     def init(
@@ -102,19 +137,18 @@ class LayerStack(eqx.Module):
 
         ``make_block`` sets the static configuration of every layer ``l`` with
         ``l % period == phase``; it is vmapped over one key per layer, so each layer gets its
-        own initialisation.
+        own initialisation. ``n_layers`` need not be a multiple of ``period`` (see ``tail``).
         """
-        if n_layers <= 0 or period <= 0 or n_layers % period:
-            raise ValueError(
-                f"`n_layers` ({n_layers}) must be a positive multiple of `period` ({period})."
-            )
-        keys = _split(key, n_layers, period)
-        # One compiled init program per phase instead of op-by-op dispatch under vmap.
-        blocks = tuple(
-            eqx.filter_jit(eqx.filter_vmap(lambda k, p=p: make_block(p, k)))(keys[:, p])
-            for p in range(period)
-        )
-        return cls(blocks, n_layers, period, remat, scan)
+        _check_depth(n_layers, period)
+        keys, tail_keys = _split(key, n_layers, period)
+
+        def make(p: int, k: Array) -> TransformerBlock:
+            # One compiled init program per phase instead of op-by-op dispatch under vmap.
+            return eqx.filter_jit(eqx.filter_vmap(lambda k: make_block(p, k)))(k)
+
+        blocks = tuple(make(p, keys[:, p]) for p in range(period))
+        tail = tuple(make(p, tail_keys[:, p]) for p in range(n_layers % period))
+        return cls(blocks, n_layers, period, remat, scan, tail)
 
     @classmethod
     def from_layers(
@@ -127,28 +161,35 @@ class LayerStack(eqx.Module):
     ) -> LayerStack:
         """Stack per-layer blocks (layer ``l`` has the static configuration of phase ``l % period``)."""
         n = len(layers)
-        if n == 0 or n % period:
-            raise ValueError(
-                f"got {n} layers, which is not a positive multiple of `period` {period}."
+        if period <= 0 or n < period:
+            raise ValueError(f"got {n} layers, fewer than `period` {period}.")
+        whole = n - n % period
+
+        def stack(group: Sequence[TransformerBlock]) -> TransformerBlock:
+            return jax.tree_util.tree_map(
+                lambda *xs: jnp.stack(xs) if eqx.is_array(xs[0]) else xs[0], *group
             )
-        blocks = tuple(
-            jax.tree_util.tree_map(
-                lambda *xs: jnp.stack(xs) if eqx.is_array(xs[0]) else xs[0], *layers[p::period]
-            )
-            for p in range(period)
-        )
-        return cls(blocks, n, period, remat, scan)
+
+        blocks = tuple(stack(layers[p:whole:period]) for p in range(period))
+        tail = tuple(stack([layer]) for layer in layers[whole:])
+        return cls(blocks, n, period, remat, scan, tail)
 
     def logical_axes(self) -> LayerStack:
         """This stack with every array replaced by its logical names, ``"layers"`` first."""
         names = stacked_axes(logical_axes(self.blocks), self.blocks)
-        return eqx.tree_at(lambda s: s.blocks, self, names)
+        named = eqx.tree_at(lambda s: s.blocks, self, names)
+        if not self.tail:
+            return named
+        tail = stacked_axes(logical_axes(self.tail), self.tail)
+        return eqx.tree_at(lambda s: s.tail, named, tail)
 
     def layer(self, i: int) -> TransformerBlock:
         """Layer ``i`` as a plain (unstacked) block."""
         if not 0 <= i < self.n_layers:
             raise ValueError(f"layer index {i} is out of range for {self.n_layers} layers.")
-        return _index(self.blocks[i % self.period], i // self.period)
+        path, index = layer_slot(i, self.n_layers, self.period)
+        kind, phase = path.split(".")
+        return _index(getattr(self, kind)[int(phase)], index)
 
     def layers(self) -> list[TransformerBlock]:
         """Every layer as a plain block, in order."""
@@ -159,10 +200,20 @@ class LayerStack(eqx.Module):
         """Whether the groups run under ``jax.lax.scan`` (else an unrolled loop)."""
         return scan_by_default() if self.scan is None else self.scan
 
-    def _apply(self, body: Callable, carry: object, xs: object) -> tuple[object, object]:
-        """``lax.scan(body)`` over the groups, scanned or unrolled; ``xs`` leaves are per group."""
-        dynamic, static = eqx.partition(self.blocks, eqx.is_array)
-        groups = self.n_layers // self.period
+    def _apply(
+        self,
+        body: Callable,
+        carry: object,
+        xs: object,
+        blocks: tuple[TransformerBlock, ...] | None = None,
+    ) -> tuple[object, object]:
+        """``lax.scan(body)`` over the groups, scanned or unrolled; ``xs`` leaves are per group.
+
+        ``blocks`` (default: the scanned groups) may be the tail, one group applied unrolled.
+        """
+        tail = blocks is not None
+        dynamic, static = eqx.partition(self.blocks if blocks is None else blocks, eqx.is_array)
+        groups = 1 if tail else self.groups
 
         def step(c: object, inputs: tuple[object, object]) -> tuple[object, object]:
             params, x_in = inputs
@@ -170,7 +221,7 @@ class LayerStack(eqx.Module):
 
         if self.remat:
             step = jax.checkpoint(step)
-        if self.scans:
+        if self.scans and not tail:
             return jax.lax.scan(step, carry, (dynamic, xs), length=groups)
         ys = []
         for g, params in enumerate(_unstack(dynamic, groups)):
@@ -188,7 +239,7 @@ class LayerStack(eqx.Module):
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "B T D"]:
         """Apply every layer in order; ``key`` (optional) turns dropout on."""
-        keys = None if key is None else _split(key, self.n_layers, self.period)
+        keys, tail_keys = (None, None) if key is None else _split(key, self.n_layers, self.period)
 
         def body(
             blocks: tuple[TransformerBlock, ...], h: Array, k: Array | None
@@ -201,6 +252,8 @@ class LayerStack(eqx.Module):
             return h, None
 
         out, _ = self._apply(body, x, keys)
+        if self.tail:
+            out, _ = self._apply(body, out, tail_keys, self.tail)
         return out
 
     def decode(
@@ -214,10 +267,13 @@ class LayerStack(eqx.Module):
         start: Int[Array, ""],
     ) -> tuple[Float[Array, "B t D"], Float[Array, "L B t K H"], Float[Array, "L B t K H"]]:
         """Every layer for ``t`` new tokens against a cache; returns the new keys and values."""
-        groups = self.n_layers // self.period
+        whole = self.groups * self.period
 
-        def grouped(a: Array) -> Array:
-            return a.reshape(groups, self.period, *a.shape[1:])
+        def grouped(a: Array, tail: bool = False) -> Array:
+            if tail:
+                return a[whole:].reshape(1, len(self.tail), *a.shape[1:])
+            a = a[:whole] if self.tail else a
+            return a.reshape(self.groups, self.period, *a.shape[1:])
 
         def body(
             blocks: tuple[TransformerBlock, ...], h: Array, kv: tuple[Array, Array]
@@ -232,5 +288,11 @@ class LayerStack(eqx.Module):
             return h, (jnp.stack(new_k), jnp.stack(new_v))
 
         out, (k, v) = self._apply(body, x, (grouped(cache_key), grouped(cache_value)))
-        flat = lambda a: a.reshape(self.n_layers, *a.shape[2:])
-        return out, flat(k), flat(v)
+        flat = lambda a: a.reshape(-1, *a.shape[2:])
+        k, v = flat(k), flat(v)
+        if self.tail:
+            tail_kv = (grouped(cache_key, True), grouped(cache_value, True))
+            out, (k_tail, v_tail) = self._apply(body, out, tail_kv, self.tail)
+            k = jnp.concatenate([k, flat(k_tail)])
+            v = jnp.concatenate([v, flat(v_tail)])
+        return out, k, v

@@ -8,6 +8,7 @@ from . import data as data
 from . import loop as loop
 from . import parallel as parallel
 from . import peft as peft
+from . import tracking as tracking
 from ._changes import provenance_changes as provenance_changes
 from ._compiler import step_compiler_options as step_compiler_options
 from ._config import OptimizerConfig as OptimizerConfig

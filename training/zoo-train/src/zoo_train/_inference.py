@@ -155,8 +155,6 @@ def sample_ids(
     The prompt is encoded as the tokenizer's configuration says (BOS first when it adds one),
     as ``transformers`` does, so greedy ids match its ``generate`` on the same model.
     """
-    import zoo_models
-
     from .data import leading_bos
 
     ids = tokenizer.encode(prompt)
@@ -167,16 +165,55 @@ def sample_ids(
         raise ValueError(
             "The prompt is empty and the tokenizer has no BOS token; pass --prompt TEXT."
         )
+    if stop_tokens is None:
+        import zoo_models
+
+        stop_tokens = zoo_models.stop_token_ids({}, tokenizer)
+    return continue_ids(
+        model,
+        ids,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        greedy=greedy,
+        seed=seed,
+        stop_tokens=stop_tokens,
+    )
+
+
+def continue_ids(
+    model: Any,
+    ids: Sequence[int],
+    *,
+    max_new_tokens: int,
+    temperature: float = 0.8,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    stop_tokens: Sequence[int] = (),
+    pad_to: int | None = None,
+) -> list[int]:
+    """The new token ids continuing the prompt ``ids`` (up to the first of ``stop_tokens``,
+    which is left out); settings as :func:`sample_ids`. ``pad_to`` left-pads the prompt to a
+    multiple of that many tokens (masked out: the same tokens), so that prompts of similar
+    lengths, such as the turns of a conversation, reuse one compiled generation loop."""
+    import zoo_models
+
+    ids = list(ids)
+    config = getattr(model, "config", None)
+    learned = config is not None and config.positional == "learned"
     budget, why = new_token_budget(model, len(ids), max_new_tokens)
     if why is not None:
         logger.warning("generating at most %d new tokens, not %d: %s", budget, max_new_tokens, why)
     max_new_tokens = budget
-    if stop_tokens is None:
-        stop_tokens = zoo_models.stop_token_ids({}, tokenizer)
     stops = tuple(int(t) for t in stop_tokens)
+    pad = 0 if pad_to is None or learned else -len(ids) % pad_to
     out = zoo_models.generate(
         model,
-        jnp.asarray([ids], jnp.int32),
+        jnp.asarray([[0] * pad + ids], jnp.int32),
+        prompt_mask=jnp.asarray([[False] * pad + [True] * len(ids)]),
         max_new_tokens=max_new_tokens,
         key=jax.random.key(seed),
         temperature=temperature,
@@ -185,6 +222,6 @@ def sample_ids(
         greedy=greedy,
         stop_tokens=stops,
     )
-    new = [int(t) for t in to_host(out)[0, len(ids) :]]
+    new = [int(t) for t in to_host(out)[0, pad + len(ids) :]]
     ends = [i for i, t in enumerate(new) if t in stops]
     return new[: ends[0]] if ends else new

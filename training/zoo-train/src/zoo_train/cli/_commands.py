@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from . import _catalog, _compile, _data, _profile, _train, _use
+from . import _catalog, _compile, _data, _generate, _metrics, _profile, _train, _use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +38,10 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "generate",
-        "sample text from a model",
-        "Sample text.",
-        _use.add_generate_arguments,
-        _use.run_generate,
+        _generate.HELP,
+        _generate.DESCRIPTION,
+        _generate.add_generate_arguments,
+        _generate.run_generate,
     ),
     Command(
         "eval",
@@ -75,6 +75,13 @@ COMMANDS: tuple[Command, ...] = (
         _profile.run_profile,
     ),
     Command("data", _data.HELP, _data.DESCRIPTION, _data.add_data_arguments, _data.run_data),
+    Command(
+        "metrics",
+        _metrics.HELP,
+        _metrics.DESCRIPTION,
+        _metrics.add_metrics_arguments,
+        _metrics.run_metrics,
+    ),
     Command(
         "models",
         "list the model presets",

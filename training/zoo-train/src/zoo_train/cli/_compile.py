@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import pathlib
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .._usage import UsageError
@@ -26,9 +31,81 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+class _Watch:
+    """What the compiles are doing: a line as each one starts and ends (with the bracket the
+    search has narrowed the answer to), and one line, not a native stack dump, when SIGTERM or
+    Ctrl-C ends the command in the middle of one."""
+
+    def __init__(self) -> None:
+        self.current: int | None = None
+        self.best = 0
+
+    def compiling(self, batch: int) -> None:
+        self.current = batch
+        _say(f"zoo compile: compiling micro-batch {batch} ...")
+
+    def searched(self, step: Any) -> None:
+        from ..compile import gib
+
+        r, m = step.report, step.report.memory
+        self.best = step.lo
+        figures = "" if m is None else f" (peak {gib(m.peak_bytes)} of {gib(m.hbm_bytes)})"
+        said = f"micro-batch {r.batch_size} {'fits' if r.fits else 'does not fit'}{figures}"
+        if step.hi is None:
+            where = f"growing towards the limit {step.limit}"
+        elif step.lo == 0:
+            where = f"halving below {step.hi}"
+        else:
+            more = f"about {step.left} more compile{'' if step.left == 1 else 's'}"
+            where = f"the answer is in [{step.lo}, {step.hi}): {more}" if step.left else "done"
+        _say(f"zoo compile: {said}; {where}")
+
+    @contextlib.contextmanager
+    def one_line_on_sigterm(self) -> Iterator[None]:
+        """Within the block, SIGTERM and SIGINT end the process with one line (exit 143 or
+        130). XLA compiles in native code, where a Python signal handler would wait for the
+        compile to end, and libtpu's own handler prints a stack dump: a thread woken through
+        the signal wake-up descriptor reports and exits at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        previous = {s: signal.signal(s, lambda *_: None) for s in _STOPS}
+        old_fd = signal.set_wakeup_fd(write)
+
+        def watch() -> None:
+            try:
+                got = os.read(read, 1)
+            except OSError:
+                return
+            if not got:
+                return
+            signum = got[0]
+            doing = f" while compiling micro-batch {self.current}" if self.current else ""
+            best = f"; the largest that fit so far: {self.best}" if self.best else ""
+            _say(f"zoo compile: stopped by {signal.Signals(signum).name}{doing}{best}.")
+            os._exit(128 + signum)
+
+        thread = threading.Thread(target=watch, name="zoo-compile-signals", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            signal.set_wakeup_fd(old_fd)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+            os.close(write)  # the watcher reads end-of-file and returns
+            thread.join(timeout=1)
+            os.close(read)
+
+
+_STOPS = (signal.SIGTERM, signal.SIGINT)
+
+
 def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
     from .._precision import resolve_compute_dtype
-    from ..compile import gib
+    from ..compile import chip_name, gib
     from ..parallel import describe_mesh, platform_of
 
     config, model = setup.config, setup.model
@@ -36,7 +113,7 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
     compute = resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)).name
     lines = [
         f"zoo compile: {preset} train step for {topology} "
-        f"({setup.mesh.devices.size} x {setup.mesh.devices.flat[0].device_kind}), "
+        f"({setup.mesh.devices.size} x {chip_name(topology)}), "
         f"mesh {describe_mesh(setup.mesh)}",
         f"  global batch {rows} x {setup.seq_len} tokens (micro-batch {report.batch_size}, "
         f"grad accum {config.grad_accum}), compute {compute}, parameters "
@@ -109,14 +186,29 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-batch",
         action="store_true",
-        help="find the largest global batch that fits (bisection on compiles)",
+        help="find the largest global micro-batch that fits (a search on compiles)",
+    )
+    p.add_argument(
+        "--max-batch-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --max-batch: the largest micro-batch tried (default: a million tokens, "
+        "2**20 // seq_len rows)",
     )
     add_settings_flags(p, "compile")
 
 
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
-    from ..compile import LibtpuMissingError, StepSetup, compile_step, max_batch, topology_devices
+    from ..compile import (
+        LibtpuMissingError,
+        StepSetup,
+        compile_step,
+        default_batch_limit,
+        max_batch,
+        topology_devices,
+    )
     from ..parallel import batch_shards
     from ..recipes import check_mesh_fits, mesh_and_rules, preset_config
     from ._train import settings_of
@@ -132,13 +224,28 @@ def run_compile(args: argparse.Namespace) -> int:
     check_mesh_fits(mesh, rules, model, batch_size=s.batch_size)
     setup = StepSetup(model, s.train_config(), s.seq_len, mesh, rules)
     extra: dict[str, Any] = {}
-    if args.max_batch:
-        best, reports = max_batch(
-            setup,
-            s.batch_size,
-            shards=batch_shards(mesh, rules),
-            on_compile=lambda b: _say(f"zoo compile: compiling micro-batch {b} ..."),
+    shards = batch_shards(mesh, rules)
+    if args.max_batch_limit is not None and args.max_batch_limit < shards:
+        raise UsageError(
+            f"--max-batch-limit must be at least the {shards} rows the mesh splits a batch "
+            f"into, got {args.max_batch_limit}."
         )
+    limit = args.max_batch_limit or default_batch_limit(s.seq_len, shards)
+    watch = _Watch()
+    if args.max_batch:
+        _say(
+            f"zoo compile: searching for the largest micro-batch that fits, from {s.batch_size} "
+            f"up to {limit} rows (--max-batch-limit); each compile takes seconds to minutes"
+        )
+        with watch.one_line_on_sigterm():
+            best, reports = max_batch(
+                setup,
+                s.batch_size,
+                shards=shards,
+                limit=limit,
+                on_compile=watch.compiling,
+                on_step=watch.searched,
+            )
         fitting = [r for r in reports if r.fits]
         report = (
             max(fitting, key=lambda r: r.batch_size)
@@ -159,7 +266,8 @@ def run_compile(args: argparse.Namespace) -> int:
         }
     else:
         _say(f"zoo compile: compiling for {args.topology} ...")
-        report = compile_step(setup, s.batch_size)
+        with watch.one_line_on_sigterm():
+            report = compile_step(setup, s.batch_size)
     for line in _describe(report, setup, args.topology, s.model):
         print(line)
     if args.max_batch:
@@ -170,6 +278,8 @@ def run_compile(args: argparse.Namespace) -> int:
             f"  largest micro-batch that fits: {extra['max_batch']} "
             f"({extra['max_batch'] * setup.config.grad_accum} rows a step; compiled {tried})"
         )
+        if extra["max_batch"] == limit:
+            print(f"  (the limit {limit} fits: raise --max-batch-limit to search further)")
     if args.json_file:
         path = pathlib.Path(args.json_file)
         path.write_text(

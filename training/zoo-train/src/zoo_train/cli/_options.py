@@ -33,7 +33,10 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     """``--config``, ``--set`` and a flag per setting of ``command`` (``train``, ``finetune`` or
     ``compile``), with its defaults."""
     p.add_argument(
-        "--config", metavar="FILE", help="TOML or JSON file of settings (see the README)"
+        "--config",
+        metavar="FILE",
+        help="TOML, YAML or JSON file of settings: the flags' names with underscores, tables "
+        "such as [optimizer] and [mesh] (README: 'Configs')",
     )
     p.add_argument(
         "--set",
@@ -47,3 +50,24 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
     # with a sentence, but not offered with a default it would never use.
     add_flags(p, defaults(command), hidden={"model"} if command == "finetune" else ())
     add_mesh_flag(p)
+
+
+def load_source(
+    args: argparse.Namespace, *, batch_size: int | None = None
+) -> tuple[Any, dict[str, Any], Any, Any, str]:
+    """``(mesh, rules, model, tokenizer, description)`` of ``args.source`` (a run or a Hugging
+    Face directory) on the mesh of ``--mesh``, with ``--tokenizer`` and
+    ``--attention-implementation``; the mesh checked against the model (and a batch of
+    ``batch_size`` rows)."""
+    from ..recipes import check_mesh_fits, load_model, mesh_and_rules
+
+    mesh, rules = mesh_and_rules(args.mesh)
+    model, tokenizer, what = load_model(
+        args.source,
+        attention_implementation=args.attention_implementation,
+        mesh=mesh,
+        rules=rules,
+        tokenizer=args.tokenizer,
+    )
+    check_mesh_fits(mesh, rules, model.config, batch_size=batch_size)
+    return mesh, rules, model, tokenizer, what

@@ -10,6 +10,7 @@ Commands (zoo COMMAND --help for each):
   zoo compile --topology v5e:2x2  compile the train step for a TPU topology: does it fit?
   zoo profile RUN                 where the time of `zoo train --profile A:B` steps went
   zoo data prepare SRC... --out S tokenize data once into a token store (zoo data info S)
+  zoo metrics RUN --to wandb      replay a run's metrics into TensorBoard or W&B
   zoo models                      the model presets
   zoo kernels [verify NAME]       installed attention kernels / run the conformance suite
 """

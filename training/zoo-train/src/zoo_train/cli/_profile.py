@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from .._usage import UsageError
 from ..settings import bounded
@@ -48,7 +49,7 @@ def run_profile(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(result, indent=1))
             else:
-                render_comparison(result, Console())
+                render_comparison(result, _console(Console))
             return 0
         summary = summarize(args.source, top=args.top)
     except (FileNotFoundError, ValueError) as err:
@@ -57,5 +58,11 @@ def run_profile(args: argparse.Namespace) -> int:
         json.dump(summary.to_json(), sys.stdout, indent=1)
         print()
     else:
-        render_summary(summary, Console())
+        render_summary(summary, _console(Console))
     return 0
+
+
+def _console(console: type) -> Any:
+    """A console as wide as the terminal; piped, one that never cuts a name short (rich would
+    fit the tables to 80 columns)."""
+    return console() if sys.stdout.isatty() else console(width=10_000)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .._usage import UsageError
 from ..settings import RunSettings, defaults, given_flags, resolve_settings
 from ._options import add_settings_flags
 from ._processes import add_process_flags, join_processes
@@ -24,11 +25,14 @@ FINETUNE_DESCRIPTION = (
 
 def settings_of(args: argparse.Namespace, command: str) -> RunSettings:
     """The settings of ``command`` from the config file, ``--set`` and the flags given."""
+    flags = given_flags(args, defaults(command))
+    if "steps" in flags and "epochs" in flags:
+        raise UsageError("Pass --steps or --epochs, not both (epochs set the steps).")
     return resolve_settings(
         command=command,
         config_file=args.config,
         assignments=args.assignments,
-        flags=given_flags(args, defaults(command)),
+        flags=flags,
     )
 
 

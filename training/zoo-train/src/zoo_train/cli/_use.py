@@ -1,4 +1,4 @@
-"""``zoo generate``, ``zoo eval`` and ``zoo convert``: using and converting trained models."""
+"""``zoo eval`` and ``zoo convert``: using and converting trained models."""
 
 from __future__ import annotations
 
@@ -11,86 +11,12 @@ from typing import Any
 from .._export import atomic_directory, check_export_target
 from ..recipes import (
     check_data_paths,
-    check_mesh_fits,
     check_positions,
     load_hf_on_mesh,
-    load_model,
     mesh_and_rules,
 )
 from ..settings import SEEDS, RunSettings, bounded
-from ._options import add_mesh_flag, add_tokenizer_flag
-
-
-def add_generate_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "source", metavar="RUN_OR_HF_DIR", help="a zoo run directory or a Hugging Face directory"
-    )
-    p.add_argument("--prompt", default="def ", help="prompt text (default: 'def ')")
-    p.add_argument(
-        "--max-new-tokens",
-        type=bounded(int, "[1, inf)"),
-        default=200,
-        metavar="N",
-        help="at most this many tokens (capped at the model's positions and at what memory "
-        "holds, with a note)",
-    )
-    p.add_argument("--temperature", type=bounded(float, "(0, inf)"), default=0.8)
-    p.add_argument("--top-k", type=bounded(int, "[1, inf)"), default=None, metavar="K")
-    p.add_argument("--top-p", type=bounded(float, "(0, 1]"), default=None, metavar="P")
-    p.add_argument("--greedy", action="store_true", help="argmax decoding")
-    p.add_argument("--num-samples", type=bounded(int, "[1, inf)"), default=1, metavar="N")
-    p.add_argument("--seed", type=bounded(int, SEEDS), default=0)
-    p.add_argument("--attention-implementation", metavar="KERNEL", default=None)
-    add_tokenizer_flag(p)
-    add_mesh_flag(p, default=None)
-
-
-def _loaded(args: argparse.Namespace, *, batch_size: int | None = None) -> tuple[Any, ...]:
-    """``(mesh, rules, model, tokenizer, description)`` of ``args.source`` on ``--mesh``, the
-    mesh checked against the model (and a batch of ``batch_size`` rows)."""
-    mesh, rules = mesh_and_rules(args.mesh)
-    model, tokenizer, what = load_model(
-        args.source,
-        attention_implementation=args.attention_implementation,
-        mesh=mesh,
-        rules=rules,
-        tokenizer=args.tokenizer,
-    )
-    check_mesh_fits(mesh, rules, model.config, batch_size=batch_size)
-    return mesh, rules, model, tokenizer, what
-
-
-def run_generate(args: argparse.Namespace) -> int:
-    """Print a continuation of the prompt."""
-    from .._inference import sample_text
-    from ..parallel import mesh_context
-
-    mesh, rules, model, tokenizer, what = _loaded(args)
-    import zoo_models
-
-    from .._runs import read_generation
-
-    # Stop where transformers stops on the same checkpoint (its generation settings).
-    stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
-    print(f"zoo: sampling from {what}", file=sys.stderr)
-    with mesh_context(mesh, rules):
-        for i in range(args.num_samples):
-            text = sample_text(
-                model,
-                tokenizer,
-                args.prompt,
-                max_new_tokens=args.max_new_tokens,
-                temperature=args.temperature,
-                top_k=args.top_k,
-                top_p=args.top_p,
-                greedy=args.greedy,
-                seed=args.seed + i,
-                stop_tokens=stops,
-            )
-            if args.num_samples > 1:
-                print(f"--- sample {i + 1} ---")
-            print(args.prompt + text)
-    return 0
+from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,7 +70,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
     data = args.data or []
     check_data_paths(data)
-    mesh, rules, model, tokenizer, what = _loaded(args, batch_size=args.batch_size)
+    mesh, rules, model, tokenizer, what = load_source(args, batch_size=args.batch_size)
     check_positions(model.config, args.seq_len)
     with tempfile.TemporaryDirectory(prefix="zoo-eval-") as scratch:
         loader, described = eval_sources(

@@ -11,10 +11,13 @@ from ._topology import KNOWN_TOPOLOGIES as KNOWN_TOPOLOGIES
 from ._topology import LibtpuMissingError as LibtpuMissingError
 from ._topology import available_hbm as available_hbm
 from ._topology import check_libtpu as check_libtpu
+from ._topology import chip_name as chip_name
 from ._topology import topology_devices as topology_devices
+from ._train_step import SearchStep as SearchStep
 from ._train_step import StepReport as StepReport
 from ._train_step import StepSetup as StepSetup
 from ._train_step import abstract_batch as abstract_batch
 from ._train_step import compile_step as compile_step
 from ._train_step import count_collectives as count_collectives
+from ._train_step import default_batch_limit as default_batch_limit
 from ._train_step import max_batch as max_batch

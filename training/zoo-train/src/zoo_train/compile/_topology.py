@@ -31,6 +31,16 @@ AVAILABLE_HBM_GIB: dict[str, float] = {
     "TPU v6 lite": 31.25,
 }
 
+#: The chips' names as Google sells them (libtpu's device kinds call a v5p "TPU v5").
+CHIP_NAMES: dict[str, str] = {"v4": "TPU v4", "v5e": "TPU v5e", "v5p": "TPU v5p", "v6e": "TPU v6e"}
+
+
+def chip_name(topology: str) -> str:
+    """The chip of a topology (``"v5p:2x2x1"`` → ``"TPU v5p"``)."""
+    generation = topology.split(":")[0]
+    return CHIP_NAMES.get(generation, generation)
+
+
 INSTALL_HINT = (
     "install libtpu with `pip install 'zoo-train[tpu]'` (or run `.venv-tpu/bin/zoo compile …`, "
     "which `make install` sets up)"

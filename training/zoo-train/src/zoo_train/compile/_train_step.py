@@ -153,6 +153,34 @@ def compile_step(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class SearchStep:
+    """Where :func:`max_batch` stands after a compile.
+
+    Attributes:
+        report: the compile just done.
+        lo: the largest micro-batch known to fit (0: none yet).
+        hi: the smallest known not to fit (``None``: none yet, the search is still growing).
+        limit: the largest micro-batch the search will try.
+        left: about how many compiles remain once the answer is bracketed (``None`` before).
+    """
+
+    report: StepReport
+    lo: int
+    hi: int | None
+    limit: int
+    left: int | None
+
+
+def default_batch_limit(seq_len: int, shards: int) -> int:
+    """The largest micro-batch :func:`max_batch` tries unless told otherwise: a million tokens
+    (``2**20 // seq_len`` rows, a multiple of ``shards``). Larger batches are not trained in
+    one micro-batch, and a small model fits far beyond any useful size, so an unbounded search
+    would compile ever larger steps for minutes."""
+    rows = (1 << 20) // max(1, seq_len)
+    return max(shards, rows - rows % shards)
+
+
 def max_batch(
     setup: StepSetup,
     start: int,
@@ -160,22 +188,32 @@ def max_batch(
     shards: int,
     limit: int = 1 << 16,
     on_compile: Callable[[int], None] | None = None,
+    on_step: Callable[[SearchStep], None] | None = None,
 ) -> tuple[int, list[StepReport]]:
-    """The largest global micro-batch (a multiple of ``shards``) whose step fits, and every
-    compile it took.
+    """The largest global micro-batch (a multiple of ``shards``, at most ``limit``) whose step
+    fits, and every compile it took; ``on_step`` hears where the search stands after each.
 
     The peak is close to linear in the rows, so the search interpolates: from ``start`` it grows
     (to where the line through the two largest fitting sizes meets the HBM, at least doubling,
     at most eightfold) or halves until the answer is bracketed, then narrows the bracket by
     false position (where the line between its two ends meets the HBM), with a bisection step
     whenever a probe did not halve the bracket, until it is one ``shards`` wide. Returns 0 when
-    even ``shards`` rows do not fit.
+    even ``shards`` rows do not fit, ``limit`` (snapped) when it fits.
     """
     reports: dict[int, StepReport] = {}
+    top = max(shards, int(limit) - int(limit) % shards)
+    lo, hi = 0, None
 
     def probe(b: int) -> bool:
         if b not in reports:
             reports[b] = compile_step(setup, b, on_compile=on_compile)
+            fits = reports[b].fits
+            new_lo, new_hi = (max(lo, b), hi) if fits else (lo, b if hi is None else min(hi, b))
+            left = None
+            if new_hi is not None and new_lo > 0:
+                left = max(0, math.ceil(math.log2(max(1, (new_hi - new_lo) / shards))))
+            if on_step is not None:
+                on_step(SearchStep(reports[b], new_lo, new_hi, top, left))
         return reports[b].fits
 
     def snap(b: float) -> int:
@@ -187,8 +225,6 @@ def max_batch(
         return None if memory is None else memory.peak_bytes
 
     hbm = None
-    top = snap(limit)
-    lo, hi = 0, None
     b = min(snap(start), top)
     while hi is None:  # grow until a size does not fit (or the limit)
         if not probe(b):

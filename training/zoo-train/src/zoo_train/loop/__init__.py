@@ -14,6 +14,8 @@ from ._metrics import plot_loss_curve as plot_loss_curve
 from ._metrics import read_metrics as read_metrics
 from ._prefetch import Prefetcher as Prefetcher
 from ._progress import Progress as Progress
+from ._progress import epochs_text as epochs_text
+from ._progress import rows_per_epoch as rows_per_epoch
 from ._reporter import Reporter as Reporter
 from ._result import EvalSource as EvalSource
 from ._result import TrainResult as TrainResult

@@ -11,7 +11,7 @@ from .._config import TrainConfig
 from .._errors import NonFiniteLossError
 from .._step_metrics import Window
 from ..checkpoint import Checkpointer
-from ._progress import Progress
+from ._progress import Progress, epochs_text
 
 
 class Reporter:
@@ -31,6 +31,7 @@ class Reporter:
         label: str,
         skipped: int,
         extras: Callable[[int, int], dict[str, Any]] | None = None,
+        rows_per_epoch: int | None = None,
     ) -> None:
         self.config, self.end, self.start, self.window = config, end, start, window
         self.progress, self.record, self.checkpointer = progress, record, checkpointer
@@ -39,6 +40,14 @@ class Reporter:
         # What the data adds to a record of steps (a, b], e.g. the tokens of each source.
         self.extras = extras
         self._recorded = start
+        self.rows_per_epoch = rows_per_epoch
+
+    def epoch(self, step: int) -> float | None:
+        """Passes over the training data after ``step`` steps (``None``: the data has no
+        epochs)."""
+        if self.rows_per_epoch is None:
+            return None
+        return step * self.config.batch_size * self.config.grad_accum / self.rows_per_epoch
 
     def due(self, step: int) -> bool:
         """Whether a train record is written after ``step``."""
@@ -64,7 +73,11 @@ class Reporter:
                 rec.update(self.extras(self._recorded, step))
             self._recorded = step
             self.record(rec)
-            shown = {"loss": rec.get("loss", m["loss"]), "lr": m["lr"]}
+            epoch = self.epoch(step)
+            shown: dict[str, float | str] = {} if epoch is None else {"epoch": epochs_text(epoch)}
+            shown.update(loss=rec.get("loss", m["loss"]), lr=m["lr"])
+            if "rewards/accuracies" in rec:  # preference tuning: how often the chosen side wins
+                shown["acc"] = rec["rewards/accuracies"]
             if rec["tokens_per_s"] is not None:
                 shown["tok_s"] = rec["tokens_per_s"]
             self.progress.update(0, **shown)

@@ -4,7 +4,9 @@ Done at the file-descriptor level, so that it covers everything on stdout and st
 prints, logging, the progress bar (a label after each carriage return too), and what native
 code writes, such as the collectives library's connection messages.
 
-One native message is turned into a sentence: when JAX's distributed client loses the
+The collectives library's connection notes (``[Gloo] Rank 1 is connected to 1 peer ranks…``,
+one per process, telling a user nothing) are dropped. One native message is turned into a
+sentence: when JAX's distributed client loses the
 coordination service (process 0 died) or hears that a process stopped its heartbeats, it ends
 the process with a fatal log and a stack trace. The labeller recognises that log, writes which
 process is gone in one sentence instead, and ends the process with the watchdog's exit status.
@@ -22,6 +24,8 @@ _SEPARATORS = re.compile(rb"([\r\n])")
 _FATAL = b"Terminating process because the JAX distributed service detected fatal errors"
 _UNHEALTHY = re.compile(rb"stopped sending heartbeats\):\s*([\d,\s]+)")
 _NO_COORDINATOR = b"Failed to send RPC to coordination service"
+# Lines the labeller drops: Gloo's note on each process's connections, written by native code.
+_DROPPED = (b"[Gloo] ",)
 
 
 def lost_process_sentence(fatal_log: bytes) -> str:
@@ -48,6 +52,7 @@ class _Labeller:
         os.dup2(write, fd)
         os.close(write)
         self._read = read
+        self._dropping = False  # inside a dropped line
         self._thread = threading.Thread(target=self._pump, name=f"zoo-label-{fd}", daemon=True)
         self._thread.start()
 
@@ -77,9 +82,15 @@ class _Labeller:
         for piece in _SEPARATORS.split(chunk):
             if not piece:
                 continue
+            if self._dropping:
+                self._dropping = piece != b"\n"
+                continue
             if piece in (b"\n", b"\r"):
                 at_start = True
             elif at_start:
+                if piece.startswith(_DROPPED):
+                    self._dropping = True
+                    continue
                 out.append(self.label)
                 at_start = False
             out.append(piece)

@@ -165,9 +165,9 @@ def save_peft_adapter(
         "layers_to_transform": None,
     }
     directory.mkdir(parents=True, exist_ok=True)
-    zoo_models.save_tensors(
-        directory / ADAPTER_FILE,
+    zoo_models.save_safetensors(
         {k: np.ascontiguousarray(v) for k, v in tensors.items()},
+        directory / ADAPTER_FILE,
         metadata={"format": "pt"},
     )
     (directory / ADAPTER_CONFIG).write_text(json.dumps(meta, indent=2) + "\n")

@@ -5,18 +5,25 @@ from __future__ import annotations
 import pathlib
 
 from .._usage import UsageError
-from ..settings import FinetuneSettings, RunSettings
+from ..settings import OBJECTIVES, FinetuneSettings, RunSettings
 from ._data import check_data_paths
+from ._export_record import is_own_export
 
 
 def check_run(s: RunSettings) -> None:
-    """The output directory, the data paths, the kernel's version range and name."""
+    """The output directory, the data paths, the trackers, the kernel's version range and
+    name."""
     from .._requirements import check_requirement
+    from ..tracking import tracker_names
 
     out = pathlib.Path(s.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {s.out!r} is a file; pass a directory for the run.")
     check_data_paths(s.data)
+    try:
+        tracker_names(s.trackers)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
     if s.attention.require is not None:
         check_requirement(s.attention.require)
     name = s.attention.implementation
@@ -39,6 +46,41 @@ def finetune_model_error() -> UsageError:
     )
 
 
+def check_objective(s: FinetuneSettings) -> None:
+    """The objective, and data of its kind: preference pairs for a preference objective, none
+    for ``sft``. Each source is read up to its first record, before any model is loaded."""
+    from ..data import holds_pairs
+
+    if s.objective not in OBJECTIVES:
+        raise UsageError(
+            f"--objective must be one of {', '.join(OBJECTIVES)}; got {s.objective!r}."
+        )
+    if s.beta is not None and not s.beta > 0:
+        raise UsageError(f"--beta must be positive, got {s.beta}.")
+    preference = s.objective != "sft"
+    if preference and not s.data:
+        raise UsageError(
+            f"--objective {s.objective} trains on preference pairs; pass them with --data (JSON "
+            "lines with `prompt`, `chosen` and `rejected`, or a token store of them)."
+        )
+    for path in [*s.data, *s.eval_data]:
+        try:
+            pairs = holds_pairs(path)
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
+        if preference and not pairs:
+            raise UsageError(
+                f"--objective {s.objective} trains on preference pairs, but {path!r} holds plain "
+                "text or examples; pass JSON lines with `prompt`, `chosen` and `rejected` (or a "
+                "token store of them)."
+            )
+        if not preference and pairs:
+            raise UsageError(
+                f"{path!r} holds preference pairs; pass --objective dpo, ipo, simpo or orpo to "
+                "tune on them."
+            )
+
+
 def check_finetune(s: FinetuneSettings) -> None:
     """What ``zoo train`` checks, and the export target (refused now, not after training)."""
     from .._export import check_export_target
@@ -46,8 +88,11 @@ def check_finetune(s: FinetuneSettings) -> None:
     if s.model != RunSettings.model:
         raise finetune_model_error()
     check_run(s)
+    check_objective(s)
     if s.export_hf is None:
         return
     if pathlib.Path(s.export_hf).resolve() == pathlib.Path(s.out).resolve():
         raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
-    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite)
+    # The run's own earlier export is replaced without --overwrite.
+    own = is_own_export(pathlib.Path(s.out), s.export_hf)
+    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite or own)

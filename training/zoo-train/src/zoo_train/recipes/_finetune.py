@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import pathlib
 
-from ..checkpoint import run_lock
-from ..parallel import is_primary
 from ..settings import FinetuneSettings
 from ._checks import check_finetune
 from ._data import build_data
-from ._finish import export, sample
+from ._epochs import steps_for_epochs
+from ._finish import export, export_again, sample
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
-from ._run import Job, run, run_started, saved_provenance, say
+from ._output import output_directory
+from ._preference import preference_loss
+from ._run import Job, open_trackers, run, saved_provenance, say, trained
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -27,8 +28,8 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
-    # One training process per output directory; a run refused at startup leaves nothing.
-    with run_lock(out, enabled=is_primary(), started=run_started):
+    # One training process per output directory.
+    with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
@@ -36,15 +37,25 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         check_positions(model.config, s.seq_len)
         lora = lora_config(s, model)
         with build_data(s, model.tokenizer) as data:
-            job = Job("finetune", s, out, mesh, rules, model, data, lora, saved)
+            s = steps_for_epochs(s, data.train)
+            loss_fn = preference_loss(s, model, data, lora, out, mesh, rules)
+            job = Job("finetune", s, out, mesh, rules, model, data, lora, saved, trackers)
             result = run(
-                job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
+                job,
+                finetune,
+                lora=lora,
+                key=jax.random.key(s.seed),
+                adapter_from=s.lora.from_,
+                loss_fn=loss_fn,
             )
-        if lora is not None:
+        if lora is not None and trained(result):
             say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")
         # Every process reads them alike: each one generates the final sample.
         generation = read_generation(s.from_hf or s.from_run)  # type: ignore[arg-type]
         if s.export_hf is not None:
-            export(job, result.model, s.export_hf, generation)
-        sample(job, result.model, generation)
+            export(job, result.model, s.export_hf, generation, result.step)
+        elif trained(result):
+            export_again(job, result.model, generation, result.step)
+        if trained(result):
+            sample(job, result.model, generation, step=result.step)
     return 0

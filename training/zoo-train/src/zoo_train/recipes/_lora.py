@@ -22,9 +22,16 @@ def lora_config(s: FinetuneSettings, model: Model) -> LoRAConfig | None:
         return None
     try:
         targets = tuple(t for item in s.lora.targets for t in item.split(",") if t)
+        targets = targets or _default_targets(model.config)
         return LoRAConfig(rank=s.lora.rank, alpha=s.lora.alpha, targets=targets)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _default_targets(config: object) -> tuple[str, ...]:
+    import zoo_models
+
+    return zoo_models.default_lora_targets(config)  # type: ignore[arg-type]
 
 
 def _adapter_settings(s: FinetuneSettings) -> LoRAConfig:

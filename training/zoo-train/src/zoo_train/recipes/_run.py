@@ -12,8 +12,10 @@ from typing import Any
 
 from ..parallel import is_primary
 from ..peft import LoRAConfig
-from ..settings import RunSettings
+from ..settings import RunSettings, flat
+from ..tracking import Trackers
 from ._data import Data
+from ._epochs import epochs_phrase, many_epochs_warning
 from ._model import Model
 
 
@@ -54,6 +56,7 @@ class Job:
         data: the loaders.
         lora: the LoRA adapters to train, or ``None``.
         saved: :func:`saved_provenance` of ``out`` before the run.
+        trackers: where the run's records go besides ``metrics.jsonl`` (:func:`open_trackers`).
     """
 
     command: str
@@ -65,38 +68,74 @@ class Job:
     data: Data
     lora: LoRAConfig | None
     saved: dict[int, dict[str, Any] | None]
+    trackers: Trackers = dataclasses.field(default_factory=Trackers)
+
+    def model_name(self) -> str:
+        """The model as the user named it: the preset, or the checkpoint it came from."""
+        if self.command == "train":
+            return self.settings.model
+        source = getattr(self.settings, "from_hf", None) or getattr(self.settings, "from_run", None)
+        return f"{self.model.config.family} model from {source}"
 
     def run_info(self) -> dict[str, Any]:
         """What the run records about its model (compared on resume)."""
         from .._runs import model_identity, tokenizer_spec
 
-        return {
+        info = {
             "model": self.settings.model if self.command == "train" else None,
             "model_config": model_identity(self.model.config),
             "tokenizer": tokenizer_spec(self.model.tokenizer),
             "init": self.model.init,
         }
+        objective = getattr(self.settings, "objective", "sft")
+        if objective != "sft":  # a preference run resumes only with the same objective
+            s = self.settings
+            info["objective"] = {
+                "name": objective,
+                "beta": getattr(s, "beta", None),
+                "simpo_gamma": getattr(s, "simpo_gamma", None) if objective == "simpo" else None,
+            }
+        return info
+
+
+def open_trackers(s: RunSettings, out: pathlib.Path) -> Trackers:
+    """The trackers the settings name, writing into ``out`` (none but on process 0)."""
+    from .. import tracking
+
+    wandb = tracking.WandbOptions(s.wandb.project, s.wandb.name, tuple(s.wandb.tags))
+    return tracking.open_trackers(s.trackers, out, wandb=wandb, enabled=is_primary())
 
 
 def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     """Call ``loop`` (``zoo_train.train`` or ``zoo_train.finetune``) on the job, announcing it
-    first and summing it up after; returns its ``TrainResult``."""
+    first and summing it up after; returns its ``TrainResult``. Its records go to the job's
+    trackers, then its loss curve."""
     from .._parameters import describe_parameters, parameter_summary
+    from ..loop import PLOT_FILE
     from ..parallel import describe_mesh
 
     s, config = job.settings, job.settings.train_config()
     if not job.saved:
         say(
-            f"zoo: {job.command} {job.model.config.family} model on {job.data.described}: "
+            f"zoo: {job.command} {job.model_name()} on {job.data.described}: "
             f"{job.data.tokens_per_epoch:,} training tokens, {config.steps} steps of "
-            f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens on mesh "
-            f"{describe_mesh(job.mesh)} -> {job.out}"
+            f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens"
+            f"{epochs_phrase(s, job.data.train)} on mesh {describe_mesh(job.mesh)} -> {job.out}"
         )
+        warning = many_epochs_warning(s, job.data.train)
+        if warning is not None:
+            say(warning)
     parameters = parameter_summary(
         job.model.model, job.model.config, job.lora, job.model.init.get("dtype")
     )
     say("zoo: " + describe_parameters(parameters, s.compute_dtype, job.mesh))
     started = time.perf_counter()
+    reporter = _provenance_reporter(job)
+
+    def on_record(rec: dict[str, Any]) -> None:
+        reporter(rec)
+        job.trackers.record(rec)
+
     result = loop(
         job.model.model,
         job.data.train,
@@ -105,18 +144,26 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         eval_data=job.data.val,
         run_info=job.run_info(),
         stop_at=s.stop_at,
-        on_record=_provenance_reporter(job),
+        on_record=on_record,
         mesh=job.mesh,
-        start_info={"parameters": parameters},
+        start_info={"parameters": parameters, "settings": flat(s)},
         **loop_args,
     )
-    if result.resumed_from is not None and result.start_step == result.step:
+    if (job.out / PLOT_FILE).is_file():
+        job.trackers.image("loss_curve", job.out / PLOT_FILE, result.step)
+    if not trained(result):
         say(
-            f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to train."
+            f"zoo: the run in {job.out} was already complete at step {result.step}; nothing to "
+            "train (raise --steps to extend it)."
         )
-    if is_primary():
+    elif is_primary():
         _summary(job.out, time.perf_counter() - started, result.start_step, result.step)
     return result
+
+
+def trained(result: Any) -> bool:
+    """Whether this call of the loop took any step (a complete run resumed takes none)."""
+    return result.step > result.start_step
 
 
 def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
@@ -142,17 +189,31 @@ def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
 def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
     from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
 
-    records = read_metrics(out / METRICS_FILE)
+    # This call's records only: a resumed run's earlier steps are not its figures.
+    records = [r for r in read_metrics(out / METRICS_FILE) if r.get("step", 0) > start_step]
     train = [r for r in records if isinstance(r.get("loss"), int | float)]
     evals = [r for r in records if isinstance(r.get("eval_loss"), int | float)]
     rates = [r["tokens_per_s"] for r in train if isinstance(r.get("tokens_per_s"), int | float)]
     parts = [f"steps {start_step} -> {end_step} in {wall:.1f} s"]
     if rates:
         parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
-    if train:
-        parts.append(f"train loss {train[0]['loss']:.3f} -> {train[-1]['loss']:.3f}")
-    if evals:
+    if len(train) > 1:
+        first, last = train[0], train[-1]
+        parts.append(
+            f"train loss {first['loss']:.3f} (step {first['step']}) -> {last['loss']:.3f} "
+            f"(step {last['step']})"
+        )
+    elif train:  # one record (log_every >= the steps taken): no trend to show
+        parts.append(f"train loss {train[0]['loss']:.3f} (steps {start_step + 1}-{end_step})")
+    if evals and "eval_ppl" in evals[-1]:
         parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
+    elif evals and "eval_rewards/accuracies" in evals[-1]:
+        first, last = evals[0], evals[-1]
+        parts.append(
+            f"eval loss {last['eval_loss']:.3f}, reward accuracy "
+            f"{first['eval_rewards/accuracies']:.3f} (step {first['step']}) -> "
+            f"{last['eval_rewards/accuracies']:.3f} (step {last['step']})"
+        )
     say("zoo: " + "; ".join(parts))
     say(
         f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pathlib
 
-from ..checkpoint import run_lock
-from ..parallel import is_primary
 from ..settings import RunSettings
 from ._checks import check_run
 from ._data import build_data
+from ._epochs import steps_for_epochs
 from ._finish import sample
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
-from ._run import Job, run, run_started, saved_provenance, say
+from ._output import output_directory
+from ._run import Job, open_trackers, run, saved_provenance, say, trained
 
 
 def train_recipe(s: RunSettings) -> int:
@@ -23,8 +23,8 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
-    # One training process per output directory; a run refused at startup leaves nothing.
-    with run_lock(out, enabled=is_primary(), started=run_started):
+    # One training process per output directory.
+    with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         tokenizer = run_tokenizer(s, out)
@@ -39,7 +39,9 @@ def train_recipe(s: RunSettings) -> int:
         check_positions(config, s.seq_len)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:
-            job = Job("train", s, out, mesh, rules, model, data, None, saved)
+            s = steps_for_epochs(s, data.train)
+            job = Job("train", s, out, mesh, rules, model, data, None, saved, trackers)
             result = run(job, train)
-        sample(job, result.model, generation={})
+        if trained(result):
+            sample(job, result.model, generation={}, step=result.step)
     return 0

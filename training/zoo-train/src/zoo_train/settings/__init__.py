@@ -16,10 +16,12 @@ from ._resolve import defaults as defaults
 from ._resolve import parse_assignment as parse_assignment
 from ._resolve import read_config_file as read_config_file
 from ._resolve import resolve_settings as resolve_settings
+from ._run import OBJECTIVES as OBJECTIVES
 from ._run import SEEDS as SEEDS
 from ._run import AttentionSettings as AttentionSettings
 from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings
 from ._run import OptimizerSettings as OptimizerSettings
 from ._run import RunSettings as RunSettings
+from ._run import WandbSettings as WandbSettings
 from ._run import finetune_defaults as finetune_defaults

@@ -1,6 +1,6 @@
 """Settings from their sources: defaults < config file < ``--set KEY=VALUE`` < flags.
 
-A config file (TOML or JSON) holds top-level keys named like the command-line flags
+A config file (TOML, YAML or JSON) holds top-level keys named like the command-line flags
 (``steps``, ``batch_size``, ``lr``, ...) and the tables ``[optimizer]``, ``[attention]``,
 ``[lora]``, ``[mesh]`` (``data``, ``fsdp``, ``tensor``), ``[sharding]`` (logical axis name →
 mesh axes, changing zoo-train's sharding rules) and ``[model_config]`` (fields of
@@ -71,7 +71,10 @@ class _Sources:
 
 
 def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
-    """A TOML (``.toml``) or JSON (``.json``) config file as a table of settings."""
+    """A TOML (``.toml``), YAML (``.yaml``, ``.yml``: the tables as mappings, as MaxText and
+    Levanter configs are written) or JSON (``.json``) config file as a table of settings."""
+    import yaml
+
     path = pathlib.Path(path)
     if not path.is_file():
         raise UsageError(f"The config file {str(path)!r} does not exist; pass an existing file.")
@@ -82,15 +85,19 @@ def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
             f"The config file {str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start}); "
             "save it as UTF-8."
         ) from None
+    readers = {
+        ".json": json.loads,
+        ".toml": tomllib.loads,
+        ".yaml": yaml.safe_load,
+        ".yml": yaml.safe_load,
+    }
+    read = readers.get(path.suffix.lower())
+    if read is None:
+        raise UsageError(f"The config file {str(path)!r} must end in .toml, .yaml, .yml or .json.")
     try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-        elif path.suffix == ".toml":
-            data = tomllib.loads(text)
-        else:
-            raise UsageError(f"The config file {str(path)!r} must end in .toml or .json.")
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        data = read(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        first = " ".join(str(e).split()) if str(e) else type(e).__name__
         raise UsageError(f"The config file {str(path)!r} is not valid ({first}); fix it.") from None
     if not isinstance(data, dict):
         raise UsageError(f"The config file {str(path)!r} must hold a table of settings.")

@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # jax is imported only once a command runs: `zoo --help` stay
     from ..parallel import MeshConfig
 
 
+#: ``zoo finetune --objective``: next-token loss, or a preference objective on pairs.
+OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo")
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerSettings:
     """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``)."""
@@ -80,6 +84,20 @@ class AttentionSettings:
         flag="--attention-require",
         metavar="REQ",
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class WandbSettings:
+    """``[wandb]``: the W&B run of ``--tracker wandb``."""
+
+    project: str = setting("zoo", "W&B project", flag="--wandb-project", metavar="NAME")
+    name: str | None = setting(
+        None,
+        "W&B run name (none: the output directory's name)",
+        flag="--wandb-name",
+        metavar="NAME",
+    )
+    tags: list[str] = setting([], "W&B run tags", flag="--wandb-tags", nargs="+", metavar="TAG")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +175,13 @@ class RunSettings:
         metavar="DIR",
     )
     steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)")
+    epochs: float | None = setting(
+        None,
+        "passes over the training data, instead of steps (steps follow from the data's size)",
+        flag="--epochs",
+        metavar="N",
+        within="(0, inf)",
+    )
     batch_size: int = setting(
         16, "rows per micro-batch", flag="--batch-size", metavar="N", within="[1, inf)"
     )
@@ -232,6 +257,15 @@ class RunSettings:
         flag="--profile",
         metavar="START:END",
     )
+    trackers: list[str] = setting(
+        ["jsonl", "tensorboard"],
+        "where metrics go: jsonl (metrics.jsonl, always), tensorboard (OUT/tensorboard), wandb",
+        flag="--tracker",
+        nargs="+",
+        metavar="NAME",
+        flag_help="where metrics go besides metrics.jsonl: tensorboard (OUT/tensorboard), wandb "
+        "(zoo-train[wandb]); default: jsonl tensorboard",
+    )
     sample_tokens: int = setting(
         300,
         "tokens sampled at the end (0: none)",
@@ -244,6 +278,7 @@ class RunSettings:
     optimizer: OptimizerSettings = section(OptimizerSettings)
     mesh: MeshSettings = section(MeshSettings)
     attention: AttentionSettings = section(AttentionSettings)
+    wandb: WandbSettings = section(WandbSettings)
     model_config: dict[str, Any] = table(
         "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
     )
@@ -296,12 +331,12 @@ class LoRASettings:
         within="(0, inf)",
     )
     targets: list[str] = setting(
-        ["q", "k", "v", "o"],
-        "LoRA targets: q k v o gate up down",
+        [],
+        "LoRA targets: q k v o gate up down (none: by family)",
         flag="--lora-targets",
         nargs="+",
         metavar="T",
-        flag_help="projections to adapt: q k v o gate up down (default: q k v o)",
+        flag_help="projections to adapt: q k v o gate up down (default: q k v o; GPT-2 o up down)",
     )
     from_: str | None = setting(
         None,
@@ -334,6 +369,27 @@ class FinetuneSettings(RunSettings):
         "let --export-hf replace a non-empty directory or the source model",
         flag="--overwrite",
         switch=True,
+    )
+    objective: str = setting(
+        "sft",
+        "sft (next-token loss on the responses), or preference tuning on pairs: dpo, ipo, "
+        "simpo or orpo",
+        flag="--objective",
+        metavar="NAME",
+    )
+    beta: float | None = setting(
+        None,
+        "beta of the preference objective (none: 0.1 for dpo, ipo and orpo; 2.0 for simpo)",
+        flag="--beta",
+        metavar="BETA",
+        within="(0, inf)",
+    )
+    simpo_gamma: float = setting(
+        0.5,
+        "SimPO's target reward margin gamma",
+        flag="--simpo-gamma",
+        metavar="GAMMA",
+        within="[0, inf)",
     )
     lora: LoRASettings = section(LoRASettings)
 

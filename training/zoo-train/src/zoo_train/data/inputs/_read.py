@@ -70,12 +70,14 @@ class DocumentStream:
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
         self.skipped_lines: dict[pathlib.Path, tuple[int, int]] = {}
+        # Preference pairs skipped, by reason: [count, where the first one is].
+        self.skipped_pairs: dict[str, list] = {}
 
     def __iter__(self) -> Iterator[Document]:
         if self.line_split is not None:  # a fresh budget for each pass over the corpus
             fraction, seed = self.line_split
             self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
-        self.skipped, self.skipped_lines = [], {}
+        self.skipped, self.skipped_lines, self.skipped_pairs = [], {}, {}
         # A source whose files all came through an earlier one has nothing left to find.
         found: dict[str, int] = dict.fromkeys((f.source for f in self.files), 0)
         done = 0
@@ -126,6 +128,10 @@ class DocumentStream:
             ".jsonl, Parquet or Arrow files."
         )
 
+    def _skip_pair(self, reason: str, where: str) -> None:
+        entry = self.skipped_pairs.setdefault(reason, [0, where])
+        entry[0] += 1
+
     def _read(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
         if file.kind == "jsonl":
 
@@ -133,9 +139,9 @@ class DocumentStream:
                 count, first = self.skipped_lines.get(file.path, (0, line))
                 self.skipped_lines[file.path] = (count + 1, first)
 
-            return read_jsonl(file, self.text_field, tell, not_utf8)
+            return read_jsonl(file, self.text_field, tell, not_utf8, self._skip_pair)
         if file.kind in ("parquet", "arrow"):
-            return read_table(file, self.text_field, tell)
+            return read_table(file, self.text_field, tell, self._skip_pair)
         return self._read_text(file, tell)
 
     def _read_text(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._chat import parse_example
 from .._documents import Document
+from .._pairs import is_pair_record, pair_documents
 from ._compressed import open_raw
 from ._files import InputFile
 from ._text import piece_documents, pieces
@@ -20,11 +21,21 @@ _INVALID = re.compile("[\udc80-\udcff]")
 
 
 def record_documents(
-    record: Any, name: str, where: str, text_field: str, *, required: bool
+    record: Any,
+    name: str,
+    where: str,
+    text_field: str,
+    *,
+    required: bool,
+    skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[Document]:
-    """The documents of one record: a chat or prompt/completion example, or its text field
-    (cut into pieces when long). A record without the text field is an error when
-    ``required`` (JSON lines), else skipped (a null cell of a table)."""
+    """The documents of one record: a preference pair, a chat or prompt/completion example, or
+    its text field (cut into pieces when long). A record without the text field is an error
+    when ``required`` (JSON lines), else skipped (a null cell of a table); a pair without a
+    preference is skipped, told to ``skip(reason, where)``."""
+    if is_pair_record(record):
+        yield from pair_documents(record, name, where, skip)
+        return
     turns = parse_example(record, where) if isinstance(record, dict) else None
     if turns is not None:
         yield Document(name, "\n".join(c for _, c in turns), turns)
@@ -46,10 +57,12 @@ def read_jsonl(
     text_field: str,
     tell: Callable[[int], None],
     not_utf8: Callable[[int], None],
+    skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[Document]:
-    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line.
-    A line that is not valid UTF-8 is skipped and ``not_utf8(its number)`` told, as a text
-    file that is not is skipped (replacing its bytes would train on mojibake)."""
+    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line;
+    ``skip(reason, where)`` for each pair skipped. A line that is not valid UTF-8 is skipped
+    and ``not_utf8(its number)`` told, as a text file that is not is skipped (replacing its
+    bytes would train on mojibake)."""
     stream, raw = open_raw(file.path, file.compression)
     with raw, stream:
         # surrogateescape: an invalid byte becomes a lone surrogate, which valid UTF-8 never
@@ -67,7 +80,7 @@ def read_jsonl(
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where} is not valid JSON ({e.msg}); fix the line.") from e
             yield from record_documents(
-                record, f"{file.name}:{line_no}", where, text_field, required=True
+                record, f"{file.name}:{line_no}", where, text_field, required=True, skip=skip
             )
             tell(raw.tell())
 
@@ -75,6 +88,9 @@ def read_jsonl(
 def _columns(names: list[str], file: InputFile, text_field: str) -> list[str]:
     if "messages" in names:
         return ["messages"]
+    if "chosen" in names or "rejected" in names:  # a preference pair (checked per record)
+        pair = ("prompt", "chosen", "rejected", "tools", "documents")
+        return [n for n in pair if n in names]
     if "prompt" in names and "completion" in names:
         return ["prompt", "completion"]
     if text_field in names:
@@ -109,7 +125,12 @@ def _batches(file: InputFile, text_field: str) -> tuple[Iterator[Any], int]:
     return (b.select(columns) for b in batches), -1
 
 
-def read_table(file: InputFile, text_field: str, tell: Callable[[int], None]) -> Iterator[Document]:
+def read_table(
+    file: InputFile,
+    text_field: str,
+    tell: Callable[[int], None],
+    skip: Callable[[str, str], None] | None = None,
+) -> Iterator[Document]:
     """The documents of a Parquet or Arrow file, a record batch at a time."""
     import pyarrow as pa
 
@@ -123,7 +144,12 @@ def read_table(file: InputFile, text_field: str, tell: Callable[[int], None]) ->
         for record in batch.to_pylist():
             row += 1
             yield from record_documents(
-                record, f"{file.name}:{row}", f"{file.path} row {row}", text_field, required=False
+                record,
+                f"{file.name}:{row}",
+                f"{file.path} row {row}",
+                text_field,
+                required=False,
+                skip=skip,
             )
         if rows > 0:
             tell(size * row // rows)

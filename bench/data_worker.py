@@ -1,6 +1,10 @@
-"""One measurement of the ``data`` benchmark in a fresh process; prints one JSON line.
+"""Worker for the token-store benchmark (``python -m bench.data_worker '{}'``).
 
-``python -m bench._data_worker ACTION ARGS...``; see ``bench/_data.py``.
+Requests (``{"op": name, ...keyword arguments}``), each answered with one JSON object:
+``tokenizer`` (train the BPE), ``corpus`` (write synthetic JSON lines), ``baseline``
+(``encode_batch_fast``), ``prepare``, ``loader``, ``boundary``, ``processes``, ``libraries``.
+The parent (``bench/data.py``) starts a fresh worker for every measurement, so each peak RSS is
+that measurement's own.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from .harness import serve
+
 SEQ, BATCH = 1024, 16
+WARMUP, TIMED = 50, 2000  # batches of the loader measurement: untimed, then timed (twice)
 
 
 def _words(seed: int = 0, count: int = 20000) -> list[str]:
@@ -57,13 +64,14 @@ def tokenizer(root: str) -> dict[str, Any]:
     return {"path": str(path)}
 
 
-def corpus(directory: str, megabytes: str) -> dict[str, Any]:
+def corpus(directory: str, megabytes: float) -> dict[str, Any]:
     """``megabytes`` MB of JSON lines (documents of 1-16 KB) in files of about 8 MB: 16 distinct
-    files written once each, copied under new names for the rest."""
+    files written once each, copied under new names for the rest, the last cut at a line so the
+    total is ``megabytes`` to within a document."""
     out = pathlib.Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     words = _words()
-    target = int(float(megabytes) * 1e6)
+    target = int(megabytes * 1e6)
     written, blocks, n = 0, [], 0
     rng = np.random.default_rng(2)
     while written < target:
@@ -75,10 +83,28 @@ def corpus(directory: str, megabytes: str) -> dict[str, Any]:
                 size += len(line)
             blocks.append("".join(lines).encode())
         block = blocks[n % len(blocks)]
+        if written + len(block) > target:
+            block = block[: block.find(b"\n", target - written) + 1] or block
         (out / f"part{n:05d}.jsonl").write_bytes(block)
         written += len(block)
         n += 1
     return {"path": str(out), "bytes": written, "files": n}
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak RSS (``VmHWM``). Not ``ru_maxrss``: Linux keeps it across ``exec``,
+    so a worker would report the parent's size at the fork when that was larger."""
+    try:
+        for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _size_mib(directory: str) -> float:
+    return sum(p.stat().st_size for p in pathlib.Path(directory).rglob("*") if p.is_file()) / 2**20
 
 
 def _cpu_s() -> float:
@@ -97,8 +123,9 @@ def _texts(directory: str) -> list[str]:
     return texts
 
 
-def baseline(directory: str, tok_dir: str, threads: str, _out: str) -> dict[str, Any]:
-    """``encode_batch_fast`` over the corpus's texts (already in memory), 1 MiB batches."""
+def baseline(directory: str, tok_dir: str, threads: int) -> dict[str, Any]:
+    """``encode_batch_fast`` over the corpus's texts (already in memory), 1 MiB batches, on
+    ``RAYON_NUM_THREADS`` threads (set by the parent)."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(f"{tok_dir}/tokenizer.json")
@@ -122,35 +149,35 @@ def baseline(directory: str, tok_dir: str, threads: str, _out: str) -> dict[str,
         "mb_per_s": nbytes / seconds / 1e6,
         "mb_per_cpu_s": nbytes / cpu / 1e6,
         "tokens_per_s": tokens / seconds,
-        "threads": int(threads),
+        "threads": threads,
     }
 
 
-def prepare(directory: str, tok_dir: str, workers: str, out: str) -> dict[str, Any]:
-    """``prepare_store`` from scratch: rate, and the peak RSS of the main process and workers."""
+def prepare(directory: str, tok_dir: str, workers: int, out: str) -> dict[str, Any]:
+    """``prepare_store`` from scratch: rate, and the peak RSS of the main process and of the
+    largest worker (``tok_dir`` "bytes": the byte tokenizer)."""
     import shutil
 
     from zoo_train.data import prepare_store
 
     shutil.rmtree(out, ignore_errors=True)
     nbytes = sum(p.stat().st_size for p in pathlib.Path(directory).glob("*.jsonl"))
-    start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start_rss = _peak_rss_mib()
     cpu, start = _cpu_s(), time.perf_counter()
-    tokenizer = None if tok_dir == "bytes" else tok_dir  # "bytes": the byte tokenizer
-    info = prepare_store(
-        [directory], out, tokenizer=tokenizer, workers=int(workers), progress=False
-    )
+    tokenizer = None if tok_dir == "bytes" else tok_dir
+    info = prepare_store([directory], out, tokenizer=tokenizer, workers=workers, progress=False)
     seconds, cpu = time.perf_counter() - start, _cpu_s() - cpu
     return {
         "mb_per_cpu_s": nbytes / cpu / 1e6,
-        "workers": int(workers),
+        "workers": workers,
         "mb": nbytes / 1e6,
         "seconds": seconds,
         "mb_per_s": nbytes / seconds / 1e6,
         "tokens_per_s": info["tokens"] / seconds,
         "tokens": info["tokens"],
-        "rss_at_start_mib": start_rss / 1024,
-        "peak_rss_main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "store_mib": _size_mib(out),
+        "rss_at_start_mib": start_rss,
+        "peak_rss_main_mib": _peak_rss_mib(),
         "peak_rss_worker_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
@@ -165,26 +192,29 @@ def _timed_batches(loader: Any, steps: int, rows: tuple[int, int] | None = None)
 
 
 def loader(store: str) -> dict[str, Any]:
-    """Host time of ``StoreLoader.next_batch(16)`` at ``seq_len`` 1024 (after a warm-up)."""
+    """Time from opening the store to the first batch, host time of ``next_batch(16)`` at
+    ``seq_len`` 1024 (whole batches, then a process's 8 rows of each), and the peak RSS."""
     from zoo_train.data import StoreLoader
 
+    imported_rss = _peak_rss_mib()
     start = time.perf_counter()
     data = StoreLoader(store, seq_len=SEQ, seed=0)
     open_s = time.perf_counter() - start
     data.next_batch(BATCH)
     first_batch_s = time.perf_counter() - start
-    _timed_batches(data, 50)
-    times = _timed_batches(data, 2000)
-    half = _timed_batches(data, 2000, rows=(0, BATCH // 2))
+    _timed_batches(data, WARMUP)
+    times = _timed_batches(data, TIMED)
+    half = _timed_batches(data, TIMED, rows=(0, BATCH // 2))
     return {
-        "store_mib": sum(p.stat().st_size for p in pathlib.Path(store).rglob("*") if p.is_file())
-        / 2**20,
+        "store_mib": _size_mib(store),
         "open_s": open_s,
         "first_batch_s": first_batch_s,
         "median_us": float(np.median(times) * 1e6),
         "p99_us": float(np.percentile(times, 99) * 1e6),
         "half_median_us": float(np.median(half) * 1e6),
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "batches": 1 + WARMUP + 2 * TIMED,
+        "rss_imported_mib": imported_rss,
+        "rss_mib": _peak_rss_mib(),
     }
 
 
@@ -229,52 +259,92 @@ def boundary(store: str) -> dict[str, Any]:
     }
 
 
-def processes(store: str) -> dict[str, Any]:
-    """Rows and tokens read by each of 2 processes per global batch of 16, and that together
-    they are the 1-process batches."""
+def _bytes_read() -> int | None:
+    """Bytes this process has read by ``read``/``pread`` so far (Linux ``rchar``), reading
+    ``/proc/self/io`` itself included."""
+    try:
+        lines = pathlib.Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return None
+    return next(int(line.split()[1]) for line in lines if line.startswith("rchar:"))
+
+
+def _read_by(fn: Any) -> tuple[Any, int]:
+    """``fn()`` and the bytes it read (0 where the count is not available)."""
+    before = _bytes_read() or 0
+    probe = (_bytes_read() or 0) - before  # what one look at the count itself reads
+    out = fn()
+    return out, (_bytes_read() or 0) - before - 2 * probe
+
+
+def processes(store: str, batches: int = 200) -> dict[str, Any]:
+    """What each of 2 processes reads of every global batch of 16: rows, tokens, and bytes read
+    from the store's files; and that together they are the 1-process batches.
+
+    The two loaders live in this one process, called with the rows each process would ask for,
+    one after the other, so the bytes read between calls are each loader's own.
+    """
     from zoo_train.data import StoreLoader
 
     whole = StoreLoader(store, seq_len=SEQ, seed=0)
     parts = [StoreLoader(store, seq_len=SEQ, seed=0) for _ in range(2)]
-    read = [0, 0]
+    tokens = [[0] * batches for _ in parts]
+    rows = [[0] * batches for _ in parts]
+    counted = _bytes_read() is not None
+    io = [0, 0, 0]  # process 0, process 1, one process reading whole batches
     same = True
-    for _ in range(200):
-        full = whole.next_batch(BATCH)
-        got = [p.next_batch(BATCH, rows=(8 * i, 8 * i + 8)) for i, p in enumerate(parts)]
-        for i, g in enumerate(got):
-            read[i] += g["input_ids"].size
+    for b in range(batches):
+        full, n = _read_by(lambda: whole.next_batch(BATCH))
+        io[2] += n
+        got = []
+        for i, part in enumerate(parts):
+            half, n = _read_by(
+                lambda i=i, part=part: part.next_batch(BATCH, rows=(8 * i, 8 * i + 8))
+            )
+            got.append(half)
+            io[i] += n
+            tokens[i][b] = int(got[i]["input_ids"].size)
+            rows[i][b] = int(got[i]["input_ids"].shape[0])
         same &= all(np.array_equal(full[k], np.concatenate([g[k] for g in got])) for k in full)
-    total = 200 * BATCH * SEQ
     return {
-        "global_tokens": total,
-        "tokens_read": read,
-        "shares": [r / total for r in read],
+        "batches": batches,
+        "global_tokens_per_batch": BATCH * SEQ,
+        "rows_per_batch": [[min(r), max(r)] for r in rows],
+        "tokens_per_batch": [[min(t), max(t)] for t in tokens],
+        "tokens_read": [sum(t) for t in tokens],
+        "row_bytes": (SEQ + 1) * whole.stores[0].split("train").dtype.itemsize,
+        "bytes_read": io[:2] if counted else None,
+        "bytes_read_one_process": io[2] if counted else None,
         "same_batches": bool(same),
     }
 
 
+def _median_us(fn: Any, picks: list[np.ndarray]) -> float:
+    """Median microseconds of ``fn(pick)`` over ``picks`` (after 10 untimed calls)."""
+    for pick in picks[:10]:
+        fn(pick)
+    times = []
+    for pick in picks:
+        t = time.perf_counter()
+        fn(pick)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times) * 1e6)
+
+
 def libraries(store: str, scratch: str) -> dict[str, Any]:
-    """Median time to read 16 random rows of 1025 tokens from 20M tokens, per storage library."""
+    """Median time to read 16 random rows of 1025 tokens out of the store's first 20M tokens,
+    per storage library (a cell names a library that is not installed)."""
     from zoo_train.data import TokenStore
 
     split = TokenStore(store).split("train")
     tokens = split.span(0, min(20_000_000, split.offsets[1]))[0]
-    n = len(tokens)
+    n, dtype = len(tokens), tokens.dtype
     root = pathlib.Path(scratch)
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     starts = [rng.integers(0, n - SEQ - 1, BATCH) for _ in range(300)]
-    out: dict[str, Any] = {}
-
-    def timed(fn: Any) -> float:
-        for s in starts[:10]:
-            fn(s)
-        times = []
-        for s in starts:
-            t = time.perf_counter()
-            fn(s)
-            times.append(time.perf_counter() - t)
-        return float(np.median(times) * 1e6)
+    out: dict[str, Any] = {"tokens": n}
+    timed = lambda fn: _median_us(fn, starts)
 
     np.save(root / "tokens.npy", tokens)
     mm = np.load(root / "tokens.npy", mmap_mode="r")
@@ -287,7 +357,7 @@ def libraries(store: str, scratch: str) -> dict[str, Any]:
         spec = {
             "driver": "zarr",
             "kvstore": {"driver": "file", "path": str(root / "ts")},
-            "metadata": {"shape": [n], "chunks": [1 << 16], "dtype": "<u2"},
+            "metadata": {"shape": [n], "chunks": [1 << 16], "dtype": dtype.str},
             "create": True,
             "delete_existing": True,
         }
@@ -316,24 +386,37 @@ def libraries(store: str, scratch: str) -> dict[str, Any]:
             writer.write(tokens[r * SEQ : r * SEQ + SEQ + 1].tobytes())
         writer.close()
         source = ArrayRecordDataSource([path])
-        picks = [rng.integers(0, rows, BATCH) for _ in range(300)]
-        starts[:] = picks  # the same number of reads, as row indices
-        out["array_record_us"] = timed(
-            lambda s: np.stack([np.frombuffer(source[int(i)], np.uint16) for i in s])
+        picks = [rng.integers(0, rows, BATCH) for _ in range(300)]  # row indices this time
+        out["array_record_us"] = _median_us(
+            lambda s: np.stack([np.frombuffer(source[int(i)], dtype) for i in s]), picks
         )
         ds = (
             grain.MapDataset.source(source)
             .shuffle(seed=0)
-            .map(lambda b: np.frombuffer(b, np.uint16))
+            .map(lambda b: np.frombuffer(b, dtype))
             .batch(BATCH)
         )
-        out["grain_array_record_us"] = timed(lambda s: ds[int(s[0]) % len(ds)])
+        out["grain_array_record_us"] = _median_us(lambda s: ds[int(s[0]) % len(ds)], picks)
     except ImportError as e:
         out["array_record_us"] = out["grain_array_record_us"] = f"not installed ({e.name})"
     return out
 
 
-if __name__ == "__main__":
-    action, *args = sys.argv[1:]
+OPS = {
+    f.__name__: f
+    for f in (tokenizer, corpus, baseline, prepare, loader, boundary, processes, libraries)
+}
+
+
+def main() -> None:
+    """Serve requests: each names an op and its keyword arguments."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    print(json.dumps(globals()[action](*args)))
+    handlers = {
+        name: lambda request, fn=fn: fn(**{k: v for k, v in request.items() if k != "op"})
+        for name, fn in OPS.items()
+    }
+    serve(handlers, {"config": json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}})
+
+
+if __name__ == "__main__":
+    main()

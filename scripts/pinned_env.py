@@ -1,0 +1,92 @@
+"""An environment of its own with pinned zoo releases and the rest of zoo from this tree.
+
+Usage: python scripts/pinned_env.py DIR PIN [PIN ...]    (``make pinned PIN=...``)
+
+e.g. ``python scripts/pinned_env.py .venv-pinned zoo-flash-tpu==0.1.1``. The pins are
+released versions, served from ``wheelhouse/`` (built here first, from ``releases.toml``); every
+other zoo package is the working tree's, as a wheel; third-party packages follow
+``constraints.txt``. DIR is created when missing and otherwise changed in place, so running
+it again with another pin upgrades or rolls back that package alone. The development
+environment ``.venv`` is never touched: its packages stay the tree's, editable.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from release_table import PACKAGE_DIRS, ROOT, distribution, field
+from wheelhouse import pip_wheel
+
+WHEELHOUSE = ROOT / "wheelhouse"
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(==|>=|<=|~=|<|>|!=)")
+
+
+def pinned_name(pin: str) -> str:
+    """The distribution a pin names (``"zoo-flash-tpu==0.1.1"`` → ``"zoo-flash-tpu"``)."""
+    match = _PIN.match(pin)
+    if match is None:
+        raise ValueError(f"{pin!r} is not a pin; write NAME==VERSION, e.g. zoo-flash-tpu==0.1.1.")
+    return match.group(1).lower().replace("_", "-")
+
+
+def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
+    """What to install: each tree package not pinned at its tree version (``name==version``),
+    then the pins."""
+    pinned = {pinned_name(p) for p in pins}
+    known = {distribution(d, root) for d in PACKAGE_DIRS}
+    unknown = sorted(pinned - known)
+    if unknown:
+        raise ValueError(
+            f"{unknown[0]} is not a zoo package; pin one of {', '.join(sorted(known))}."
+        )
+    tree = []
+    for directory in PACKAGE_DIRS:
+        name = distribution(directory, root)
+        if name not in pinned:
+            version = field((root / directory / "pyproject.toml").read_text(), "version")
+            tree.append(f"{name}=={version}")
+    return [*tree, *pins]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    target, pins = Path(argv[0]), argv[1:]
+    try:
+        wanted = requirements(pins)
+    except ValueError as e:
+        print(f"pinned_env: {e}", file=sys.stderr)
+        return 2
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "wheelhouse.py"), "--out", str(WHEELHOUSE)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    if not (target / "bin" / "python").exists():
+        venv.EnvBuilder(with_pip=False).create(target)
+    with tempfile.TemporaryDirectory(prefix="zoo-tree-wheels-") as tmp:
+        pinned = {pinned_name(p) for p in pins}
+        for directory in PACKAGE_DIRS:
+            if distribution(directory) not in pinned:
+                pip_wheel(ROOT / directory, Path(tmp))
+        cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+        cmd += ["--python", str(target / "bin" / "python"), "install"]
+        cmd += ["-c", str(ROOT / "constraints.txt"), "--find-links", tmp]
+        cmd += ["--find-links", str(WHEELHOUSE), *wanted]
+        code = subprocess.call(cmd)
+    if code != 0:
+        return code
+    print(f"{target}: {', '.join(pins)}, the rest of zoo from this tree:")
+    return subprocess.call([str(target / "bin" / "zoo"), "kernels"])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

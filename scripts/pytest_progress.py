@@ -1,0 +1,41 @@
+"""A pytest plugin that keeps a suite's progress in a file, for ``scripts/run_tests.py``.
+
+Loaded with ``-p pytest_progress`` when ``ZOO_TEST_PROGRESS`` names the file: after collection
+and after each test it rewrites the file with ``{"done", "total", "failed"}`` (written beside,
+then renamed, so a reader never sees half a file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+_state = {"done": 0, "total": 0, "failed": 0}
+
+
+def _write() -> None:
+    target = os.environ.get("ZOO_TEST_PROGRESS")
+    if not target:
+        return
+    path = Path(target)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_state))
+    os.replace(tmp, path)
+
+
+def pytest_collection_finish(session: Any) -> None:
+    _state["total"] = len(session.items)
+    _write()
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    # A test is done after its call, or at a setup that failed or skipped it.
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        _state["done"] += 1
+        _state["failed"] += int(report.failed)
+        _write()
+    elif report.when == "teardown" and report.failed:
+        _state["failed"] += 1
+        _write()

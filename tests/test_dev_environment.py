@@ -1,0 +1,83 @@
+"""The development environment stays the tree's: a zoo wheel installed over an editable
+package (a pin installed into ``.venv`` by hand) is replaced by ``make install``
+(``scripts/editable.py``), and the pinned environment of its own installs what it is asked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+
+import pinned_env
+import pytest
+from _envs import PACKAGES, ROOT, installed_zoo, run, third_party_site
+
+DIRS = [PACKAGES["zoo-attention"], PACKAGES["zoo-flash-tpu"]]
+EDITABLE = ROOT / "scripts" / "editable.py"
+
+
+def _pip(python, *args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    proc = subprocess.run([*cmd, "--python", str(python), "install", *args], capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+
+
+def _editable(python) -> dict[str, bool]:
+    code = (
+        "import sys; sys.path.insert(0, 'scripts'); from editable import installed_from; "
+        "print({n: installed_from(n)[1] is not None for n in ('zoo-attention', 'zoo-flash-tpu')})"
+    )
+    return eval(run(python, "-c", code, cwd=ROOT).stdout)
+
+
+def test_make_install_restores_the_editable_package_a_pin_replaced(build_root, wheels, env_dir):
+    # The third-party packages of the main environment, build tools (hatchling and its pluggy)
+    # included: editable installs are built here.
+    site = third_party_site(build_root / "third-party-dev", test_tools=True)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    purelib = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    (ROOT / "x").exists()
+    (__import__("pathlib").Path(purelib.stdout.strip()) / "zoo_site.pth").write_text(f"{site}\n")
+    _pip(python, "--no-deps", "--no-build-isolation", *(f"-e{ROOT / d}" for d in DIRS))
+    assert _editable(python) == {"zoo-attention": True, "zoo-flash-tpu": True}
+    assert run(python, str(EDITABLE), *DIRS, cwd=ROOT).stderr == ""  # nothing to do
+    # A pin installed into the environment by hand: the kernel becomes a wheel.
+    _pip(python, "--no-deps", str(wheels["zoo-flash-tpu"]))
+    assert _editable(python) == {"zoo-attention": True, "zoo-flash-tpu": False}
+    proc = run(python, str(EDITABLE), *DIRS, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "zoo-flash-tpu" in proc.stderr and "from a wheel, not the tree" in proc.stderr
+    assert "zoo-attention" not in proc.stderr
+    assert _editable(python) == {"zoo-attention": True, "zoo-flash-tpu": True}
+    assert set(installed_zoo(python)) == {"zoo-attention", "zoo-flash-tpu"}
+
+
+def test_pinned_environment_takes_the_pins_and_the_tree_for_the_rest():
+    wanted = pinned_env.requirements(["zoo-flash-tpu==0.1.1"])
+    assert wanted[-1] == "zoo-flash-tpu==0.1.1"
+    names = [w.split("==")[0] for w in wanted[:-1]]
+    assert sorted(names) == sorted(n for n in PACKAGES if n != "zoo-flash-tpu")
+    for requirement in wanted[:-1]:
+        name, version = requirement.split("==")
+        text = (ROOT / PACKAGES[name] / "pyproject.toml").read_text()
+        assert f'version = "{version}"' in text
+    with pytest.raises(ValueError, match="not a zoo package"):
+        pinned_env.requirements(["numpy==2.0"])
+
+
+def _planned(target: str, tmp_path: Path) -> str:
+    """What ``make TARGET`` would run for environments not made yet (``make -n``)."""
+    paths = [f"VENV={tmp_path / 'venv'}", f"TPU_VENV={tmp_path / 'venv-tpu'}"]
+    proc = subprocess.run(["make", "-n", target, *paths], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_make_train_installs_only_what_training_runs(tmp_path):
+    train = _planned("train", tmp_path)
+    assert "zoo train" in train and "-e training/zoo-train" in train
+    assert "requirements-dev.txt" not in train  # no torch, transformers, pytest, ruff
+    assert str(tmp_path / "venv-tpu") not in train  # no libtpu environment
+    test = _planned("test", tmp_path)
+    assert "requirements-dev.txt" in test and str(tmp_path / "venv-tpu") in test

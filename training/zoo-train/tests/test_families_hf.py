@@ -1,0 +1,201 @@
+"""Qwen3, Gemma 3 and OLMo 2 checkpoints built with transformers, end to end: LoRA fine-tuning
+with each family's default targets, the adapter in peft, the merged export in transformers,
+greedy generation with the checkpoint's stop tokens, and Qwen3's chat template with thinking
+blocks rendered as transformers renders it."""
+
+from __future__ import annotations
+
+import json
+
+import equinox as eqx
+import numpy as np
+import pytest
+import torch
+import transformers
+from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer
+
+import zoo_models
+from zoo_train.cli import main
+from zoo_train.data._chat import render_chat, trained_spans
+from zoo_train.peft import ADAPTER_CONFIG
+
+# Qwen3's thinking blocks, as its template renders them: the reasoning of an assistant turn
+# after the last user message is shown in <think>...</think> (an empty block when there is
+# none, for the final turn); earlier turns keep their answer only. The generation prompt
+# opens an empty block when enable_thinking is false.
+THINKING_TEMPLATE = (
+    "{%- if messages[0].role == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{%- endif %}"
+    "{%- set ns = namespace(searching=true, last_user=messages|length - 1) %}"
+    "{%- for m in messages[::-1] %}"
+    "{%- if ns.searching and m.role == 'user' %}{%- set ns.searching = false %}"
+    "{%- set ns.last_user = (messages|length - 1) - loop.index0 %}{%- endif %}"
+    "{%- endfor %}"
+    "{%- for m in messages %}"
+    "{%- set content = m.content if m.content is string else '' %}"
+    "{%- if m.role == 'assistant' %}"
+    "{%- set thought = '' %}"
+    "{%- if '</think>' in content %}"
+    "{%- set thought = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1]"
+    ".lstrip('\\n') %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
+    "{%- endif %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if loop.index0 > ns.last_user and (loop.last or thought) %}"
+    "{{- '<think>\\n' + thought.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
+    "{%- else %}{{- content }}{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif m.role == 'user' or not loop.first %}"
+    "{{- '<|im_start|>' + m.role + '\\n' + content + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"
+)
+
+_SHAPE = {**TINY_HF_SHAPE, "bos_token_id": 1, "pad_token_id": 0}
+# The tiny tokenizer's ids: </s> = 2, <|im_end|> = 4 (the end of a chat turn).
+CONFIGS = {
+    # Instruction-tuned Qwen3 ends turns with <|im_end|> (config.json) and stops at either.
+    "qwen3": lambda: transformers.Qwen3Config(
+        **_SHAPE, head_dim=16, tie_word_embeddings=True, eos_token_id=4
+    ),
+    # 3 layers repeating local, global: a tail; EOS and end-of-turn both in config.json.
+    "gemma3_text": lambda: transformers.Gemma3TextConfig(
+        **{**_SHAPE, "num_hidden_layers": 3},
+        head_dim=16,
+        sliding_window=4,
+        sliding_window_pattern=2,
+        query_pre_attn_scalar=16,
+        eos_token_id=[2, 4],
+    ),
+    "olmo2": lambda: transformers.Olmo2Config(**_SHAPE, eos_token_id=2),
+}
+STOPS = {"qwen3": [4, 2], "gemma3_text": [2, 4], "olmo2": [2]}
+CHAT = [
+    {
+        "messages": [
+            {"role": "user", "content": f"alpha {i}?"},
+            {"role": "assistant", "content": f"<think>\nbeta {i}\n</think>\n\nreturn self {i}"},
+        ]
+    }
+    for i in range(12)
+]
+PROMPT = "def alpha return"
+
+
+def _checkpoint(family: str, directory) -> None:
+    """A random checkpoint with every weight perturbed, the tiny tokenizer (with the thinking
+    template) and the checkpoint's stop tokens in generation_config.json."""
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(CONFIGS[family](), dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    model.generation_config.eos_token_id = STOPS[family]
+    model.save_pretrained(directory)
+    tiny_tokenizer(directory)
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    config["chat_template"] = THINKING_TEMPLATE
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def finetuned(request, tmp_path_factory):
+    """LoRA with the family's default targets (no --lora-targets), exported merged."""
+    family = request.param
+    root = tmp_path_factory.mktemp(family)
+    _checkpoint(family, root / "hf")
+    (root / "chat.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHAT))
+    code = main([
+        "finetune", "--from-hf", str(root / "hf"), "--data", str(root / "chat.jsonl"),
+        "--out", str(root / "run"), "--steps", "3", "--lr", "3e-2", "--batch-size", "2",
+        "--seq-len", "32", "--eval-every", "0", "--no-progress", "--lora-rank", "2",
+        "--set", "val_fraction=0", "--export-hf", str(root / "export"),
+    ])  # fmt: skip
+    assert code == 0
+    return family, root
+
+
+def _hf(directory) -> transformers.PreTrainedModel:
+    return transformers.AutoModelForCausalLM.from_pretrained(
+        directory, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+
+
+def _logits(model, ids: np.ndarray) -> np.ndarray:
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            return model(torch.as_tensor(ids)).logits.numpy()
+    return np.asarray(eqx.filter_jit(lambda m, x: m(x))(model, ids))
+
+
+def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
+    from peft import PeftModel
+
+    from zoo_train._runs import load_run
+
+    family, root = finetuned
+    meta = json.loads((root / "run" / "adapter" / ADAPTER_CONFIG).read_text())
+    assert meta["target_modules"] == ["k_proj", "o_proj", "q_proj", "v_proj"]
+    ids = np.random.default_rng(0).integers(0, 256, (2, 12))
+    ours = _logits(load_run(root / "run").model, ids)
+    base = _hf(root / "hf")
+    assert np.abs(ours - _logits(base, ids)).max() > 1e-3  # the adapters changed the model
+    adapted = PeftModel.from_pretrained(base, root / "run" / "adapter").eval()
+    np.testing.assert_allclose(_logits(adapted, ids), ours, rtol=0, atol=2e-5)
+    np.testing.assert_allclose(_logits(adapted.merge_and_unload(), ids), ours, rtol=0, atol=2e-5)
+    exported = _hf(root / "export")
+    assert exported.config.model_type == family
+    np.testing.assert_allclose(_logits(exported, ids), ours, rtol=0, atol=1e-4)
+    # The checkpoint's stop tokens survive the export: config.json's list and the generation's.
+    source = json.loads((root / "hf" / "config.json").read_text())
+    assert exported.config.eos_token_id == source["eos_token_id"]
+    assert exported.generation_config.eos_token_id == STOPS[family]
+
+
+def test_generate_stops_where_transformers_stops(finetuned, capsys):
+    family, root = finetuned
+    tok = transformers.AutoTokenizer.from_pretrained(root / "export")
+    ids = tok(PROMPT, return_tensors="pt")
+    with torch.no_grad():
+        out = _hf(root / "export").generate(**ids, do_sample=False, max_new_tokens=8)
+    new = out[0, ids["input_ids"].shape[1] :].tolist()
+    ends = [i for i, t in enumerate(new) if t in STOPS[family]]
+    want = new[: ends[0]] if ends else new
+    capsys.readouterr()
+    args = ["generate", str(root / "export"), "--prompt", PROMPT, "--greedy"]
+    assert main([*args, "--max-new-tokens", "8"]) == 0
+    assert capsys.readouterr().out == PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
+    if family == "qwen3":  # the run itself evaluates and converts as any other
+        assert main(["eval", str(root / "run"), "--data", str(root / "chat.jsonl")]) == 0
+        assert main(["convert", str(root / "run"), str(root / "converted")]) == 0
+        assert _hf(root / "converted").config.model_type == "qwen3"
+
+
+def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
+    tiny_tokenizer(tmp_path)
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = THINKING_TEMPLATE
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    reference = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    tok = zoo_models.load_tokenizer(tmp_path)
+    system = {"role": "system", "content": "be brief"}
+    conversations = [
+        [CHAT[1]["messages"][0]],
+        CHAT[1]["messages"],
+        [system, *CHAT[1]["messages"], {"role": "user", "content": "and?"}],
+        [system, *CHAT[1]["messages"], *CHAT[2]["messages"]],
+    ]
+    for messages in conversations:
+        turns = [(m["role"], m["content"]) for m in messages]
+        for prompt in (False, True):
+            want = reference.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=prompt
+            )
+            assert render_chat(turns, tok, add_generation_prompt=prompt) == want
+    # A single-turn example trains on the reply with its thinking block.
+    turns = tuple((m["role"], m["content"]) for m in CHAT[3]["messages"])
+    text, ((start, end),), *_ = trained_spans(turns, tok)
+    assert text[start:end] == "<think>\nbeta 3\n</think>\n\nreturn self 3<|im_end|>\n"
