@@ -9,6 +9,7 @@ from jaxtyping import Array, Float, Int
 
 from .._mlp import activation_fn
 from ._grouped import grouped_matmul
+from ._tiled import move_rows
 
 
 def expert_mlp(
@@ -32,14 +33,17 @@ def expert_mlp(
     local = experts.reshape(-1) - first
     mine = (local >= 0) & (local < n_local)
     key = jnp.where(mine, local, n_local)
-    order = jnp.argsort(key, stable=True)
-    token = order // k
+    order = jnp.argsort(key, stable=True).astype(jnp.int32)
+    # The inverse permutation: assignment j sits at row inv[j] of the sorted rows. Moving rows
+    # both ways by gathers (no scatter-add, slow on CPU, in either direction of autodiff).
+    inv = jnp.argsort(order).astype(jnp.int32)
     sizes = jnp.bincount(key, length=n_local + 1)[:n_local].astype(jnp.int32)
-    xs = jnp.take(x, token, axis=0)
+    xs = move_rows(jnp.repeat(x, k, axis=0), order, inv)
     act = activation_fn(activation)
     mm = lambda a, w: grouped_matmul(a, w, sizes, implementation=implementation)
     out = mm(act(mm(xs, gate)) * mm(xs, up), down)
     weight = jnp.take(weights.reshape(-1), order)
     # Rows of other devices' experts hold no result (a kernel may leave them unwritten).
     out = jnp.where(mine[order][:, None], out.astype(jnp.float32) * weight[:, None], 0.0)
-    return jnp.zeros((rows, x.shape[-1]), jnp.float32).at[token].add(out).astype(x.dtype)
+    per_assignment = move_rows(out, inv, order).reshape(rows, k, -1)
+    return jnp.sum(per_assignment, axis=1).astype(x.dtype)

@@ -7,7 +7,9 @@ experts a token does not use.
 
 On a mesh (active axis rules and a mesh of several devices) the layer runs under ``shard_map``:
 each device routes its own tokens; the experts are split over the mesh axes the rules give
-``"experts"``, and their hidden width over the axes of ``"mlp"``. The tokens of the devices
+``"experts"``, and their hidden width over the axes of ``"mlp"``; their model width, stored
+split over the axes of ``"embed"`` (fully sharded data parallelism), is gathered inside the
+layer, so the gradients leave it split as the weights are stored. The tokens of the devices
 along an expert axis are gathered before the experts run, and each device's results are
 summed and scattered back to the devices that own the tokens (the token exchange), so every
 device computes only its own experts' share.
@@ -129,7 +131,7 @@ class MoE(eqx.Module):
             self.router.weight,
             *(w.astype(x.dtype) for w in (self.gate_proj, self.up_proj, self.down_proj)),
         )
-        layout = expert_layout(x.shape[0], x.ndim, self.num_experts, self.hidden)
+        layout = expert_layout(x.shape[0], x.ndim, self.num_experts, self.hidden, x.shape[-1])
         if layout is None:
             return self._local(x, mask, *weights, keep_logits=keep_logits, layout=None)
         x_spec = layout.token_spec(x.ndim)
@@ -183,6 +185,11 @@ class MoE(eqx.Module):
                 )
             if layout.experts:
                 first = jax.lax.axis_index(layout.experts) * gate.shape[0]
+            if layout.embed:  # the stored shards of the model width, gathered for the matmuls
+                gate, up = (
+                    jax.lax.all_gather(w, layout.embed, axis=1, tiled=True) for w in (gate, up)
+                )
+                down = jax.lax.all_gather(down, layout.embed, axis=2, tiled=True)
         y = expert_mlp(
             flat,
             experts,

@@ -12,7 +12,7 @@ import jax
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
-from .._logical import BATCH, EXPERTS, MLP_AXIS, current_rules, logical_to_spec
+from .._logical import BATCH, EMBED, EXPERTS, MLP_AXIS, current_rules, logical_to_spec
 
 Axes = tuple[str, ...]
 
@@ -36,12 +36,15 @@ class ExpertLayout:
         tokens: axes sharding the tokens (the leading, batch, dimension).
         experts: axes sharding the experts; each device holds ``E / size`` of them.
         hidden: axes sharding the experts' hidden width (partial sums added up).
+        embed: axes sharding the experts' model width as stored (fully sharded data
+            parallelism): gathered inside the layer, so their gradients leave it sharded.
     """
 
     mesh: jax.sharding.AbstractMesh
     tokens: Axes
     experts: Axes
     hidden: Axes
+    embed: Axes = ()
 
     @property
     def exchange(self) -> Axes:
@@ -56,11 +59,13 @@ class ExpertLayout:
         return P(_entry(self.tokens), *(None,) * (ndim - 1))
 
     def weight_spec(self, hidden_first: bool) -> P:
-        experts, hidden = _entry(self.experts), _entry(self.hidden)
-        return P(experts, hidden, None) if hidden_first else P(experts, None, hidden)
+        experts, hidden, embed = _entry(self.experts), _entry(self.hidden), _entry(self.embed)
+        return P(experts, hidden, embed) if hidden_first else P(experts, embed, hidden)
 
 
-def expert_layout(batch: int, ndim: int, n_experts: int, hidden: int) -> ExpertLayout | None:
+def expert_layout(
+    batch: int, ndim: int, n_experts: int, hidden: int, dim: int
+) -> ExpertLayout | None:
     """The layout of a call on ``ndim``-dimensional tokens of ``batch`` rows, or ``None`` when no
     axis rules or no mesh of several devices are active (or inside ``shard_map``)."""
     rules = current_rules()
@@ -85,4 +90,6 @@ def expert_layout(batch: int, ndim: int, n_experts: int, hidden: int) -> ExpertL
         return tuple(kept)
 
     experts = fitting(EXPERTS, n_experts, ())
-    return ExpertLayout(mesh, tokens, experts, fitting(MLP_AXIS, hidden, tokens + experts))
+    hidden_axes = fitting(MLP_AXIS, hidden, tokens + experts)
+    embed = fitting(EMBED, dim, experts + hidden_axes)
+    return ExpertLayout(mesh, tokens, experts, hidden_axes, embed)

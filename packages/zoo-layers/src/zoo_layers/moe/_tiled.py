@@ -27,11 +27,24 @@ def tile_rows(rows: int, groups: int) -> int:
     return tile
 
 
-@jax.custom_vjp
-def _move_rows(x: Array, src: Array, dst: Array) -> Array:
+def vary_like(x: Array, *others: Array) -> Array:
+    """``x`` marked as varying over every manual mesh axis that ``others`` vary over (inside
+    ``shard_map``; a no-op outside), so that the cotangent a custom rule computes from theirs
+    has ``x``'s type (autodiff then sums it over those axes, as for any broadcast)."""
+    varying = lambda a: jax.typeof(a).manual_axis_type.varying
+    missing = frozenset().union(*map(varying, others)) - varying(x)
+    return jax.lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
+
+
+def move_rows(x: Array, src: Array, dst: Array) -> Array:
     """``y[i] = x[src[i]]`` (zero where ``src[i]`` is out of range), for a one-to-one ``src``
     whose inverse is ``dst`` (``x[j]`` lands in ``y[dst[j]]``, or nowhere when out of range):
     the gradient is then a gather too, not a scatter."""
+    return _move_rows(vary_like(x, src, dst), src, dst)
+
+
+@jax.custom_vjp
+def _move_rows(x: Array, src: Array, dst: Array) -> Array:
     return jnp.take(x, src, axis=0, mode="fill", fill_value=0)
 
 
@@ -45,6 +58,27 @@ def _move_bwd(res: tuple[Array, Array], g: Array) -> tuple[Array, None, None]:
 
 
 _move_rows.defvjp(_move_fwd, _move_bwd)
+
+
+@jax.custom_vjp
+def _tile_weights(rhs: Array, tile_group: Array) -> Array:
+    """``rhs[tile_group]``: each tile's group matrix. Its gradient sums the tiles of each group
+    with a one-hot matmul: XLA:CPU's scatter-add, the gather's own transpose, is many times
+    slower at these sizes."""
+    return jnp.take(rhs, tile_group, axis=0)
+
+
+def _tile_fwd(rhs: Array, tile_group: Array) -> tuple[Array, tuple[Array, int]]:
+    return _tile_weights(rhs, tile_group), (tile_group, rhs.shape[0])
+
+
+def _tile_bwd(res: tuple[Array, int], g: Array) -> tuple[Array, None]:
+    tile_group, groups = res
+    one_hot = jax.nn.one_hot(tile_group, groups, dtype=g.dtype)
+    return jnp.einsum("tg,tkn->gkn", one_hot, g, precision="highest"), None
+
+
+_tile_weights.defvjp(_tile_fwd, _tile_bwd)
 
 
 def tiled_grouped_matmul(
@@ -73,8 +107,11 @@ def tiled_grouped_matmul(
     offset = slot - padded_starts[slot_group]
     src = jnp.where(offset < sizes[slot_group], starts[slot_group] + offset, m)
     tile_group = slot_group[::tile]
-    buffer = _move_rows(lhs, src, dst).reshape(tiles, tile, k)
+    buffer = move_rows(lhs, src, dst).reshape(tiles, tile, k)
     out = jnp.einsum(
-        "tmk,tkn->tmn", buffer, jnp.take(rhs, tile_group, axis=0), preferred_element_type=lhs.dtype
+        "tmk,tkn->tmn",
+        buffer,
+        _tile_weights(vary_like(rhs, lhs, tile_group), tile_group),
+        preferred_element_type=lhs.dtype,
     )
-    return _move_rows(out.reshape(slots, n), dst, src)
+    return move_rows(out.reshape(slots, n), dst, src)
