@@ -126,8 +126,8 @@ def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = 
 
 
 def mesh_sizes(mesh: Mesh) -> dict[str, int]:
-    """``{axis: size}`` of ``mesh``."""
-    return dict(mesh.shape)
+    """``{axis: size}`` of ``mesh`` (``expert`` when not 1)."""
+    return _shown(dict(mesh.shape))
 
 
 def describe_mesh(mesh: Mesh) -> str:
