@@ -29,6 +29,7 @@ def make_mesh_and_rules(config: Any) -> tuple[Any, Any]:
 
     return make_mesh(config.mesh), make_rules(config.sharding)
 
+
 # The trackers `zoo train` writes to by default.
 TRACKERS = ("jsonl", "tensorboard")
 

@@ -329,13 +329,13 @@ def test_train_with_unknown_kernel_is_a_usage_error(tmp_path, capsys):
     assert "warp" in capsys.readouterr().err
 
 
-def _expected_steps(corpus: pathlib.Path, epochs: float) -> tuple[int, int]:
+def _expected_steps(corpus: pathlib.Path, epochs: float, tmp: pathlib.Path) -> tuple[int, int]:
     """The steps of ``epochs`` passes over the training split of ``corpus`` at batch 2 and
-    seq_len 32 (the CONFIG's), and the rows an epoch holds, from the loader itself."""
-    from zoo_train.data import byte_tokenizer, split_documents
-
-    train, _ = split_documents(load_documents(corpus), val_fraction=0.05, seed=0)
-    rows = PackedLoader.from_documents(train, byte_tokenizer(), seq_len=32).rows_per_epoch
+    seq_len 32 (the CONFIG's), and the rows an epoch holds: the training split's tokens (its
+    own store, prepared as a run prepares it) cut into rows of 33 that overlap by one."""
+    prepare_store(corpus, tmp, eval_fraction=0.05, workers=1, progress=False)
+    tokens = TokenStore(tmp).split("train").num_tokens
+    rows = (tokens - 1) // 32
     return math.ceil(epochs * rows / 2), rows
 
 
@@ -344,7 +344,7 @@ def test_epochs_set_the_steps_and_the_start_line_says_what_it_trains(trained, ca
     args = [*base[: base.index("--out")], "--out", str(root / "epochs")]
     assert main([*args, "--epochs", "1", "--steps", "3"]) == 2
     assert "not both" in capsys.readouterr().err
-    steps, rows = _expected_steps(root / "corpus", 0.01)
+    steps, rows = _expected_steps(root / "corpus", 0.01, root / "epochs-store")
     assert main([*args, "--epochs", "0.01", "--set", "progress=true"]) == 0
     err = capsys.readouterr().err
     start = next(r for r in _records(root / "epochs") if r.get("event") == "start")
@@ -352,7 +352,14 @@ def test_epochs_set_the_steps_and_the_start_line_says_what_it_trains(trained, ca
     line = next(x for x in err.splitlines() if x.startswith("zoo: train "))
     assert line.startswith("zoo: train llama-tiny on ")  # the preset, not the family
     assert f"{steps} steps of 2 x 32 tokens ({steps * 2 / rows:.2g} epochs)" in line
-    assert "1 of 12 documents held out for evaluation" in line
+    # The corpus by its own path, not by its store in the data cache; what the split holds out.
+    split = TokenStore(root / "epochs-store").manifest["splits"]
+    held = split["eval"]["tokens"] / (split["eval"]["tokens"] + split["train"]["tokens"])
+    docs = split["eval"]["documents"] + split["train"]["documents"]
+    assert (
+        f" on {root / 'corpus'} ({docs} documents; held out: {split['eval']['documents']}, "
+        f"{held:.1%} of the tokens)" in line
+    ), line
     # The lines before the first step are plain lines, not drawn over an empty bar.
     assert not any("|" in x and "starting" in x for x in err.splitlines()), err
     assert "epoch=" in err  # the bar shows the epoch

@@ -201,7 +201,7 @@ def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
     config["chat_template"] = THINKING_TEMPLATE
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     reference = transformers.AutoTokenizer.from_pretrained(tmp_path)
-    tokenizer = zoo_models.load_tokenizer(tmp_path)
+    tok = zoo_models.load_tokenizer(tmp_path)
     system = {"role": "system", "content": "be brief"}
     conversations = [
         [CHAT[1]["messages"][0]],
@@ -215,8 +215,8 @@ def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
             want = reference.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=prompt
             )
-            assert render_chat(turns, tokenizer, add_generation_prompt=prompt) == want
+            assert render_chat(turns, tok, add_generation_prompt=prompt) == want
     # A single-turn example trains on the reply with its thinking block.
     turns = tuple((m["role"], m["content"]) for m in CHAT[3]["messages"])
-    text, ((start, end),), _, _ = trained_spans(turns, tokenizer)
+    text, ((start, end),), *_ = trained_spans(turns, tok)
     assert text[start:end] == "<think>\nbeta 3\n</think>\n\nreturn self 3<|im_end|>\n"

@@ -5,7 +5,9 @@ A loss function has the signature ``loss_fn(model, batch, key) -> (loss_sum, aux
 is a float32 scalar *summed* over the counted units and ``aux`` a dict of scalars that must hold
 ``"weight"`` (how many units were counted). The train step divides by the total weight over all
 micro-batches, so gradient accumulation equals the large-batch token mean exactly. The other
-``aux`` entries are sums too and are reported divided by the weight.
+``aux`` entries are sums too and are reported divided by the weight. What the weight counts is
+the loss's ``unit`` attribute (:func:`loss_unit`): tokens unless it says otherwise (a
+preference loss counts pairs).
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from jaxtyping import Array, Float, Int, PyTree
 from ._precision import cast_floating
 
 LossFn = Callable[[PyTree, dict[str, jax.Array], jax.Array], tuple[jax.Array, dict[str, jax.Array]]]
+
+
+def loss_unit(loss_fn: LossFn) -> str:
+    """What ``aux["weight"]`` of ``loss_fn`` counts: its ``unit`` attribute, else ``"tokens"``."""
+    return str(getattr(loss_fn, "unit", "tokens"))
 
 
 def token_losses(

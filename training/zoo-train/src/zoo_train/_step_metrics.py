@@ -55,10 +55,12 @@ class PackedMetrics:
 
 
 class Window:
-    """Means of the step metrics and the throughput since the last train record."""
+    """Means of the step metrics and the throughput since the last train record; the loss's
+    summed weight is recorded under its ``unit`` (``tokens``, or ``pairs``)."""
 
-    def __init__(self, tokens_per_step: int) -> None:
+    def __init__(self, tokens_per_step: int, unit: str = "tokens") -> None:
         self.tokens_per_step = tokens_per_step
+        self.unit = unit
         self.t_run = time.perf_counter()
         self.values: dict[str, list[float]] = {}
         self.start_clock(self.t_run)
@@ -87,7 +89,7 @@ class Window:
         rec: dict[str, Any] = {"step": step}
         for k, vs in self.values.items():
             rec[k] = float(np.sum(vs)) if k == "weight" else float(np.mean(vs))
-        rec["tokens"] = rec.pop("weight", 0.0)
+        rec[self.unit] = rec.pop("weight", 0.0)
         rec["lr"] = lr
         elapsed = self.t_last - self.t0
         rec["tokens_per_s"] = (

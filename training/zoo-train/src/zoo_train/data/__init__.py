@@ -11,6 +11,7 @@ from ._loader import tokenize_examples as tokenize_examples
 from ._packing import Batch as Batch
 from ._packing import pack_documents as pack_documents
 from ._packing import rows_to_batch as rows_to_batch
+from ._pairs import skipped_sentence as skipped_sentence
 from ._split import split_documents as split_documents
 from ._split import split_rows as split_rows
 from ._stdlib import stdlib_corpus as stdlib_corpus
@@ -20,6 +21,7 @@ from ._tokenizer import byte_tokenizer as byte_tokenizer
 from ._tokenizer import is_byte_level as is_byte_level
 from ._tokenizer import leading_bos as leading_bos
 from .inputs import DocumentStream as DocumentStream
+from .inputs import holds_pairs as holds_pairs
 from .store import HeldOut as HeldOut
 from .store import StoreLoader as StoreLoader
 from .store import TokenStore as TokenStore

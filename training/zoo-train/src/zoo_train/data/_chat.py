@@ -42,23 +42,28 @@ class Turn(tuple):  # type: ignore[type-arg]
 
 
 class Conversation(tuple):  # type: ignore[type-arg]
-    """The turns of a conversation, with the ``tools`` and ``documents`` its template is given."""
+    """The turns of a conversation, with the ``tools`` and ``documents`` its template is given,
+    and ``reply``: how many of its last assistant turns the loss counts (``None``: every one;
+    a preference pair's side counts its response alone, not assistant turns of its prompt)."""
 
     tools: list[Any] | None
     documents: list[Any] | None
+    reply: int | None
 
     def __new__(
         cls,
         turns: Sequence[Turn],
         tools: list[Any] | None = None,
         documents: list[Any] | None = None,
+        reply: int | None = None,
     ) -> Conversation:
         conversation = super().__new__(cls, tuple(turns))
         conversation.tools, conversation.documents = tools, documents
+        conversation.reply = reply
         return conversation
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Conversation, (tuple(self), self.tools, self.documents))
+        return (Conversation, (tuple(self), self.tools, self.documents, self.reply))
 
 
 def _message(turn: Any) -> dict[str, Any]:
@@ -192,6 +197,9 @@ def encode_example(
     offsets when it has them, else by encoding the spans one by one).
     """
     text, spans, templated, overlap = trained_spans(turns, tokenizer)
+    reply = getattr(turns, "reply", None)
+    if reply is not None:  # the last assistant turns alone (a pair's response, not its prompt)
+        spans = spans[-reply:]
     inner = getattr(tokenizer, "tokenizer", None)
     if inner is not None and hasattr(inner, "encode"):
         encoding = inner.encode(text, add_special_tokens=False)
@@ -229,6 +237,27 @@ def _list_of_dicts(value: Any) -> bool:
     return value is None or (isinstance(value, list) and all(isinstance(v, dict) for v in value))
 
 
+def parse_messages(messages: Any, where: str, field: str = "messages") -> list[Turn]:
+    """The turns of a non-empty list of messages (each with a string ``role`` and text
+    ``content``, every other field kept).
+
+    Raises:
+        ValueError: one sentence naming ``where`` and ``field``.
+    """
+    ok = isinstance(messages, list) and all(
+        isinstance(m, dict)
+        and isinstance(m.get("role"), str)
+        and _content_text(m.get("content")) is not None
+        for m in messages
+    )
+    if not ok or not messages:
+        raise ValueError(
+            f'{where}: `{field}` must be a list of {{"role": ..., "content": ...}} messages '
+            "with string roles and text contents; fix the line."
+        )
+    return [Turn(m["role"], _content_text(m.get("content")) or "", m) for m in messages]
+
+
 def parse_example(record: dict[str, Any], where: str) -> tuple[tuple[str, str], ...] | None:
     """The turns of a JSON record with ``messages`` or ``prompt``/``completion`` (``None`` for
     a plain-text record).
@@ -240,21 +269,9 @@ def parse_example(record: dict[str, Any], where: str) -> tuple[tuple[str, str], 
         ValueError: malformed messages, or a conversation with no assistant message.
     """
     if "messages" in record:
-        messages = record["messages"]
-        ok = isinstance(messages, list) and all(
-            isinstance(m, dict)
-            and isinstance(m.get("role"), str)
-            and _content_text(m.get("content")) is not None
-            for m in messages
-        )
-        if not ok or not messages:
-            raise ValueError(
-                f'{where}: `messages` must be a list of {{"role": ..., "content": ...}} '
-                "with string roles and text contents; fix the line."
-            )
+        turns = parse_messages(record["messages"], where)
         if not (_list_of_dicts(record.get("tools")) and _list_of_dicts(record.get("documents"))):
             raise ValueError(f"{where}: `tools` and `documents` must be lists of objects.")
-        turns = [Turn(m["role"], _content_text(m.get("content")) or "", m) for m in messages]
         if not any(turn[0] == ASSISTANT for turn in turns):
             raise ValueError(f"{where}: the conversation has no assistant message to learn.")
         return Conversation(turns, record.get("tools"), record.get("documents"))

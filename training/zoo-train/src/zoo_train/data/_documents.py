@@ -29,12 +29,15 @@ class Document:
             plain text.
         split: ``"train"`` or ``"eval"`` when the document's side of the held-out split is
             already chosen (the lines of a corpus of one file); empty: by the hash of its id.
+        rejected: a preference pair's rejected example (its prompt and rejected response),
+            ``turns`` then being the chosen one (see :mod:`._pairs`); empty otherwise.
     """
 
     id: str
     text: str
     turns: tuple[tuple[str, str], ...] = ()
     split: str = ""
+    rejected: tuple[tuple[str, str], ...] = ()
 
 
 def _expand(source: str | os.PathLike[str]) -> list[tuple[pathlib.Path, str, bool]]:

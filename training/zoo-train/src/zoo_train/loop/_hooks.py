@@ -119,7 +119,7 @@ def _evaluate(run: Run, eval_data: EvalData, end: StepEnd) -> None:
     t_eval = time.perf_counter()
     with host_annotation("eval"):
         evaluated = evaluate(
-            run.eval_step, run.state, eval_data, run.eval_rows, run.config.eval_batches
+            run.eval_step, run.state, eval_data, run.eval_rows, run.config.eval_batches, run.unit
         )
     run.last_eval = report_evaluation(end.step, evaluated, run.record, run.progress)
     run.window.pause(time.perf_counter() - t_eval)  # evaluation is not training time

@@ -88,6 +88,8 @@ class Reporter:
             epoch = self.epoch(step)
             shown: dict[str, float | str] = {} if epoch is None else {"epoch": epochs_text(epoch)}
             shown.update(loss=rec.get("loss", m["loss"]), lr=m["lr"])
+            if "rewards/accuracies" in rec:  # preference tuning: how often the chosen side wins
+                shown["acc"] = rec["rewards/accuracies"]
             if rec["tokens_per_s"] is not None:
                 shown["tok_s"] = rec["tokens_per_s"]
             balance = expert_balance(rec)

@@ -22,7 +22,7 @@ import zoo_layers
 
 from .._config import TrainConfig
 from .._extension import steps_change
-from .._loss import LossFn, make_lm_loss
+from .._loss import LossFn, loss_unit, make_lm_loss
 from .._plan import StatePlan, is_builder, plan_state
 from .._precision import resolve_compute_dtype
 from .._provenance import attention_resolutions, kernel_label, provenance
@@ -80,6 +80,7 @@ class Run:
         last_eval: the last evaluation record.
         stop: the stop request (SIGTERM, Ctrl-C).
         profile, profile_meta: the traced window and what its capture records.
+        unit: what the loss's weight counts (``"tokens"``; ``"pairs"`` for preferences).
     """
 
     config: TrainConfig
@@ -106,6 +107,7 @@ class Run:
     stop: StopRequest
     profile: ProfileWindow
     profile_meta: dict[str, Any]
+    unit: str = "tokens"
 
     def save(self, step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
         """Start saving the state as checkpoint ``step`` (ranked by ``evaluated``'s loss)."""
@@ -171,11 +173,13 @@ def start_run(
     eval_rows = BatchLayout(setup.mesh, setup.rules, config.batch_size)
     last_eval = None
     if restored is None and eval_data is not None:  # the curve starts at the untrained model
-        evaluated = evaluate(eval_step, state, eval_data, eval_rows, config.eval_batches)
+        evaluated = evaluate(
+            eval_step, state, eval_data, eval_rows, config.eval_batches, loss_unit(setup.loss_fn)
+        )
         last_eval = report_evaluation(start, evaluated, record, progress)
     label = kernel_label(kernels)
     tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
-    window = Window(tokens_per_step)
+    window = Window(tokens_per_step, loss_unit(setup.loss_fn))
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
         skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
@@ -211,6 +215,7 @@ def start_run(
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
+        unit=loss_unit(setup.loss_fn),
     )
 
 
@@ -356,9 +361,15 @@ def report_evaluation(
     """Record and show the evaluation at ``step``; the record."""
     rec = {"step": step, **evaluated}
     record(rec)
-    progress.write(
-        f"step {step}: eval loss {evaluated['eval_loss']:.4f}, ppl {evaluated['eval_ppl']:.2f}"
+    accuracy = evaluated.get("eval_rewards/accuracies")
+    shown = (
+        f"ppl {evaluated['eval_ppl']:.2f}"
+        if "eval_ppl" in evaluated
+        else f"reward accuracy {accuracy:.3f}"
+        if accuracy is not None
+        else f"{evaluated.get('eval_pairs', 0):,.0f} pairs"
     )
+    progress.write(f"step {step}: eval loss {evaluated['eval_loss']:.4f}, {shown}")
     return rec
 
 

@@ -27,3 +27,4 @@ from ._lora import apply_lora as apply_lora
 from ._lora import count_params as count_params
 from ._lora import lora_filter as lora_filter
 from ._lora import merge_lora as merge_lora
+from ._lora import without_adapters as without_adapters

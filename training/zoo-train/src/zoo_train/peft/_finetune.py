@@ -11,6 +11,7 @@ from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
 from .._config import TrainConfig
+from .._loss import LossFn
 from .._precision import cast_model
 from ..data import DataSource
 from ..loop import EvalSource, TrainResult, train
@@ -57,6 +58,7 @@ def finetune(
     mesh: Mesh | None = None,
     start_info: dict[str, Any] | None = None,
     adapter_from: str | pathlib.Path | None = None,
+    loss_fn: LossFn | None = None,
 ) -> TrainResult:
     """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
 
@@ -65,7 +67,8 @@ def finetune(
     optimizer state holds adapter parameters only; ``adapter_from`` (a PEFT adapter directory
     with ``lora``'s settings) gives their starting values. At the end the adapters alone are
     written to ``out/adapter/`` as a PEFT adapter directory (``adapter_model.safetensors``,
-    ``adapter_config.json``). Resuming works as
+    ``adapter_config.json``). ``loss_fn`` replaces the next-token loss (e.g. a
+    :class:`~zoo_train.preference.PreferenceLoss`). Resuming works as
     for :func:`train` (same ``out``); ``stop_at`` ends this call early, ``mesh`` lays the run
     out on devices and ``start_info`` goes into the start record, as there.
 
@@ -87,6 +90,7 @@ def finetune(
         config=config,
         out=out,
         eval_data=eval_data,
+        loss_fn=loss_fn,
         trainable=trainable,
         run_info=info,
         stop_at=stop_at,

@@ -201,6 +201,16 @@ def merge_lora(model: PyTree) -> PyTree:
     )
 
 
+def without_adapters(model: PyTree) -> PyTree:
+    """``model`` with its adapters switched off: every :class:`LoRALinear` replaced by its base
+    layer, the same arrays (no copy). The reference of preference tuning with LoRA."""
+    return jax.tree.map(
+        lambda x: x.base if isinstance(x, LoRALinear) else x,
+        model,
+        is_leaf=lambda x: isinstance(x, LoRALinear),
+    )
+
+
 def adapter_arrays(model: PyTree) -> dict[str, np.ndarray]:
     """The adapters of ``model`` as ``{"<path>.lora_a": A, "<path>.lora_b": B}`` (host numpy)."""
     leaves = jax.tree_util.tree_flatten_with_path(

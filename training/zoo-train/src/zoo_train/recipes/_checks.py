@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 
 from .._usage import UsageError
-from ..settings import FinetuneSettings, RunSettings
+from ..settings import OBJECTIVES, FinetuneSettings, RunSettings
 from ._data import check_data_paths
 from ._export_record import is_own_export
 
@@ -42,6 +42,41 @@ def finetune_model_error() -> UsageError:
     )
 
 
+def check_objective(s: FinetuneSettings) -> None:
+    """The objective, and data of its kind: preference pairs for a preference objective, none
+    for ``sft``. Each source is read up to its first record, before any model is loaded."""
+    from ..data import holds_pairs
+
+    if s.objective not in OBJECTIVES:
+        raise UsageError(
+            f"--objective must be one of {', '.join(OBJECTIVES)}; got {s.objective!r}."
+        )
+    if s.beta is not None and not s.beta > 0:
+        raise UsageError(f"--beta must be positive, got {s.beta}.")
+    preference = s.objective != "sft"
+    if preference and not s.data:
+        raise UsageError(
+            f"--objective {s.objective} trains on preference pairs; pass them with --data (JSON "
+            "lines with `prompt`, `chosen` and `rejected`, or a token store of them)."
+        )
+    for path in [*s.data, *s.eval_data]:
+        try:
+            pairs = holds_pairs(path)
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
+        if preference and not pairs:
+            raise UsageError(
+                f"--objective {s.objective} trains on preference pairs, but {path!r} holds plain "
+                "text or examples; pass JSON lines with `prompt`, `chosen` and `rejected` (or a "
+                "token store of them)."
+            )
+        if not preference and pairs:
+            raise UsageError(
+                f"{path!r} holds preference pairs; pass --objective dpo, ipo, simpo or orpo to "
+                "tune on them."
+            )
+
+
 def check_finetune(s: FinetuneSettings) -> None:
     """What ``zoo train`` checks, the LoRA rank, and the export target (refused now, not after
     training)."""
@@ -54,6 +89,7 @@ def check_finetune(s: FinetuneSettings) -> None:
         raise UsageError(
             f"--lora-rank must be positive for LoRA or 0 for full fine-tuning, got {s.lora.rank}."
         )
+    check_objective(s)
     if s.export_hf is None:
         return
     if pathlib.Path(s.export_hf).resolve() == pathlib.Path(s.out).resolve():

@@ -13,7 +13,7 @@ from typing import Any
 from .._usage import UsageError
 from ..parallel import is_primary
 from ..settings import RunSettings
-from ._stores import eval_stores, slug, training_stores
+from ._stores import data_cache, eval_stores, slug, training_stores
 
 
 def check_data_paths(paths: list[str]) -> None:
@@ -64,14 +64,21 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
-def _describe(sources: list[tuple[str, pathlib.Path]], stores: list[Any]) -> str:
+def _describe(
+    sources: list[tuple[str, pathlib.Path]], stores: list[Any], cache: pathlib.Path
+) -> str:
     """Each source with its documents and what of it is held out, e.g. ``corpus/ (120
-    documents; held out: 6, 4.8% of the tokens)``."""
+    documents; held out: 6, 4.8% of the tokens)``: raw data by the paths the user gave, not
+    by its store in the data ``cache``."""
     parts = []
     for (name, path), store in zip(sources, stores, strict=True):
         train, held = store.manifest["splits"]["train"], store.manifest["splits"]["eval"]
         docs = train["documents"] + held["documents"]
-        what = "the Python standard library" if name == "stdlib" else str(path)
+        what = str(path)
+        if name == "stdlib":
+            what = "the Python standard library"
+        elif path.absolute().parent == cache.absolute():
+            what = ", ".join(source["source"] for source in store.manifest["sources"])
         share = held["tokens"] / max(train["tokens"] + held["tokens"], 1)
         out = (
             f"held out: {held['documents']:,}, {share:.1%} of the tokens"
@@ -104,7 +111,7 @@ def build_data(s: RunSettings, tokenizer: Any) -> Data:
             tokenizer=tokenizer,
             names=_unique([name for name, _ in sources]),
         )
-        described = _describe(sources, stores)
+        described = _describe(sources, stores, data_cache(s))
         if s.eval_data:
             held = eval_stores(s, tokenizer)
             val = {

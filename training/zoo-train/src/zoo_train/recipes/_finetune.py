@@ -14,6 +14,7 @@ from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
+from ._preference import preference_loss
 from ._run import Job, open_trackers, run, saved_provenance, say, trained
 
 
@@ -37,9 +38,15 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         lora = lora_config(s, model)
         with build_data(s, model.tokenizer) as data:
             s = steps_for_epochs(s, data.train)
+            loss_fn = preference_loss(s, model, data, lora, out, mesh, rules)
             job = Job("finetune", s, out, mesh, rules, model, data, lora, saved, trackers)
             result = run(
-                job, finetune, lora=lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
+                job,
+                finetune,
+                lora=lora,
+                key=jax.random.key(s.seed),
+                adapter_from=s.lora.from_,
+                loss_fn=loss_fn,
             )
         if lora is not None and trained(result):
             say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")

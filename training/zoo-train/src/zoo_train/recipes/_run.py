@@ -72,12 +72,21 @@ class Job:
         """What the run records about its model (compared on resume)."""
         from .._runs import model_identity, tokenizer_spec
 
-        return {
+        info = {
             "model": self.settings.model if self.command == "train" else None,
             "model_config": model_identity(self.model.config),
             "tokenizer": tokenizer_spec(self.model.tokenizer),
             "init": self.model.init,
         }
+        objective = getattr(self.settings, "objective", "sft")
+        if objective != "sft":  # a preference run resumes only with the same objective
+            s = self.settings
+            info["objective"] = {
+                "name": objective,
+                "beta": getattr(s, "beta", None),
+                "simpo_gamma": getattr(s, "simpo_gamma", None) if objective == "simpo" else None,
+            }
+        return info
 
 
 def open_trackers(s: RunSettings, out: pathlib.Path) -> Trackers:
@@ -187,8 +196,15 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
         )
     elif train:  # one record (log_every >= the steps taken): no trend to show
         parts.append(f"train loss {train[0]['loss']:.3f} (steps {start_step + 1}-{end_step})")
-    if evals:
+    if evals and "eval_ppl" in evals[-1]:
         parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
+    elif evals and "eval_rewards/accuracies" in evals[-1]:
+        first, last = evals[0], evals[-1]
+        parts.append(
+            f"eval loss {last['eval_loss']:.3f}, reward accuracy "
+            f"{first['eval_rewards/accuracies']:.3f} (step {first['step']}) -> "
+            f"{last['eval_rewards/accuracies']:.3f} (step {last['step']})"
+        )
     say("zoo: " + "; ".join(parts))
     say(
         f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "

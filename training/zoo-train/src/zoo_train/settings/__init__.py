@@ -14,6 +14,7 @@ from ._resolve import defaults as defaults
 from ._resolve import parse_assignment as parse_assignment
 from ._resolve import read_config_file as read_config_file
 from ._resolve import resolve_settings as resolve_settings
+from ._run import OBJECTIVES as OBJECTIVES
 from ._run import AttentionSettings as AttentionSettings
 from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings

@@ -18,6 +18,10 @@ if TYPE_CHECKING:  # jax is imported only once a command runs: `zoo --help` stay
     from ..parallel import MeshConfig
 
 
+#: ``zoo finetune --objective``: next-token loss, or a preference objective on pairs.
+OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo")
+
+
 @dataclasses.dataclass(frozen=True)
 class OptimizerSettings:
     """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``)."""
@@ -340,6 +344,22 @@ class FinetuneSettings(RunSettings):
         "let --export-hf replace a non-empty directory or the source model",
         flag="--overwrite",
         switch=True,
+    )
+    objective: str = setting(
+        "sft",
+        "sft (next-token loss on the responses), or preference tuning on pairs: dpo, ipo, "
+        "simpo or orpo",
+        flag="--objective",
+        metavar="NAME",
+    )
+    beta: float | None = setting(
+        None,
+        "beta of the preference objective (none: 0.1 for dpo, ipo and orpo; 2.0 for simpo)",
+        flag="--beta",
+        metavar="BETA",
+    )
+    simpo_gamma: float = setting(
+        0.5, "SimPO's target reward margin gamma", flag="--simpo-gamma", metavar="GAMMA"
     )
     lora: LoRASettings = section(LoRASettings)
 

@@ -62,8 +62,11 @@ class DocumentStream:
         self.total_bytes = sum(self.sizes)
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
+        # Preference pairs skipped, by reason: [count, where the first one is].
+        self.skipped_pairs: dict[str, list] = {}
 
     def __iter__(self) -> Iterator[Document]:
+        self.skipped_pairs = {}
         if self.line_split is not None:  # a fresh budget for each pass over the corpus
             fraction, seed = self.line_split
             self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
@@ -101,11 +104,15 @@ class DocumentStream:
         by_path = {f.path: f.source for f in self.files}
         return [(p, by_path[p]) for p in self.skipped]
 
+    def _skip_pair(self, reason: str, where: str) -> None:
+        entry = self.skipped_pairs.setdefault(reason, [0, where])
+        entry[0] += 1
+
     def _read(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
         if file.kind == "jsonl":
-            return read_jsonl(file, self.text_field, tell)
+            return read_jsonl(file, self.text_field, tell, self._skip_pair)
         if file.kind in ("parquet", "arrow"):
-            return read_table(file, self.text_field, tell)
+            return read_table(file, self.text_field, tell, self._skip_pair)
         return self._read_text(file, tell)
 
     def _read_text(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:

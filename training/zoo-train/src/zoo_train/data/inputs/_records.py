@@ -10,6 +10,7 @@ from typing import Any
 
 from .._chat import parse_example
 from .._documents import Document
+from .._pairs import is_pair_record, pair_documents
 from ._files import InputFile
 from ._text import open_raw, piece_documents, pieces
 
@@ -17,11 +18,21 @@ _BATCH_ROWS = 1024
 
 
 def record_documents(
-    record: Any, name: str, where: str, text_field: str, *, required: bool
+    record: Any,
+    name: str,
+    where: str,
+    text_field: str,
+    *,
+    required: bool,
+    skip: Callable[[str, str], None] | None = None,
 ) -> Iterator[Document]:
-    """The documents of one record: a chat or prompt/completion example, or its text field
-    (cut into pieces when long). A record without the text field is an error when
-    ``required`` (JSON lines), else skipped (a null cell of a table)."""
+    """The documents of one record: a preference pair, a chat or prompt/completion example, or
+    its text field (cut into pieces when long). A record without the text field is an error
+    when ``required`` (JSON lines), else skipped (a null cell of a table); a pair without a
+    preference is skipped, told to ``skip(reason, where)``."""
+    if is_pair_record(record):
+        yield from pair_documents(record, name, where, skip)
+        return
     turns = parse_example(record, where) if isinstance(record, dict) else None
     if turns is not None:
         yield Document(name, "\n".join(c for _, c in turns), turns)
@@ -38,8 +49,14 @@ def record_documents(
     yield from piece_documents(name, pieces(text))
 
 
-def read_jsonl(file: InputFile, text_field: str, tell: Callable[[int], None]) -> Iterator[Document]:
-    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line."""
+def read_jsonl(
+    file: InputFile,
+    text_field: str,
+    tell: Callable[[int], None],
+    skip: Callable[[str, str], None] | None = None,
+) -> Iterator[Document]:
+    """The documents of a JSON-lines file; ``tell(bytes on disk read so far)`` after each line;
+    ``skip(reason, where)`` for each pair skipped."""
     stream, raw = open_raw(file.path, file.compression)
     with raw, stream:
         lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")  # type: ignore[arg-type]
@@ -52,7 +69,7 @@ def read_jsonl(file: InputFile, text_field: str, tell: Callable[[int], None]) ->
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where} is not valid JSON ({e.msg}); fix the line.") from e
             yield from record_documents(
-                record, f"{file.name}:{line_no}", where, text_field, required=True
+                record, f"{file.name}:{line_no}", where, text_field, required=True, skip=skip
             )
             tell(raw.tell())
 
@@ -60,6 +77,9 @@ def read_jsonl(file: InputFile, text_field: str, tell: Callable[[int], None]) ->
 def _columns(names: list[str], file: InputFile, text_field: str) -> list[str]:
     if "messages" in names:
         return ["messages"]
+    if "chosen" in names or "rejected" in names:  # a preference pair (checked per record)
+        pair = ("prompt", "chosen", "rejected", "tools", "documents")
+        return [n for n in pair if n in names]
     if "prompt" in names and "completion" in names:
         return ["prompt", "completion"]
     if text_field in names:
@@ -94,7 +114,12 @@ def _batches(file: InputFile, text_field: str) -> tuple[Iterator[Any], int]:
     return (b.select(columns) for b in batches), -1
 
 
-def read_table(file: InputFile, text_field: str, tell: Callable[[int], None]) -> Iterator[Document]:
+def read_table(
+    file: InputFile,
+    text_field: str,
+    tell: Callable[[int], None],
+    skip: Callable[[str, str], None] | None = None,
+) -> Iterator[Document]:
     """The documents of a Parquet or Arrow file, a record batch at a time."""
     import pyarrow as pa
 
@@ -108,7 +133,12 @@ def read_table(file: InputFile, text_field: str, tell: Callable[[int], None]) ->
         for record in batch.to_pylist():
             row += 1
             yield from record_documents(
-                record, f"{file.name}:{row}", f"{file.path} row {row}", text_field, required=False
+                record,
+                f"{file.name}:{row}",
+                f"{file.path} row {row}",
+                text_field,
+                required=False,
+                skip=skip,
             )
         if rows > 0:
             tell(size * row // rows)

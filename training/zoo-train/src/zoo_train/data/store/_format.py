@@ -9,7 +9,15 @@ A store is a directory::
     train/00000.starts         int64: where each document starts, in tokens from the shard's start
     train/00000.mask           uint8: each token's loss weight as a target (shards with chat or
                                prompt/completion examples only; absent: every token counts)
+    train/00000.pairs          int64 [documents, 2]: the chosen side's length in tokens and the
+                               source line of each preference pair (shards with pairs only)
     eval/00000.*               the held-out split, the same way
+
+A preference pair is one document: its chosen example then its rejected example, each with its
+own BOS/EOS and loss weights on its response alone. One document, so that everything that works
+per document keeps a pair whole: the held-out split, the token cap on it, chunks, shards, and
+packing into rows. A store holding pairs has format version 2 (:data:`PAIRS_VERSION`), so a
+reader that does not know the ``pairs`` file refuses it rather than training on both sides.
 
 Shard ``k`` of both splits comes from the same stretch of the input.
 """
@@ -26,9 +34,10 @@ import numpy as np
 
 FORMAT = "zoo-token-store"
 VERSION = 1
+PAIRS_VERSION = 2  # a store with preference pairs: readers of version 1 must refuse it
 MANIFEST = "manifest.json"
 SPLITS = ("train", "eval")
-TOKENS, STARTS, MASK = "tokens", "starts", "mask"
+TOKENS, STARTS, MASK, PAIRS = "tokens", "starts", "mask", "pairs"
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -93,10 +102,10 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     manifest = json.loads(file.read_text())
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{str(file)!r} is not a token store manifest; pass a store directory.")
-    if manifest.get("version", 0) > VERSION:
+    if manifest.get("version", 0) > PAIRS_VERSION:
         raise ValueError(
             f"The store {os.fspath(path)!r} has format version {manifest['version']}, newer than "
-            f"this zoo reads ({VERSION}); upgrade zoo-train."
+            f"this zoo reads ({PAIRS_VERSION}); upgrade zoo-train."
         )
     return manifest
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .._pairs import skipped_sentence
 from ._format import read_manifest
 
 _SHOWN = 8  # sources listed by name; the rest are counted
@@ -12,7 +13,7 @@ _SHOWN = 8  # sources listed by name; the rest are counted
 
 def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON-ready summary of the store at ``store``: ``path``, ``fingerprint``, ``documents``,
-    ``tokens``, ``examples``, ``shards``, ``bytes`` (on disk), ``dtype``, ``tokenizer`` (its
+    ``tokens``, ``examples``, ``pairs`` (preference pairs), ``shards``, ``bytes`` (on disk), ``dtype``, ``tokenizer`` (its
     description, fingerprint, vocabulary size, BOS/EOS ids), ``splits`` (documents, tokens,
     examples and shards of ``train`` and ``eval``), ``sources`` and ``skipped`` files.
 
@@ -27,6 +28,7 @@ def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
         "documents": sum(s["documents"] for s in splits.values()),
         "tokens": sum(s["tokens"] for s in splits.values()),
         "examples": sum(s["examples"] for s in splits.values()),
+        "pairs": sum(s.get("pairs", 0) for s in splits.values()),
         "shards": len(m["shards"]),
         "bytes": sum(f["bytes"] for s in m["shards"] for f in s["files"]),
         "dtype": m["dtype"],
@@ -45,7 +47,13 @@ def describe_info(summary: dict[str, Any]) -> str:
         f"store       {summary['path']}",
         f"fingerprint {summary['fingerprint'][:16]}",
         f"documents   {summary['documents']:,}"
-        + (f" ({summary['examples']:,} chat or prompt/completion)" if summary["examples"] else ""),
+        + (
+            f" ({summary['pairs']:,} preference pairs)"
+            if summary["pairs"]
+            else f" ({summary['examples']:,} chat or prompt/completion)"
+            if summary["examples"]
+            else ""
+        ),
         f"tokens      {summary['tokens']:,} ({summary['dtype']})",
         f"shards      {summary['shards']} ({summary['bytes'] / 2**20:,.1f} MiB)",
         f"tokenizer   {tok['description']} (vocabulary {tok['vocab_size']:,}, "
@@ -66,5 +74,9 @@ def describe_info(summary: dict[str, Any]) -> str:
         lines.append(
             f"skipped     {summary['skipped']['files']} binary or non-UTF-8 file(s) "
             f"(e.g. {summary['skipped']['example']})"
+        )
+    for reason, (count, first) in (summary["skipped"].get("pairs") or {}).items():
+        lines.append(
+            f"skipped     {skipped_sentence(reason, count, first).removeprefix('skipped ')}"
         )
     return "\n".join(lines)

@@ -38,6 +38,7 @@ from ..inputs import PIECE_CHARS, DocumentStream
 from ._format import (
     FORMAT,
     MANIFEST,
+    PAIRS_VERSION,
     SPLITS,
     VERSION,
     content_fingerprint,
@@ -97,7 +98,7 @@ def _same(manifest: dict[str, Any], settings: dict[str, Any], sources: list[dict
     """What differs between an existing store and this prepare (empty: nothing)."""
     old = manifest.get("settings", {})
     diff = [k for k in settings if old.get(k) != settings[k]]
-    if manifest.get("version") != VERSION:
+    if manifest.get("version") not in (VERSION, PAIRS_VERSION):
         diff.append("format version")
     if manifest.get("sources") != sources:
         diff.append("inputs")
@@ -199,7 +200,11 @@ class _Run:
             if mask is not None and not take.all():
                 mask = _gather(mask, pieces)
             n_examples = int(encoded.examples[take].sum())
-            self.writers[split].append(tokens, encoded.lengths[take], mask, n_examples)
+            pairs = None if encoded.pairs is None else encoded.pairs[take]
+            origins = [o for o, t in zip(encoded.origins, take.tolist(), strict=False) if t]
+            self.writers[split].append(
+                tokens, encoded.lengths[take], mask, n_examples, pairs, origins
+            )
         self.tokens += len(encoded.tokens)
         self.chunks += 1
         self.chars += chars
@@ -413,15 +418,16 @@ def _manifest(
 ) -> dict[str, Any]:
     splits = {
         split: {
-            key: sum(s[key] for s in shards if s["split"] == split)
-            for key in ("documents", "tokens", "examples")
+            key: sum(s.get(key, 0) for s in shards if s["split"] == split)
+            for key in ("documents", "tokens", "examples", "pairs")
         }
         | {"shards": sum(1 for s in shards if s["split"] == split)}
         for split in SPLITS
     }
+    pairs = any(s.get("pairs") for s in shards)
     manifest = {
         "format": FORMAT,
-        "version": VERSION,
+        "version": PAIRS_VERSION if pairs else VERSION,
         "tokenizer": identity,
         "dtype": dtype.name,
         "settings": settings,
@@ -429,6 +435,8 @@ def _manifest(
         "skipped": {
             "files": len(stream.skipped),
             "example": str(stream.skipped[0]) if stream.skipped else None,
+            # preference pairs without a preference: reason -> [count, the first one's place]
+            "pairs": stream.skipped_pairs,
         },
         "splits": splits,
         "shards": shards,

@@ -10,6 +10,13 @@ A split's shards read as one token stream. Rows are spans of it, ``seq_len + 1``
 
 Segment ids and positions come from the documents' starts, as packing makes them
 (:func:`~zoo_train.data.rows_to_batch`), so a target never crosses a document boundary.
+
+Stores of preference pairs are packed by whole pairs (a pair longer than a row is skipped, and
+named, never cut), each side its own segment: in a row, segment ``2k - 1`` is the chosen side
+of the row's ``k``-th pair and segment ``2k`` its rejected side. With reference
+log-probabilities attached (:attr:`TokenSplit.reference`), a batch also holds ``ref_logps``
+(float32 ``[B, T]``): each side's reference log-probability at its first position, 0 elsewhere,
+so summing it per segment gives each side's value.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import numpy as np
 
 from .._packing import Batch, rows_to_batch, segments_from_starts
 from .._tokenizer import Tokenizer
-from ._format import MASK, STARTS, TOKENS
+from ._format import MASK, PAIRS, STARTS, TOKENS
 from ._identity import TOKENIZER_DIR, stored_tokenizer, tokenizer_identity
 from ._verify import check_store
 
@@ -60,18 +67,30 @@ class _ShardFile:
 class TokenSplit:
     """One split (``train`` or ``eval``) of a store: its shards read as one token stream."""
 
-    def __init__(self, root: pathlib.Path, shards: list[dict[str, Any]], dtype: np.dtype) -> None:
+    def __init__(
+        self, root: pathlib.Path, shards: list[dict[str, Any]], dtype: np.dtype, key: str = ""
+    ) -> None:
+        self.key = key  # the store's fingerprint and the split's name: what names it in a run
         self.dtype = np.dtype(dtype)
         self.tokens: list[_ShardFile] = []
         self.masks: list[_ShardFile | None] = []
         starts: list[np.ndarray] = []
+        pairs: list[np.ndarray] = []
+        self.root = root
         self.offsets = [0]
+        self._origins: list[tuple[int, str]] = []
         for shard in shards:
             names = {f["name"].rsplit(".", 1)[1]: root / f["name"] for f in shard["files"]}
             self.tokens.append(_ShardFile(names[TOKENS], self.dtype))
             mask = names.get(MASK)
             self.masks.append(None if mask is None else _ShardFile(mask, np.dtype(np.uint8)))
             starts.append(np.fromfile(names[STARTS], np.int64) + self.offsets[-1])
+            first = sum(len(s) for s in starts[:-1])
+            if PAIRS in names:
+                pairs.append(np.fromfile(names[PAIRS], np.int64).reshape(-1, 2))
+                self._origins += [(first + d, name) for d, name in shard.get("origins", [])]
+            else:
+                pairs.append(np.zeros((len(starts[-1]), 2), np.int64))
             self.offsets.append(self.offsets[-1] + shard["tokens"])
         self.num_tokens = self.offsets[-1]
         # 8 bytes per document in memory: the boundaries every row's segments come from.
@@ -79,6 +98,18 @@ class TokenSplit:
         self.num_documents = len(self.starts)
         self.weighted = any(m is not None for m in self.masks)
         self.examples = sum(s["examples"] for s in shards)
+        self.pairs = sum(s.get("pairs", 0) for s in shards)
+        # Per document: the chosen side's length of a preference pair (0: not a pair), its line.
+        self.pair_info: np.ndarray | None = np.concatenate(pairs) if self.pairs else None
+        #: Reference log-probabilities ``[documents, 2]`` (chosen, rejected) of a pair split,
+        #: added to its batches as ``ref_logps`` when set.
+        self.reference: np.ndarray | None = None
+
+    def origin(self, doc: int) -> str:
+        """Where pair ``doc`` came from: ``file:line``."""
+        names = [name for first, name in self._origins if first <= doc]
+        line = 0 if self.pair_info is None else int(self.pair_info[doc, 1])
+        return f"{names[-1] if names else self.root}:{line}"
 
     def close(self) -> None:
         """Close the shard files."""
@@ -137,14 +168,39 @@ class TokenSplit:
         first = np.cumsum(count) - count
         doc = np.arange(len(which)) - np.repeat(first, count) + np.repeat(lo, count)
         cols = self.starts[doc] - begin[which]
-        if len(cols) > 2 * rows or padding is not None:
+        extra: dict[str, np.ndarray] = {}
+        if self.pair_info is not None:
+            which, cols, extra = self._sides(begin, end, width)
+        if len(cols) > 2 * rows or padding is not None or self.pair_info is not None:
             starts = np.zeros((rows, width), bool)
             starts[:, 0] = True
             starts[which, cols] = True
             segment_ids, positions = segments_from_starts(starts, padding)
         else:  # windows over long documents: a few boundaries, each a slice
             segment_ids, positions = _few_segments(rows, width, which.tolist(), cols.tolist())
-        return rows_to_batch(tokens, segment_ids, positions, weights)
+        return {**rows_to_batch(tokens, segment_ids, positions, weights), **extra}
+
+    def _sides(
+        self, begin: np.ndarray, end: np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Rows ``which`` and columns ``cols`` where the sides of the pairs in rows
+        ``[begin, end)`` start (rows begin with a pair), and ``ref_logps`` when attached."""
+        rows = len(begin)
+        lo = np.searchsorted(self.starts, begin, side="left")
+        count = np.searchsorted(self.starts, end, side="left") - lo
+        which = np.repeat(np.arange(rows), count)
+        doc = np.arange(len(which)) - np.repeat(np.cumsum(count) - count, count)
+        doc = doc + np.repeat(lo, count)
+        cols = self.starts[doc] - begin[which]
+        assert self.pair_info is not None
+        sides = cols + self.pair_info[doc, 0]
+        extra = {}
+        if self.reference is not None:
+            ref = np.zeros((rows, width), np.float32)
+            ref[which, cols] = self.reference[doc, 0]
+            ref[which, sides] = self.reference[doc, 1]
+            extra["ref_logps"] = ref[:, :-1]  # a side's first token is an input, not only a target
+        return np.concatenate([which, which]), np.concatenate([cols, sides]), extra
 
 
 def _few_segments(
@@ -168,6 +224,7 @@ class RowLayout:
     Attributes:
         rows: rows in the layout (training: whole rows only; evaluation: every token).
         truncated: documents cut to one row (packed examples longer than a row).
+        skipped: preference pairs longer than a row, left out (document indices).
     """
 
     split: TokenSplit
@@ -176,6 +233,14 @@ class RowLayout:
     begins: np.ndarray | None  # packed: each row's first token; None: windows
     lengths: np.ndarray | None
     truncated: int = 0
+    skipped: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def documents(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(first, count)`` int64 of each row's documents (of a packed layout): the row holds
+        documents ``first … first + count - 1``, whole."""
+        begin, length = self.spans(rows)
+        first = np.searchsorted(self.split.starts, begin, side="left")
+        return first, np.searchsorted(self.split.starts, begin + length, side="left") - first
 
     def spans(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(begin, length)`` int64 of each row."""
@@ -208,8 +273,23 @@ def layout(split: TokenSplit, seq_len: int, *, whole: bool) -> RowLayout:
     begins: list[int] = []
     lengths: list[int] = []
     truncated = 0
+    pairs = split.pair_info is not None
+    if pairs and split.pairs != split.num_documents:
+        raise ValueError(
+            f"The token store {str(split.root)!r} holds {split.pairs:,} preference pairs and "
+            f"{split.num_documents - split.pairs:,} other documents; prepare pairs in a store "
+            "of their own."
+        )
+    skipped: list[int] = []
     row_begin, row_len = 0, 0
-    for start, size in zip(split.starts.tolist(), sizes, strict=True):
+    for doc, (start, size) in enumerate(zip(split.starts.tolist(), sizes, strict=True)):
+        if pairs and size > width:  # never cut: a pair's sides share a row, whole
+            skipped.append(doc)
+            if row_len:  # rows are spans of the stream: the row ends before the pair
+                begins.append(row_begin)
+                lengths.append(row_len)
+                row_len = 0
+            continue
         if size > width:
             size, truncated = width, truncated + 1
         if row_len + size > width:
@@ -229,6 +309,7 @@ def layout(split: TokenSplit, seq_len: int, *, whole: bool) -> RowLayout:
         np.array(begins, np.int64),
         np.array(lengths, np.int64),
         truncated,
+        np.array(skipped, np.int64),
     )
 
 
@@ -276,7 +357,8 @@ class TokenStore:
         """The ``train`` or ``eval`` split."""
         if name not in self._splits:
             shards = [s for s in self.manifest["shards"] if s["split"] == name]
-            self._splits[name] = TokenSplit(self.path, shards, self.dtype)
+            key = f"{self.fingerprint[:16]}-{name}"
+            self._splits[name] = TokenSplit(self.path, shards, self.dtype, key)
         return self._splits[name]
 
     def close(self) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from ._format import MASK, STARTS, TOKENS, shard_file
+from ._format import MASK, PAIRS, STARTS, TOKENS, shard_file
 
 _ONES = np.ones(1 << 20, np.uint8)
 
@@ -56,14 +57,27 @@ class ShardWriter:
         self.num_tokens = 0
         self.documents = 0
         self.examples = 0
+        self.pairs: list[np.ndarray] | None = None  # [n, 2] per append, once a pair came
+        self.origins: list[list[Any]] = []  # [first document, file] where the file changes
 
     def append(
-        self, tokens: np.ndarray, lengths: np.ndarray, mask: np.ndarray | None, examples: int
+        self,
+        tokens: np.ndarray,
+        lengths: np.ndarray,
+        mask: np.ndarray | None,
+        examples: int,
+        pairs: np.ndarray | None = None,
+        origins: Sequence[str] = (),
     ) -> None:
         """Documents of ``lengths`` tokens, one after another in ``tokens``; ``mask`` their
-        tokens' loss weights (``None``: every token counts)."""
+        tokens' loss weights (``None``: every token counts); ``pairs`` the chosen side's length
+        of each preference pair (0: not a pair) and ``origins`` their ids (``file:line``)."""
         if not len(lengths):
             return
+        if pairs is not None:
+            self._add_pairs(pairs, origins)
+        elif self.pairs is not None:
+            self.pairs.append(np.zeros((len(lengths), 2), np.int64))
         if self.tokens is None:
             self.tokens = _File(self.root, shard_file(self.split, self.index, TOKENS))
         if mask is not None and self.mask is None:
@@ -79,6 +93,18 @@ class ShardWriter:
         self.documents += len(lengths)
         self.examples += examples
 
+    def _add_pairs(self, pairs: np.ndarray, origins: Sequence[str]) -> None:
+        if self.pairs is None:  # the first pair of the shard: the documents before it are not
+            self.pairs = [np.zeros((self.documents, 2), np.int64)]
+        lines = np.zeros(len(pairs), np.int64)
+        for i, origin in enumerate(origins):
+            name, _, line = origin.rpartition(":")
+            lines[i] = int(line) if line.isdigit() else 0
+            name = name if line.isdigit() else origin
+            if not self.origins or self.origins[-1][1] != name:
+                self.origins.append([self.documents + i, name])
+        self.pairs.append(np.stack([np.asarray(pairs, np.int64), lines], axis=1))
+
     def finish(self) -> dict[str, Any]:
         """Sync and publish the shard's files; its manifest record (``None`` files when empty)."""
         record: dict[str, Any] = {
@@ -92,12 +118,21 @@ class ShardWriter:
         if self.tokens is None:
             return record
         starts = _File(self.root, shard_file(self.split, self.index, STARTS))
+        extra = []
         try:
             starts.write(np.concatenate(self.starts).astype(np.int64))
-            files = [self.tokens, starts, *([self.mask] if self.mask is not None else [])]
+            if self.pairs is not None:
+                pairs = np.concatenate(self.pairs)
+                extra.append(_File(self.root, shard_file(self.split, self.index, PAIRS)))
+                extra[0].write(pairs)
+                record["pairs"] = int((pairs[:, 0] > 0).sum())
+                record["origins"] = self.origins
+            files = [self.tokens, starts, *([self.mask] if self.mask is not None else []), *extra]
             record["files"] = [f.finish() for f in files]
         except BaseException:
             starts.abort()
+            for f in extra:
+                f.abort()
             self.abort()
             raise
         return record

@@ -24,7 +24,12 @@ class Encoded:
         chosen: ``[D]`` bool, documents whose side was chosen before (``Document.split``).
         mask: ``[N]`` uint8 loss weight of each token as a target (0 on the prompt and the
             user turns of an example), or ``None`` when the chunk holds no example.
-        examples: ``[D]`` bool, chat and prompt/completion examples.
+        examples: ``[D]`` bool, chat and prompt/completion examples (and preference pairs).
+        pairs: ``[D]`` int64, the chosen side's length in tokens of each preference pair (its
+            rejected side follows it in the same document), 0 for other documents; ``None``
+            when the chunk holds no pair.
+        origins: each document's id (``file:line`` for a record), kept for pairs only (a pair
+            a run cannot fit in a row is named by it).
     """
 
     tokens: np.ndarray
@@ -33,6 +38,8 @@ class Encoded:
     chosen: np.ndarray
     mask: np.ndarray | None
     examples: np.ndarray
+    pairs: np.ndarray | None = None
+    origins: tuple[str, ...] = ()
 
 
 class Encoder:
@@ -70,7 +77,18 @@ class Encoder:
         eos = np.array([] if self.eos is None else [self.eos], self.dtype)
         parts: list[np.ndarray] = []
         weights: list[np.ndarray] = []
+        chosen: list[int] = []
         for doc in docs:
+            chosen.append(0)
+            if doc.rejected:  # a pair: its chosen example, then its rejected one
+                sides = [
+                    encode_example(t, self.tokenizer, bos=self.bos, eos=self.eos)
+                    for t in (doc.turns, doc.rejected)
+                ]
+                chosen[-1] = len(sides[0][0])
+                parts += [ids.astype(self.dtype) for ids, _ in sides]
+                weights.append(np.concatenate([w for _, w in sides]).astype(np.uint8))
+                continue
             if doc.turns:
                 ids, trained = encode_example(doc.turns, self.tokenizer, bos=self.bos, eos=self.eos)
                 parts.append(ids.astype(self.dtype))
@@ -81,6 +99,7 @@ class Encoder:
             weights.append(np.ones(len(bos) + len(ids) + len(eos), np.uint8))
         lengths = np.array([len(w) for w in weights], np.int64)
         examples = np.array([bool(d.turns) for d in docs], bool)
+        paired = any(chosen)
         return Encoded(
             tokens=np.concatenate(parts) if parts else np.zeros(0, self.dtype),
             lengths=lengths,
@@ -96,4 +115,6 @@ class Encoder:
             chosen=np.array([bool(d.split) for d in docs], bool),
             mask=np.concatenate(weights) if examples.any() else None,
             examples=examples,
+            pairs=np.array(chosen, np.int64) if paired else None,
+            origins=tuple(d.id for d in docs) if paired else (),
         )

@@ -1,0 +1,136 @@
+"""The preference step of ``zoo finetune --objective dpo|ipo|simpo|orpo``: the loss, and where
+its reference comes from (the base with the LoRA adapters off, or log-probabilities computed
+once before training and kept in the run); the lines saying what was skipped and what packing
+saved."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any
+
+from .._usage import UsageError
+from ..peft import LoRAConfig
+from ..settings import FinetuneSettings
+from ._data import Data
+from ._model import Model
+from ._run import say
+
+
+def _pair_splits(data: Data) -> tuple[list[Any], list[Any]]:
+    """``(splits, layouts)`` of every pair split the run reads: training, then held out."""
+    splits, layouts = [], []
+    for lay in data.train.layouts:
+        splits.append(lay.split)
+        layouts.append(lay)
+    for part in (data.val or {}).values():
+        for lay in part.layouts:
+            splits.append(lay.split)
+            layouts.append(lay)
+    return splits, layouts
+
+
+def _report_skips(data: Data, layouts: list[Any], seq_len: int) -> None:
+    """A line per kind of pair left out: at prepare time (no preference) and here (too long)."""
+    from ..data import skipped_sentence
+
+    stores = [*data.train.stores, *(part.store for part in (data.val or {}).values())]
+    seen: set[str] = set()
+    for store in stores:
+        if store.fingerprint in seen:
+            continue
+        seen.add(store.fingerprint)
+        for reason, (count, first) in (store.manifest["skipped"].get("pairs") or {}).items():
+            say(f"zoo: {skipped_sentence(reason, count, first)}.")
+    long = [(lay.split, int(d)) for lay in layouts for d in lay.skipped]
+    if long:
+        split, doc = long[0]
+        say(
+            f"zoo: skipped {len(long)} pair{'s' if len(long) != 1 else ''} longer than a row of "
+            f"--seq-len + 1 = {seq_len + 1} tokens (first: {split.origin(doc)}); raise --seq-len "
+            "to train on them."
+        )
+
+
+def _reference_model(s: FinetuneSettings, model: Model, lora: LoRAConfig | None) -> Any:
+    """The model the reference log-probabilities are computed with: the starting weights (with
+    the adapter ``--lora-from`` continues merged in)."""
+    if lora is None or s.lora.from_ is None:
+        return model.model
+    import jax
+
+    from ..peft import apply_lora, load_adapters, merge_lora
+
+    adapted = apply_lora(model.model, lora, key=jax.random.key(s.seed))
+    return merge_lora(load_adapters(adapted, s.lora.from_))
+
+
+def preference_loss(
+    s: FinetuneSettings,
+    model: Model,
+    data: Data,
+    lora: LoRAConfig | None,
+    out: pathlib.Path,
+    mesh: Any,
+    rules: Any,
+) -> Any:
+    """The loss of ``s.objective`` (``None`` for ``sft``, the loop's default), its reference
+    ready: with LoRA the adapters switched off; else (or continuing an adapter) the tables of
+    ``OUT/reference``, read when the run kept them, computed now otherwise.
+
+    Raises:
+        UsageError: a bad ``--beta``, or no pair that fits a row.
+    """
+    if s.objective == "sft":
+        return None
+    from .._precision import resolve_compute_dtype
+    from ..parallel import platform_of
+    from ..preference import (
+        REFERENCE_DIR,
+        PreferenceConfig,
+        PreferenceLoss,
+        keep_reference,
+        packing_report,
+        read_reference,
+        reference_logps,
+    )
+
+    try:
+        config = PreferenceConfig(s.objective, s.beta, s.simpo_gamma)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    splits, layouts = _pair_splits(data)
+    _report_skips(data, layouts, s.seq_len)
+    say(f"zoo: {packing_report(layouts[: len(data.train.layouts)]).sentence()}")
+    dtype = resolve_compute_dtype(s.compute_dtype, platform_of(mesh))
+    beta = f"{s.objective} (beta {config.beta:g}" + (
+        f", gamma {config.simpo_gamma:g})" if s.objective == "simpo" else ")"
+    )
+    if not config.needs_reference:
+        say(f"zoo: {beta}, no reference model")
+        return PreferenceLoss(config, reference=None, compute_dtype=dtype)
+    if lora is not None and s.lora.from_ is None:
+        say(f"zoo: {beta}, reference: the base model with the LoRA adapters switched off")
+        return PreferenceLoss(config, reference="adapters", compute_dtype=dtype)
+    where = out / REFERENCE_DIR
+    if read_reference(out, splits):
+        say(f"zoo: {beta}, reference log-probabilities read from {where}")
+    else:
+        started = time.perf_counter()
+        tables = reference_logps(
+            _reference_model(s, model, lora),
+            splits,
+            seq_len=s.seq_len,
+            batch_size=s.batch_size,
+            mesh=mesh,
+            rules=rules,
+            compute_dtype=dtype,
+            pad_id=data.train.pad_id,
+        )
+        keep_reference(out, splits, tables)
+        pairs = sum(int((~(t[:, 0] != t[:, 0])).sum()) for t in tables)
+        say(
+            f"zoo: {beta}, reference log-probabilities of {pairs:,} pairs computed in "
+            f"{time.perf_counter() - started:.1f} s with the starting weights, kept in {where}"
+        )
+    return PreferenceLoss(config, reference="batch", compute_dtype=dtype)
