@@ -26,6 +26,7 @@ from . import (
     data,
     loop,
     mesh,
+    moe,
     profile_step,
     soak,
     tpu_fit,
@@ -48,7 +49,7 @@ sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
 FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
 MODULES: list[ModuleType] = [
     training, loop, profile_step, attention, compile_time, checkpoint_io, data, *FLASH, mesh,
-    tpu_fit, soak,
+    moe, tpu_fit, soak,
 ]  # fmt: skip
 BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 

@@ -21,6 +21,7 @@ from zoo_train.cli import main
 
 WORDS = ("def", "return", "class", "import", "alpha", "beta", "gamma", "self", "value", "(x)")
 STEPS = 6
+EXPERTS = "fsdp=2,expert=4"  # 4 expert shards
 ARGS = [
     "--model", "llama-tiny", "--steps", str(STEPS), "--batch-size", "8", "--seq-len", "64",
     "--lr", "1e-2", "--log-every", "1", "--save-every", "3", "--eval-every", "0",
@@ -116,12 +117,29 @@ def test_resume_on_one_device_reports_the_mesh_change(runs):
         (["--mesh", "data=3"], "the fixed axes take 3, which does not divide 8"),
         (["--mesh", "data=2,fsdp=2,tensor=1"], "needs 4 devices but 8 are available"),
         (["--mesh", "fsdp=-1,tensor=-1"], "most one mesh axis may be -1"),
-        (["--mesh", "pipeline=2"], "expected NAME=SIZE items with NAME in data, fsdp, tensor"),
+        (
+            ["--mesh", "pipeline=2"],
+            "expected NAME=SIZE items with NAME in data, fsdp, expert, tensor",
+        ),
         (["--mesh", "tensor=4"], "the model has 2 key/value heads"),
         (["--batch-size", "6"], "--batch-size 6 cannot be split over the 8 data-parallel shards"),
         (["--set", "sharding.embed=pipeline"], "names mesh axis 'pipeline'"),
+        (
+            ["--model", "mixtral-tiny", "--set", "model_config.n_experts=6", "--mesh", EXPERTS],
+            "Expert parallelism over 4 devices (expert=4) needs the experts split evenly, but "
+            "the model has 6 experts a layer",
+        ),
     ],
-    ids=["not-dividing", "wrong-count", "two-auto", "unknown-axis", "tensor-kv", "batch", "rule"],
+    ids=[
+        "not-dividing",
+        "wrong-count",
+        "two-auto",
+        "unknown-axis",
+        "tensor-kv",
+        "batch",
+        "rule",
+        "experts",
+    ],
 )
 def test_bad_meshes_are_one_sentence_usage_errors(args, needle, tmp_path, capsys):
     data = _corpus(tmp_path / "data")

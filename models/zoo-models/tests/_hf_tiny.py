@@ -117,6 +117,37 @@ CONFIGS = {
         attention_bias=True,
         rope_parameters=dict(_LLAMA3_ROPE),
     ),
+    # 4 experts, top 2 renormalised, a sliding window; the load-balancing loss on.
+    "mixtral": lambda: transformers.MixtralConfig(
+        **_COMMON,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=4,
+        output_router_logits=True,
+        router_aux_loss_coef=0.02,
+    ),
+    # 8 experts, top 3 probabilities as they are, narrower experts, a dense MLP on the even
+    # layers of 3 (decoder_sparse_step 2: a scanned pair and a tail).
+    "qwen3-moe": lambda: transformers.Qwen3MoeConfig(
+        **{**_COMMON, "num_hidden_layers": 3},
+        head_dim=16,
+        num_experts=8,
+        num_experts_per_tok=3,
+        moe_intermediate_size=24,
+        decoder_sparse_step=2,
+        norm_topk_prob=False,
+    ),
+    # Top 2 renormalised, tied, and layer 0 dense by mlp_only_layers.
+    "qwen3-moe-dense-first": lambda: transformers.Qwen3MoeConfig(
+        **{**_COMMON, "num_hidden_layers": 3},
+        head_dim=8,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=16,
+        mlp_only_layers=[0],
+        norm_topk_prob=True,
+        tie_word_embeddings=True,
+    ),
 }
 
 

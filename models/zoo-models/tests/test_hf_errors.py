@@ -223,6 +223,11 @@ def test_non_finite_weights_are_refused_by_name(tiny_model, tmp_path, bad):
         ("gpt2-tiny", {"n_embd": 0}, "`n_embd` must be a positive int, got 0"),
         ("gpt2-tiny", {"layer_norm_epsilon": "tiny"}, "`layer_norm_epsilon` must be a number"),
         ("llama-tiny", {"hidden_act": "swishy"}, "unsupported `hidden_act` 'swishy'"),
+        ("qwen3-tiny", {"hidden_size": 0}, "`hidden_size` must be a positive int, got 0"),
+        ("gemma3-tiny", {"rms_norm_eps": -1.0}, "`rms_norm_eps` must be a positive number"),
+        ("olmo2-tiny", {"num_hidden_layers": -2}, "`num_hidden_layers` must be a positive int"),
+        ("mixtral-tiny", {"num_experts_per_tok": 9}, "has num_experts_per_tok 9 for 8 experts"),
+        ("qwen3-moe-tiny", {"moe_intermediate_size": -4}, "`moe_intermediate_size` must be a"),
     ],
 )
 def test_config_errors_name_config_json_keys(tmp_path, family, change, named) -> None:
@@ -236,7 +241,9 @@ def test_config_errors_name_config_json_keys(tmp_path, family, change, named) ->
         zoo_models.load_hf(tmp_path)
     message = str(raised.value)
     assert message.startswith(f"{tmp_path / 'config.json'}: ") and named in message, message
-    for zoo_name in ("`d_model`", "`n_kv_heads`", "`mlp_hidden`", "`norm_eps`", "`activation`"):
+    zoo_names = ("`d_model`", "`n_kv_heads`", "`mlp_hidden`", "`norm_eps`", "`activation`",
+                 "`n_layers`", "`experts_per_token`", "`expert_hidden`")  # fmt: skip
+    for zoo_name in zoo_names:
         assert zoo_name not in message, message
     # A change the caller asks for is still named as zoo names it.
     with pytest.raises(ValueError, match="`dropout` must be in"):

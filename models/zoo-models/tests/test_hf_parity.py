@@ -155,7 +155,9 @@ def test_transformers_sharded_checkpoint_loads(tmp_path) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["qwen3-sliding", "gemma3-untied", "olmo2-gqa"])
+@pytest.mark.parametrize(
+    "name", ["qwen3-sliding", "gemma3-untied", "olmo2-gqa", "mixtral", "qwen3-moe"]
+)
 def test_greedy_generation_matches_transformers(name: str, tmp_path) -> None:
     """Cached greedy decoding, past the sliding windows, gives transformers' tokens; both stop
     at the checkpoint's EOS."""

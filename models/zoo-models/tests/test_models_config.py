@@ -87,6 +87,9 @@ def _count(c: zoo_models.ModelConfig) -> int:
     mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
     layer = attn + mlp + norm * 2 * (c.pre_norms + c.post_norms)
     total = c.n_layers * layer + norm + c.vocab_size * d
+    # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP.
+    experts = c.n_experts * (d + 3 * d * c.expert_width) - mlp
+    total += len(c.moe_layers) * experts if c.n_experts else 0
     total += c.max_position * d if c.positional == "learned" else 0
     total += 0 if c.tie_embeddings else c.vocab_size * d
     return total
@@ -108,6 +111,8 @@ def test_published_sizes():
     assert round(zoo_models.num_params(zoo_models.get("gemma-3-1b")) / 1e9, 2) == 1.00
     assert round(zoo_models.num_params(zoo_models.get("olmo-2-1b")) / 1e9, 2) == 1.48
     assert round(zoo_models.num_params(zoo_models.get("olmo-2-7b")) / 1e9, 2) == 7.30
+    assert round(zoo_models.num_params(zoo_models.get("mixtral-8x7b")) / 1e9, 1) == 46.7
+    assert round(zoo_models.num_params(zoo_models.get("qwen3-30b-a3b")) / 1e9, 1) == 30.5
 
 
 def test_list_command(capsys):

@@ -131,13 +131,13 @@ def test_bfloat16_compute_policy():
 def test_block_traced_once_and_compile_time_flat(monkeypatch):
     """Trace+compile of an N-layer scanned model: the block body is traced once per scan phase."""
     traces = []
-    original = zoo_layers.TransformerBlock.__call__
+    original = zoo_layers.TransformerBlock.apply  # what the stack calls
 
     def counting(self, *args, **kwargs):
         traces.append(1)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(zoo_layers.TransformerBlock, "__call__", counting)
+    monkeypatch.setattr(zoo_layers.TransformerBlock, "apply", counting)
     seconds = {}
     for n in (2, 8, 32):
         config = make_config("gemma2-tiny", n_layers=n, scan_layers=True)

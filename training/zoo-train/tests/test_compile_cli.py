@@ -71,12 +71,18 @@ RUNS = {
         "--model", "llama-tiny", "--seq-len", "128", "--set", "model_config.vocab_size=131072",
         "--batch-size", "640", "--max-batch",
     ],
+    # A mixture of experts, widened like WIDE: experts split over `expert`, the rest over fsdp.
+    "moe": [
+        "--model", "mixtral-tiny", "--seq-len", "256", "--batch-size", "8", "--mesh",
+        "fsdp=2,expert=2", "--set", "model_config.d_model=512",
+        "--set", "model_config.mlp_hidden=1024", "--set", "model_config.n_heads=4",
+    ],
 }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, dict]]:
-    """The three compiles, side by side (each is mostly one thread of XLA)."""
+    """The four compiles, side by side (each is mostly one thread of XLA)."""
     tmp = tmp_path_factory.mktemp("compile")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
     procs = {
@@ -127,6 +133,22 @@ def test_a_small_step_fits_and_reports_its_figures(runs):
     assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
     assert report["mosaic_calls"] >= 4  # forward, delta, dq, dk/dv
     assert "fits" in stdout and "flash_tpu" in stdout
+
+
+def test_a_mixture_of_experts_splits_its_experts_over_the_expert_axis(runs):
+    code, stdout, report = runs["moe"]
+    assert code == 0, stdout
+    assert report["mesh"] == {"data": 1, "fsdp": 2, "expert": 2, "tensor": 1}
+    assert "expert=2" in stdout
+    # The experts' weights and moments are split four ways (experts over `expert`, their width
+    # over `fsdp`), everything else two ways (over `fsdp`); plus each device's rows.
+    config = zoo_models.get("mixtral-tiny").replace(d_model=512, mlp_hidden=1024, n_heads=4)
+    total = zoo_models.num_params(config)
+    experts = len(config.moe_layers) * config.n_experts * 3 * config.d_model * config.expert_width
+    state = 3 * 4 * (experts / 4 + (total - experts) / 2)
+    batch = 5 * 4 * 8 * 256 // 4
+    assert state <= report["per_device"]["argument_bytes"] <= 1.01 * (state + batch)
+    assert report["fits"] is True and report["collectives"]["all-to-all"] == 0
 
 
 def test_a_step_built_not_to_fit_exits_3_with_figures(runs):

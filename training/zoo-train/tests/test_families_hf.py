@@ -1,7 +1,7 @@
-"""Qwen3, Gemma 3 and OLMo 2 checkpoints built with transformers, end to end: LoRA fine-tuning
-with each family's default targets, the adapter in peft, the merged export in transformers,
-greedy generation with the checkpoint's stop tokens, and Qwen3's chat template with thinking
-blocks rendered as transformers renders it."""
+"""Qwen3, Gemma 3, OLMo 2, Mixtral and Qwen3-MoE checkpoints built with transformers, end to end:
+LoRA fine-tuning with each family's default targets, the adapter in peft, the merged export in
+transformers, greedy generation with the checkpoint's stop tokens, and Qwen3's chat template with
+thinking blocks rendered as transformers renders it."""
 
 from __future__ import annotations
 
@@ -71,8 +71,27 @@ CONFIGS = {
         eos_token_id=[2, 4],
     ),
     "olmo2": lambda: transformers.Olmo2Config(**_SHAPE, eos_token_id=2),
+    # Mixtures of experts, the load-balancing loss on: 4 experts, top 2 in every layer; and
+    # Qwen3-MoE's dense MLP on the first of its 2 layers.
+    "mixtral": lambda: transformers.MixtralConfig(
+        **_SHAPE,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        output_router_logits=True,
+        router_aux_loss_coef=0.02,
+        eos_token_id=2,
+    ),
+    "qwen3_moe": lambda: transformers.Qwen3MoeConfig(
+        **_SHAPE,
+        head_dim=16,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        decoder_sparse_step=2,
+        eos_token_id=4,
+    ),
 }
-STOPS = {"qwen3": [4, 2], "gemma3_text": [2, 4], "olmo2": [2]}
+STOPS = {"qwen3": [4, 2], "gemma3_text": [2, 4], "olmo2": [2], "mixtral": [2], "qwen3_moe": [4]}
 CHAT = [
     {
         "messages": [
@@ -144,8 +163,10 @@ def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
     base = _hf(root / "hf")
     assert np.abs(ours - _logits(base, ids)).max() > 1e-3  # the adapters changed the model
     adapted = PeftModel.from_pretrained(base, root / "run" / "adapter").eval()
-    np.testing.assert_allclose(_logits(adapted, ids), ours, rtol=0, atol=2e-5)
-    np.testing.assert_allclose(_logits(adapted.merge_and_unload(), ids), ours, rtol=0, atol=2e-5)
+    # The experts' outputs are summed in another order than transformers' index_add.
+    tol = 5e-5 if family in ("mixtral", "qwen3_moe") else 2e-5
+    np.testing.assert_allclose(_logits(adapted, ids), ours, rtol=0, atol=tol)
+    np.testing.assert_allclose(_logits(adapted.merge_and_unload(), ids), ours, rtol=0, atol=tol)
     exported = _hf(root / "export")
     assert exported.config.model_type == family
     np.testing.assert_allclose(_logits(exported, ids), ours, rtol=0, atol=1e-4)
@@ -168,10 +189,10 @@ def test_generate_stops_where_transformers_stops(finetuned, capsys):
     args = ["generate", str(root / "export"), "--prompt", PROMPT, "--greedy"]
     assert main([*args, "--max-new-tokens", "8"]) == 0
     assert capsys.readouterr().out == PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
-    if family == "qwen3":  # the run itself evaluates and converts as any other
+    if family in ("qwen3", "mixtral"):  # the run itself evaluates and converts as any other
         assert main(["eval", str(root / "run"), "--data", str(root / "chat.jsonl")]) == 0
         assert main(["convert", str(root / "run"), str(root / "converted")]) == 0
-        assert _hf(root / "converted").config.model_type == "qwen3"
+        assert _hf(root / "converted").config.model_type == family
 
 
 def test_thinking_template_renders_as_transformers_renders_it(tmp_path):

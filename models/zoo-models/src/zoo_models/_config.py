@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from zoo_layers import RopeScaling
 from zoo_layers._dtype import check_float_dtype
 
-Family = Literal["gpt2", "llama", "mistral", "qwen2", "gemma2", "qwen3", "gemma3_text", "olmo2"]
-FAMILIES: tuple[str, ...] = (
+Family = Literal[
     "gpt2",
     "llama",
     "mistral",
@@ -20,12 +19,27 @@ FAMILIES: tuple[str, ...] = (
     "qwen3",
     "gemma3_text",
     "olmo2",
-)
+    "mixtral",
+    "qwen3_moe",
+]
+FAMILIES: tuple[str, ...] = get_args(Family)
 _ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
 
 # Fields added after configurations were first stored in runs: `to_dict` leaves them out while
 # they hold these defaults, so a configuration saved before them reads back as the same run.
-_LATER_DEFAULTS: dict[str, Any] = {"pre_norms": True, "extra_eos_token_ids": ()}
+_LATER_DEFAULTS: dict[str, Any] = {
+    "pre_norms": True,
+    "extra_eos_token_ids": (),
+    "n_experts": 0,
+    "experts_per_token": 2,
+    "expert_hidden": None,
+    "normalize_expert_weights": True,
+    "moe_every": 1,
+    "dense_layers": (),
+    "router_aux_loss_coef": 0.001,
+    "output_router_logits": False,
+}
+_TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +51,7 @@ class ModelConfig:
 
     Attributes:
         family: ``"gpt2"``, ``"llama"``, ``"mistral"``, ``"qwen2"``, ``"gemma2"``, ``"qwen3"``,
-            ``"gemma3_text"`` or ``"olmo2"``.
+            ``"gemma3_text"``, ``"olmo2"``, ``"mixtral"`` or ``"qwen3_moe"``.
         vocab_size, d_model, n_layers, n_heads: the usual shapes.
         n_kv_heads: key/value heads (GQA/MQA); ``None`` means ``n_heads``.
         head_dim: per-head width; ``None`` means ``d_model // n_heads``.
@@ -87,6 +101,18 @@ class ModelConfig:
         bos_token_id, eos_token_id, pad_token_id: special tokens, when known.
         extra_eos_token_ids: further end-of-sequence ids when the checkpoint names several
             (``config.json``'s ``eos_token_id`` list after its first, e.g. an end-of-turn token).
+        n_experts: experts of each mixture-of-experts layer (``0``: every MLP is dense).
+        experts_per_token: the ``k`` experts each token is routed to (top-k).
+        expert_hidden: each expert's hidden width (``None``: ``mlp_hidden``; Qwen3-MoE's
+            ``moe_intermediate_size``, its dense layers keep ``mlp_hidden``).
+        normalize_expert_weights: the top-k router probabilities are divided by their sum
+            (Mixtral always; Qwen3-MoE's ``norm_topk_prob``).
+        moe_every, dense_layers: which layers are mixtures of experts: layer ``l`` is one iff
+            ``(l + 1) % moe_every == 0`` and ``l`` is not in ``dense_layers`` (Qwen3-MoE's
+            ``decoder_sparse_step`` and ``mlp_only_layers``).
+        router_aux_loss_coef, output_router_logits: as in ``transformers``: training adds the
+            load-balancing loss with weight ``router_aux_loss_coef`` when
+            ``output_router_logits`` is true (see :attr:`router_aux_loss`).
     """
 
     family: str
@@ -136,10 +162,19 @@ class ModelConfig:
     eos_token_id: int | None = None
     pad_token_id: int | None = None
     extra_eos_token_ids: tuple[int, ...] = ()
+    n_experts: int = 0
+    experts_per_token: int = 2
+    expert_hidden: int | None = None
+    normalize_expert_weights: bool = True
+    moe_every: int = 1
+    dense_layers: tuple[int, ...] = ()
+    router_aux_loss_coef: float = 0.001
+    output_router_logits: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
         object.__setattr__(self, "extra_eos_token_ids", tuple(self.extra_eos_token_ids))
+        object.__setattr__(self, "dense_layers", tuple(self.dense_layers))
         # "head" and "none" are accepted as the spellings zoo_layers uses.
         qk = self.qk_norm
         if isinstance(qk, str):
@@ -221,6 +256,37 @@ class ModelConfig:
         if self.compute_dtype is not None:
             check_float_dtype("compute_dtype", self.compute_dtype)
         _ = self.rope  # validates the scaling fields
+        self._check_experts()
+
+    def _check_experts(self) -> None:
+        if not isinstance(self.n_experts, int) or self.n_experts < 0:
+            raise ValueError(f"`n_experts` must be an int >= 0, got {self.n_experts!r}.")
+        if not self.n_experts:
+            return
+        k = self.experts_per_token
+        if not isinstance(k, int) or not 1 <= k <= self.n_experts:
+            raise ValueError(
+                f"`experts_per_token` must be between 1 and `n_experts` ({self.n_experts}), "
+                f"got {k!r}."
+            )
+        hidden = self.expert_hidden
+        if hidden is not None and (not isinstance(hidden, int) or hidden <= 0):
+            raise ValueError(f"`expert_hidden` must be a positive int or None, got {hidden!r}.")
+        if not isinstance(self.moe_every, int) or self.moe_every < 1:
+            raise ValueError(f"`moe_every` must be a positive int, got {self.moe_every!r}.")
+        if not all(isinstance(i, int) and i >= 0 for i in self.dense_layers):
+            raise ValueError(
+                f"`dense_layers` must hold layer indices >= 0, got {self.dense_layers!r}."
+            )
+        if not self.mlp_gated or self.mlp_bias:
+            raise ValueError(
+                "experts are gated MLPs without biases: set mlp_gated=True and mlp_bias=False, "
+                "or n_experts=0."
+            )
+        if self.router_aux_loss_coef < 0:
+            raise ValueError(
+                f"`router_aux_loss_coef` must be >= 0, got {self.router_aux_loss_coef!r}."
+            )
 
     @property
     def kv_heads(self) -> int:
@@ -234,8 +300,41 @@ class ModelConfig:
 
     @property
     def period(self) -> int:
-        """Layers per scan step: the length of ``window_pattern``."""
-        return len(self.window_pattern)
+        """Layers per scan step: the length of ``window_pattern``, or with mixture-of-experts
+        layers the shortest period that both the windows and the expert layers repeat (the
+        last repetition may be cut short: the stack's tail)."""
+        width = len(self.window_pattern)
+        if not self.n_experts:
+            return width
+        kinds = [(self.window_pattern[i % width], self.layer_moe(i)) for i in range(self.n_layers)]
+        for period in range(1, self.n_layers + 1):
+            if all(kinds[i] == kinds[i % period] for i in range(self.n_layers)):
+                return period
+        raise AssertionError("unreachable: the whole depth always repeats")
+
+    def layer_moe(self, layer: int) -> bool:
+        """Whether layer ``layer``'s MLP is a mixture of experts."""
+        return (
+            self.n_experts > 0
+            and (layer + 1) % self.moe_every == 0
+            and layer not in self.dense_layers
+        )
+
+    @property
+    def moe_layers(self) -> tuple[int, ...]:
+        """The indices of the mixture-of-experts layers."""
+        return tuple(i for i in range(self.n_layers) if self.layer_moe(i))
+
+    @property
+    def expert_width(self) -> int:
+        """Each expert's hidden width, resolved."""
+        return self.mlp_hidden if self.expert_hidden is None else self.expert_hidden
+
+    @property
+    def router_aux_loss(self) -> float:
+        """The weight training gives the load-balancing loss, as ``transformers`` trains:
+        ``router_aux_loss_coef`` when ``output_router_logits`` is true, else 0."""
+        return self.router_aux_loss_coef if self.output_router_logits and self.n_experts else 0.0
 
     @property
     def rope(self) -> RopeScaling:
@@ -264,7 +363,8 @@ class ModelConfig:
         """The sliding window of layer ``layer`` (``None``: global attention)."""
         if self.sliding_window is None:
             return None
-        return self.sliding_window if self.window_pattern[layer % self.period] else None
+        pattern = self.window_pattern
+        return self.sliding_window if pattern[layer % len(pattern)] else None
 
     @property
     def attention_scale(self) -> float:
@@ -279,11 +379,11 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field (``pre_norms`` and ``extra_eos_token_ids`` only when
-        they are not at their defaults)."""
+        """JSON-ready dict of every field (those added later, ``pre_norms``,
+        ``extra_eos_token_ids`` and the experts', only when they are not at their defaults)."""
         out = dataclasses.asdict(self)
-        out["window_pattern"] = list(self.window_pattern)
-        out["extra_eos_token_ids"] = list(self.extra_eos_token_ids)
+        for name in _TUPLES:
+            out[name] = list(getattr(self, name))
         for name, default in _LATER_DEFAULTS.items():
             if getattr(self, name) == default:
                 del out[name]
@@ -299,7 +399,7 @@ class ModelConfig:
                 f"unknown ModelConfig field(s) {', '.join(unknown)}; known fields: {', '.join(sorted(names))}."
             )
         data = dict(data)
-        for name in ("window_pattern", "extra_eos_token_ids"):
+        for name in _TUPLES:
             if name in data:
                 data[name] = tuple(data[name])
         return cls(**data)

@@ -26,6 +26,8 @@ _ARCHITECTURES = {
     "qwen3": "Qwen3ForCausalLM",
     "gemma3_text": "Gemma3ForCausalLM",
     "olmo2": "Olmo2ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
 }
 # `gemma3` (image and text) is read for its language model, which is written as gemma3_text.
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = (*_ARCHITECTURES, "gemma3")
@@ -52,6 +54,8 @@ RUNTIME_FIELDS = (
     "remat",
     "scan_layers",
     "attention_implementation",
+    "router_aux_loss_coef",
+    "output_router_logits",
 )
 
 
@@ -88,12 +92,24 @@ _HF_KEYS: dict[str, dict[str, str]] = {
     "mistral": _LLAMA_KEYS,
     "qwen2": _LLAMA_KEYS,
     "gemma2": {**_LLAMA_KEYS, "activation": "hidden_activation"},
+    "gemma3_text": {**_LLAMA_KEYS, "activation": "hidden_activation"},
+    "mixtral": {
+        **_LLAMA_KEYS,
+        "n_experts": "num_local_experts",
+        "experts_per_token": "num_experts_per_tok",
+    },
+    "qwen3_moe": {
+        **_LLAMA_KEYS,
+        "n_experts": "num_experts",
+        "experts_per_token": "num_experts_per_tok",
+        "expert_hidden": "moe_intermediate_size",
+    },
 }
 
 
 def _hf_names(message: str, model_type: str) -> str:
     """``message`` with each `ModelConfig field` in backticks renamed to its config.json key."""
-    keys = _HF_KEYS[model_type]
+    keys = _HF_KEYS.get(model_type, _LLAMA_KEYS)  # the Llama-like families share its keys
     return re.sub(r"`(\w+)`", lambda m: f"`{keys.get(m.group(1), m.group(1))}`", message)
 
 
@@ -458,6 +474,78 @@ def _gemma3_in(hf: Mapping[str, Any]) -> dict[str, Any]:
     return _gemma3_text_in(text)
 
 
+def _experts_in(hf: Mapping[str, Any], model_type: str, *, required: bool) -> dict[str, Any]:
+    """The expert count and top-k (refused where the layer cannot have them), and the
+    load-balancing settings."""
+    count_key = "num_local_experts" if "num_local_experts" in hf else "num_experts"
+    n, k = hf.get(count_key), hf.get("num_experts_per_tok")
+    if not isinstance(n, int) or isinstance(n, bool) or n < (1 if required else 0):
+        raise ValueError(
+            f"{model_type} config.json has {count_key} {n!r}; a mixture of experts needs a "
+            f"whole number of experts{', at least 1' if required else ''}."
+        )
+    if n and (not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n):
+        raise ValueError(
+            f"{model_type} config.json has num_experts_per_tok {k!r} for {n} experts "
+            f"({count_key}); each token needs between 1 and {n} experts."
+        )
+    return {
+        "n_experts": n,
+        "experts_per_token": k if n else 2,
+        "router_aux_loss_coef": float(hf.get("router_aux_loss_coef", 0.001)),
+        "output_router_logits": bool(hf.get("output_router_logits", False)),
+    }
+
+
+# MixtralConfig's defaults that differ from the Llama-like reader's.
+_MIXTRAL_DEFAULTS: dict[str, Any] = {
+    "rope_theta": 1e6,
+    "max_position_embeddings": 4096 * 32,
+    "rms_norm_eps": 1e-5,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+}
+
+
+def _mixtral_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    hf = {**_MIXTRAL_DEFAULTS, **hf}
+    if hf.get("router_jitter_noise"):
+        raise ValueError(
+            f"mixtral config.json sets router_jitter_noise {hf['router_jitter_noise']!r}, which "
+            "is not supported; set it to 0."
+        )
+    return {
+        **_llama_like_in(hf, "mixtral"),
+        "sliding_window": hf.get("sliding_window"),
+        **_experts_in(hf, "mixtral", required=True),
+        "normalize_expert_weights": True,
+    }
+
+
+def _qwen3_moe_in(hf: Mapping[str, Any]) -> dict[str, Any]:
+    hf = {"num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768, **hf}
+    out = _llama_like_in(hf, "qwen3_moe")
+    bias = bool(hf.get("attention_bias", False))
+    step, dense = hf.get("decoder_sparse_step", 1), hf.get("mlp_only_layers") or []
+    if not isinstance(step, int) or step < 1:
+        raise ValueError(
+            f"qwen3_moe config.json has decoder_sparse_step {step!r}; it must be >= 1."
+        )
+    window = hf.get("sliding_window") if hf.get("use_sliding_window", False) else None
+    return {
+        **out,
+        "qkv_bias": bias,
+        "out_bias": bias,
+        "qk_norm": True,
+        "sliding_window": window,
+        **_experts_in(hf, "qwen3_moe", required=False),
+        "expert_hidden": hf["moe_intermediate_size"],
+        "normalize_expert_weights": bool(hf.get("norm_topk_prob", False)),
+        "moe_every": step,
+        "dense_layers": tuple(int(i) for i in dense),
+    }
+
+
 _READERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "gpt2": _gpt2_in,
     "llama": _llama_in,
@@ -468,6 +556,8 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "gemma3_text": _gemma3_text_in,
     "gemma3": _gemma3_in,
     "olmo2": _olmo2_in,
+    "mixtral": _mixtral_in,
+    "qwen3_moe": _qwen3_moe_in,
 }
 
 
@@ -609,6 +699,40 @@ def _gemma2_out(c: ModelConfig) -> dict[str, Any]:
     }
 
 
+def _experts_out(c: ModelConfig) -> dict[str, Any]:
+    return {
+        "num_experts_per_tok": c.experts_per_token,
+        "router_aux_loss_coef": c.router_aux_loss_coef,
+        "output_router_logits": c.output_router_logits,
+    }
+
+
+def _mixtral_out(c: ModelConfig) -> dict[str, Any]:
+    return {
+        **_llama_like_out(c),
+        "intermediate_size": c.expert_width,
+        "sliding_window": c.sliding_window,
+        "num_local_experts": c.n_experts,
+        "router_jitter_noise": 0.0,
+        **_experts_out(c),
+    }
+
+
+def _qwen3_moe_out(c: ModelConfig) -> dict[str, Any]:
+    return {
+        **_llama_like_out(c),
+        "attention_bias": c.qkv_bias,
+        "use_sliding_window": c.sliding_window is not None,
+        "sliding_window": c.sliding_window,
+        "num_experts": c.n_experts,
+        "moe_intermediate_size": c.expert_width,
+        "norm_topk_prob": c.normalize_expert_weights,
+        "decoder_sparse_step": c.moe_every,
+        "mlp_only_layers": list(c.dense_layers),
+        **_experts_out(c),
+    }
+
+
 def _number(x: float) -> int | float:
     # transformers declares some float-valued fields as int; write integral values as ints.
     return int(x) if float(x).is_integer() else float(x)
@@ -623,6 +747,8 @@ _WRITERS: dict[str, Callable[[ModelConfig], dict[str, Any]]] = {
     "qwen3": _qwen3_out,
     "gemma3_text": _gemma3_text_out,
     "olmo2": _olmo2_out,
+    "mixtral": _mixtral_out,
+    "qwen3_moe": _qwen3_moe_out,
 }
 
 
@@ -658,6 +784,15 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     unused += ("norm_bias",) if config.norm == "rmsnorm" else ("norm_unit_offset",)
     for name in unused:
         del out[name]
+    experts = ("n_experts", "experts_per_token", "expert_hidden", "normalize_expert_weights")
+    for name in (*experts, "moe_every", "dense_layers"):
+        del out[name]
+    if config.n_experts:
+        out["experts"] = (config.n_experts, config.experts_per_token, config.expert_width)
+        out["expert_weights_normalized"] = config.normalize_expert_weights
+        out["moe_layers"] = config.moe_layers
+        if len(config.moe_layers) == config.n_layers:
+            del out["mlp_hidden"]  # no dense MLP uses it
     local = [i for i in range(config.period) if config.layer_window(i) is not None]
     if config.positional == "rope" and local:
         # The sliding-window layers' base, and whether they share the global layers' scaling.
@@ -673,6 +808,9 @@ _SOURCES = {
     "layer_windows": ("sliding_window", "window_pattern"),
     "attention_scale": ("query_pre_attn_scalar",),
     "local_rope": ("rope_local_theta", "rope_theta", "rope_scaling"),
+    "experts": ("n_experts", "experts_per_token", "expert_hidden"),
+    "expert_weights_normalized": ("normalize_expert_weights",),
+    "moe_layers": ("moe_every", "dense_layers"),
 }
 
 

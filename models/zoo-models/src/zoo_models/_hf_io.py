@@ -23,7 +23,7 @@ from zoo_layers import layer_slot
 
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import GEMMA3_PREFIXES, Rule, ignorable, rules, same, transpose
+from ._hf_weights import GEMMA3_PREFIXES, Rule, ignorable, layer_rules, same, top_rules, transpose
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
@@ -68,8 +68,8 @@ def _leaves(model: Any) -> tuple[dict[str, Any], Any]:
 
 def _instances(config: ModelConfig) -> list[tuple[Rule, int | None]]:
     """Every (rule, layer) pair of the checkpoint; ``layer`` is ``None`` for top-level rules."""
-    top, per_layer = rules(config)
-    return [(r, None) for r in top] + [(r, i) for i in range(config.n_layers) for r in per_layer]
+    layers = [(r, i) for i in range(config.n_layers) for r in layer_rules(config, i)]
+    return [(r, None) for r in top_rules(config)] + layers
 
 
 def _leaf_key(config: ModelConfig, rel: str, layer: int | None) -> tuple[str, int | None]:

@@ -21,7 +21,7 @@ from jaxtyping import Array
 
 from ._config import ModelConfig
 
-__all__ = ["GEMMA3_PREFIXES", "Rule", "ignorable", "rules", "same", "transpose"]
+__all__ = ["GEMMA3_PREFIXES", "Rule", "ignorable", "layer_rules", "same", "top_rules", "transpose"]
 
 Transform = Callable[[Sequence[Array]], list[Array]]
 
@@ -163,11 +163,49 @@ def _llama_like(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
     return top, layer
 
 
-def rules(config: ModelConfig) -> tuple[list[Rule], list[Rule]]:
-    """``(top-level rules, per-layer rules)`` for ``config.family``."""
+def _stack_transposed(xs: Sequence[Array]) -> list[Array]:
+    # Per-expert nn.Linear weights [out, in] -> one [E, in, out] leaf.
+    return [_xp(xs).stack([x.T for x in xs])]
+
+
+def _split_transposed(xs: Sequence[Array]) -> list[Array]:
+    (w,) = xs
+    if not isinstance(w, jax.core.Tracer):
+        w = np.asarray(w)  # one transfer, then host slices (not one device op per expert)
+    return [w[e].T for e in range(w.shape[0])]
+
+
+# Hugging Face names of a mixture-of-experts MLP: the module, its router, and each expert's
+# gate / up / down projections.
+_EXPERT_NAMES = {
+    "mixtral": ("block_sparse_moe", "gate", ("w1", "w3", "w2")),
+    "qwen3_moe": ("mlp", "gate", ("gate_proj", "up_proj", "down_proj")),
+}
+
+
+def _moe_rules(config: ModelConfig) -> list[Rule]:
+    module, router, projections = _EXPERT_NAMES[config.family]
+    p = f"model.layers.{{i}}.{module}."
+    out = [_one(f"{p}{router}.weight", "mlp.router.weight")]
+    for hf, ours in zip(projections, ("gate_proj", "up_proj", "down_proj"), strict=True):
+        names = tuple(f"{p}experts.{e}.{hf}.weight" for e in range(config.n_experts))
+        out.append(Rule(names, (f"mlp.{ours}",), _stack_transposed, _split_transposed))
+    return out
+
+
+def top_rules(config: ModelConfig) -> list[Rule]:
+    """The rules of the tensors outside the layers."""
+    return _gpt2(config)[0] if config.family == "gpt2" else _llama_like(config)[0]
+
+
+def layer_rules(config: ModelConfig, layer: int) -> list[Rule]:
+    """The rules of layer ``layer``'s tensors (``{i}`` in their names stands for it)."""
     if config.family == "gpt2":
-        return _gpt2(config)
-    return _llama_like(config)
+        return _gpt2(config)[1]
+    rules = _llama_like(config)[1]
+    if not config.layer_moe(layer):
+        return rules
+    return [r for r in rules if not r.ours[0].startswith("mlp.")] + _moe_rules(config)
 
 
 # Tensors some checkpoints carry that hold no parameters: GPT-2's causal-mask buffers, old

@@ -21,7 +21,9 @@ from zoo_layers import (
     LayerNorm,
     LayerStack,
     Linear,
+    MoE,
     RMSNorm,
+    RouterStats,
     TransformerBlock,
     default_compute_dtype,
     dense,
@@ -72,17 +74,32 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         dtype=config.param_dtype,
         key=k_attn,
     )
-    mlp = MLP(
-        config.d_model,
-        config.mlp_hidden,
-        activation=config.activation,
-        gated=config.mlp_gated,
-        use_bias=config.mlp_bias,
-        init_std=config.init_std,
-        out_init_std=out_std,
-        dtype=config.param_dtype,
-        key=k_mlp,
-    )
+    mlp: MLP | MoE
+    if config.layer_moe(phase):
+        mlp = MoE(
+            config.d_model,
+            config.expert_width,
+            config.n_experts,
+            config.experts_per_token,
+            normalize=config.normalize_expert_weights,
+            activation=config.activation,
+            init_std=config.init_std,
+            out_init_std=out_std,
+            dtype=config.param_dtype,
+            key=k_mlp,
+        )
+    else:
+        mlp = MLP(
+            config.d_model,
+            config.mlp_hidden,
+            activation=config.activation,
+            gated=config.mlp_gated,
+            use_bias=config.mlp_bias,
+            init_std=config.init_std,
+            out_init_std=out_std,
+            dtype=config.param_dtype,
+            key=k_mlp,
+        )
     return TransformerBlock(
         attn_norm=_norm(config) if config.pre_norms else None,
         attn=attn,
@@ -168,6 +185,17 @@ class Transformer(eqx.Module):
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "B T D"]:
         """Hidden states after the last layer (before the final norm), in the compute dtype."""
+        return self._hidden(input_ids, positions, segment_ids, key, keep_logits=False)[0]
+
+    def _hidden(
+        self,
+        input_ids: Array,
+        positions: Array | None,
+        segment_ids: Array | None,
+        key: PRNGKeyArray | None,
+        *,
+        keep_logits: bool,
+    ) -> tuple[Array, RouterStats | None]:
         input_ids = _check_ids(input_ids, self.config.vocab_size)
         if positions is None:
             positions = (
@@ -182,7 +210,28 @@ class Transformer(eqx.Module):
             _check_same_shape("segment_ids", segment_ids, input_ids)
         k_embed, k_stack = (None, None) if key is None else jax.random.split(key)
         h = self.embed_tokens(input_ids, positions, key=k_embed)
-        return self.stack(h, positions, segment_ids, key=k_stack)
+        # Segment id 0 marks padding (zoo_train's packing): not counted by the routers.
+        mask = None if segment_ids is None else segment_ids != 0
+        return self.stack.apply(
+            h, positions, segment_ids, key=k_stack, mask=mask, keep_logits=keep_logits
+        )
+
+    def logits_and_router(
+        self,
+        input_ids: Int[Array, "B T"],
+        *,
+        positions: Int[Array, "B T"] | None = None,
+        segment_ids: Int[Array, "B T"] | None = None,
+        key: PRNGKeyArray | None = None,
+        keep_logits: bool = False,
+    ) -> tuple[Float[Array, "B T V"], RouterStats | None]:
+        """The logits (as :meth:`__call__`) and the router statistics of the mixture-of-experts
+        layers, stacked in layer order (``None`` for a dense model): the load-balancing loss as
+        ``transformers`` computes it is ``stats.aux_loss()``; with ``keep_logits`` the router
+        logits are ``stats.logits`` ``[L_moe, B, T, E]``. Tokens of segment id 0 (padding) are
+        not counted."""
+        h, stats = self._hidden(input_ids, positions, segment_ids, key, keep_logits=keep_logits)
+        return self.project(h), stats
 
     def __call__(
         self,

@@ -106,6 +106,37 @@ def _olmo2(**kw: object) -> ModelConfig:
     return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
+def _mixtral(**kw: object) -> ModelConfig:
+    base = dict(
+        family="mixtral",
+        activation="silu",
+        norm_eps=1e-5,
+        rope_theta=1000000.0,
+        n_experts=8,
+        experts_per_token=2,
+        # Training here balances the experts by default (transformers only when asked).
+        output_router_logits=True,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _qwen3_moe(**kw: object) -> ModelConfig:
+    base = dict(
+        family="qwen3_moe",
+        vocab_size=151936,
+        activation="silu",
+        norm_eps=1e-6,
+        max_position=40960,
+        rope_theta=1000000.0,
+        qk_norm=True,
+        normalize_expert_weights=True,
+        output_router_logits=True,
+        bos_token_id=151643,
+        eos_token_id=151645,
+    )
+    return ModelConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
 _TINY = dict(vocab_size=256, d_model=64, n_layers=2, n_heads=4, max_position=128)
 _TINY_IDS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
 
@@ -213,6 +244,29 @@ _PRESETS: dict[str, ModelConfig] = {
         rope_scaling="linear",
         rope_factor=8.0,
     ),
+    "mixtral-8x7b": _mixtral(
+        vocab_size=32000,
+        d_model=4096,
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        mlp_hidden=14336,
+        max_position=32768,
+        router_aux_loss_coef=0.02,
+        bos_token_id=1,
+        eos_token_id=2,
+    ),
+    "qwen3-30b-a3b": _qwen3_moe(
+        d_model=2048,
+        n_layers=48,
+        n_heads=32,
+        n_kv_heads=4,
+        head_dim=128,
+        mlp_hidden=6144,
+        expert_hidden=768,
+        n_experts=128,
+        experts_per_token=8,
+    ),
     "olmo-2-1b": _olmo2(d_model=2048, n_layers=16, n_heads=16, mlp_hidden=8192),
     "olmo-2-7b": _olmo2(d_model=4096, n_layers=32, n_heads=32, mlp_hidden=11008),
     # Tiny shapes for tests: each still exercises its family's distinctive features.
@@ -265,6 +319,21 @@ _PRESETS: dict[str, ModelConfig] = {
         extra_eos_token_ids=(3,),
     ),
     "olmo2-tiny": _olmo2(**{**_TINY, **_TINY_IDS}, n_kv_heads=2, mlp_hidden=128),
+    # 8 experts, top 2, renormalised.
+    "mixtral-tiny": _mixtral(**{**_TINY, **_TINY_IDS}, n_kv_heads=2, mlp_hidden=128),
+    # 8 experts, top 2 of probabilities not renormalised, narrower experts, and a dense MLP
+    # every other layer (decoder_sparse_step 2) of 4: a pattern the layer stack scans in pairs.
+    "qwen3-moe-tiny": _qwen3_moe(
+        **{**_TINY, **_TINY_IDS, "n_layers": 4},
+        n_kv_heads=2,
+        head_dim=32,
+        mlp_hidden=128,
+        expert_hidden=64,
+        n_experts=8,
+        experts_per_token=2,
+        normalize_expert_weights=False,
+        moe_every=2,
+    ),
 }
 
 

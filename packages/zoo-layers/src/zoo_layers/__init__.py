@@ -12,6 +12,7 @@ from ._linear import Linear as Linear
 from ._linear import dense as dense
 from ._logical import BATCH as BATCH
 from ._logical import EMBED as EMBED
+from ._logical import EXPERTS as EXPERTS
 from ._logical import HEAD_DIM as HEAD_DIM
 from ._logical import HEADS as HEADS
 from ._logical import KV_HEADS as KV_HEADS
@@ -39,5 +40,10 @@ from ._rope import rotate_half as rotate_half
 from ._stack import LayerStack as LayerStack
 from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
+from .moe import GroupedMatmul as GroupedMatmul
+from .moe import MoE as MoE
+from .moe import RouterStats as RouterStats
+from .moe import grouped_matmul as grouped_matmul
+from .moe import register_grouped_matmul as register_grouped_matmul
 
 __version__ = "0.4.0.dev0"

@@ -2,7 +2,8 @@
 
 ``x + post_attn(attn(attn_norm(x)))`` then ``x + post_mlp(mlp(mlp_norm(x)))``. Every norm is
 optional: pre-norm models (Llama) have the two pre-norms, Gemma 2 and 3 add the post norms, OLMo 2
-has only the post norms. Dropout acts on each branch before it joins the residual.
+has only the post norms. Dropout acts on each branch before it joins the residual. The MLP may be
+a mixture of experts (:class:`zoo_layers.MoE`), whose router statistics :meth:`apply` returns.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ._attention import Attention
 from ._dropout import Dropout
 from ._mlp import MLP
 from ._norm import LayerNorm, RMSNorm
+from .moe import MoE, RouterStats
 
 Norm = LayerNorm | RMSNorm
 
@@ -28,7 +30,7 @@ class TransformerBlock(eqx.Module):
     attn_norm: Norm | None
     attn: Attention
     mlp_norm: Norm | None
-    mlp: MLP
+    mlp: MLP | MoE
     post_attn_norm: Norm | None = None
     post_mlp_norm: Norm | None = None
     dropout: Dropout = Dropout(0.0)
@@ -41,10 +43,24 @@ class TransformerBlock(eqx.Module):
         *,
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "B T D"]:
+        return self.apply(x, positions, segment_ids, key=key)[0]
+
+    def apply(
+        self,
+        x: Float[Array, "B T D"],
+        positions: Int[Array, "B T"],
+        segment_ids: Int[Array, "B T"] | None = None,
+        *,
+        key: PRNGKeyArray | None = None,
+        mask: Array | None = None,
+        keep_logits: bool = False,
+    ) -> tuple[Float[Array, "B T D"], RouterStats | None]:
+        """The block and, for a mixture of experts, its router's statistics over the tokens
+        ``mask`` keeps (``None``: all; ``keep_logits``: with the router logits)."""
         k1, k2 = (None, None) if key is None else jax.random.split(key)
         h = self.attn(self._norm(self.attn_norm, x), positions, segment_ids)
         x = x + self.dropout(self._norm(self.post_attn_norm, h), key=k1)
-        return self._mlp_branch(x, k2)
+        return self._mlp_branch(x, k2, mask, keep_logits)
 
     def decode(
         self,
@@ -67,11 +83,21 @@ class TransformerBlock(eqx.Module):
             start,
         )
         x = x + self._norm(self.post_attn_norm, h)
-        return self._mlp_branch(x, None), k_new, v_new
+        return self._mlp_branch(x, None)[0], k_new, v_new
 
-    def _mlp_branch(self, x: Array, key: PRNGKeyArray | None) -> Array:
-        h = self.mlp(self._norm(self.mlp_norm, x))
-        return x + self.dropout(self._norm(self.post_mlp_norm, h), key=key)
+    def _mlp_branch(
+        self,
+        x: Array,
+        key: PRNGKeyArray | None,
+        mask: Array | None = None,
+        keep_logits: bool = False,
+    ) -> tuple[Array, RouterStats | None]:
+        stats = None
+        if isinstance(self.mlp, MoE):
+            h, stats = self.mlp(self._norm(self.mlp_norm, x), mask, keep_logits=keep_logits)
+        else:
+            h = self.mlp(self._norm(self.mlp_norm, x))
+        return x + self.dropout(self._norm(self.post_mlp_norm, h), key=key), stats
 
     @staticmethod
     def _norm(norm: Norm | None, h: Array) -> Array:

@@ -30,6 +30,7 @@ import zoo_attention
 
 from ._block import TransformerBlock
 from ._logical import BATCH, logical_axes, logical_constraint, stacked_axes
+from .moe import RouterStats
 
 
 def _split(key: PRNGKeyArray, n_layers: int, period: int) -> tuple[Array, Array]:
@@ -239,22 +240,59 @@ class LayerStack(eqx.Module):
         key: PRNGKeyArray | None = None,
     ) -> Float[Array, "B T D"]:
         """Apply every layer in order; ``key`` (optional) turns dropout on."""
+        return self.apply(x, positions, segment_ids, key=key)[0]
+
+    def apply(
+        self,
+        x: Float[Array, "B T D"],
+        positions: Int[Array, "B T"],
+        segment_ids: Int[Array, "B T"] | None = None,
+        *,
+        key: PRNGKeyArray | None = None,
+        mask: Array | None = None,
+        keep_logits: bool = False,
+    ) -> tuple[Float[Array, "B T D"], RouterStats | None]:
+        """Every layer in order, and the router statistics of its mixture-of-experts layers
+        stacked in layer order (``[L_moe, ...]``; ``None`` without such layers), over the
+        tokens ``mask`` keeps (``None``: all; ``keep_logits``: with the router logits)."""
         keys, tail_keys = (None, None) if key is None else _split(key, self.n_layers, self.period)
 
         def body(
             blocks: tuple[TransformerBlock, ...], h: Array, k: Array | None
-        ) -> tuple[Array, None]:
+        ) -> tuple[Array, tuple[RouterStats | None, ...]]:
+            stats = []
             for p, block in enumerate(blocks):
                 # The residual stream is laid out by the batch rule at every block (a no-op
                 # without active axis rules); without it XLA may pick layouts that move data.
                 h = logical_constraint(h, (BATCH, None, None))
-                h = block(h, positions, segment_ids, key=None if k is None else k[p])
-            return h, None
+                h, s = block.apply(
+                    h,
+                    positions,
+                    segment_ids,
+                    key=None if k is None else k[p],
+                    mask=mask,
+                    keep_logits=keep_logits,
+                )
+                stats.append(s)
+            return h, tuple(stats)
 
-        out, _ = self._apply(body, x, keys)
+        out, ys = self._apply(body, x, keys)
+        tail_ys: tuple = ()
         if self.tail:
-            out, _ = self._apply(body, out, tail_keys, self.tail)
-        return out
+            out, tail_ys = self._apply(body, out, tail_keys, self.tail)
+        whole = self.groups * self.period
+        per_layer = []
+        for layer in range(self.n_layers):
+            found, index = (
+                (ys[layer % self.period], layer // self.period)
+                if layer < whole
+                else (tail_ys[layer - whole], 0)
+            )
+            if found is not None:
+                per_layer.append(jax.tree_util.tree_map(lambda a, i=index: a[i], found))
+        if not per_layer:
+            return out, None
+        return out, jax.tree_util.tree_map(lambda *a: jnp.stack(a), *per_layer)
 
     def decode(
         self,

@@ -68,6 +68,9 @@ class OptimizerConfig:
             raise ValueError(f"clip_norm must be positive or None, got {self.clip_norm}.")
 
 
+_LATER_DEFAULTS: dict[str, Any] = {"router_aux_loss": None, "router_z_loss": 0.0}
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """One training run.
@@ -79,6 +82,9 @@ class TrainConfig:
             ``grad_accum * batch_size`` rows; the gradient is the token-weighted mean over all).
         optimizer: see :class:`OptimizerConfig`.
         z_loss: weight of the ``log(Z)²`` auxiliary loss of the default LM loss (0 disables).
+        router_aux_loss: weight of the load-balancing loss of mixture-of-experts models in the
+            default LM loss (``None``: the model config's ``router_aux_loss``).
+        router_z_loss: weight of their router z-loss (0 disables).
         compute_dtype: ``"auto"`` (bfloat16 on TPU/GPU, float32 on CPU), ``"float32"`` or
             ``"bfloat16"``: the dtype the default LM loss casts floating parameters to for the
             forward pass; master weights and optimizer state stay float32.
@@ -107,6 +113,8 @@ class TrainConfig:
     grad_accum: int = 1
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     z_loss: float = 0.0
+    router_aux_loss: float | None = None
+    router_z_loss: float = 0.0
     compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     seed: int = 0
     on_nonfinite: Literal["stop", "skip"] = "stop"
@@ -139,6 +147,10 @@ class TrainConfig:
             raise ValueError(f"`eval_batches` must be at least 1 or None, got {self.eval_batches}.")
         if self.z_loss < 0:
             raise ValueError(f"`z_loss` must be >= 0, got {self.z_loss}.")
+        if self.router_aux_loss is not None and self.router_aux_loss < 0:
+            raise ValueError(f"`router_aux_loss` must be >= 0, got {self.router_aux_loss}.")
+        if self.router_z_loss < 0:
+            raise ValueError(f"`router_z_loss` must be >= 0, got {self.router_z_loss}.")
         if self.compute_dtype not in ("auto", "float32", "bfloat16"):
             raise ValueError(
                 f"`compute_dtype` must be 'auto', 'float32' or 'bfloat16', got {self.compute_dtype!r}."
@@ -147,8 +159,13 @@ class TrainConfig:
             raise ValueError(f"`on_nonfinite` must be 'stop' or 'skip', got {self.on_nonfinite!r}.")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (nested optimizer included)."""
-        return dataclasses.asdict(self)
+        """A JSON-ready dict (nested optimizer included); fields added later are left out while
+        they hold their defaults, so runs recorded before them resume as the same run."""
+        out = dataclasses.asdict(self)
+        for name, default in _LATER_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:

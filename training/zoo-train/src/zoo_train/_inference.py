@@ -50,7 +50,10 @@ def evaluate_model(
     """
     mesh = make_mesh() if mesh is None else mesh
     rules = rules or {}
-    loss = make_lm_loss(compute_dtype=resolve_compute_dtype(compute_dtype, platform_of(mesh)))
+    # The held-out loss alone: no router losses of a mixture of experts.
+    loss = make_lm_loss(
+        compute_dtype=resolve_compute_dtype(compute_dtype, platform_of(mesh)), router_aux_loss=0.0
+    )
     loss_fn = MeshFunction(
         lambda m, b: loss(m, b, jax.random.key(0)),
         mesh=mesh,

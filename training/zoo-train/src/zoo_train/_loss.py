@@ -1,4 +1,5 @@
-"""The default language-model loss: masked next-token cross entropy plus optional z-loss.
+"""The default language-model loss: masked next-token cross entropy plus optional z-loss, and
+for mixture-of-experts models the routers' load-balancing loss and z-loss.
 
 A loss function has the signature ``loss_fn(model, batch, key) -> (loss_sum, aux)``: ``loss_sum``
 is a float32 scalar *summed* over the counted units and ``aux`` a dict of scalars that must hold
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -72,20 +74,61 @@ def _takes_key(model: object) -> bool:
         return False
 
 
-def make_lm_loss(*, z_loss: float = 0.0, compute_dtype: jnp.dtype | str | None = None) -> LossFn:
+#: Prefix of the expert load metrics: ``experts/busiest/L`` and ``experts/idlest/L`` are the
+#: shares of layer ``L``'s assignments that its busiest and idlest expert received, and
+#: ``experts/even`` the share of each when the load is even (``1 / E``).
+EXPERT_LOAD = "experts"
+
+
+def _router_terms(
+    stats: Any, weight: jax.Array, aux_weight: float, z_weight: float
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The routers' losses, as sums over the counted tokens (``weight`` of them), and their
+    metrics: the load-balancing loss and z-loss, and each layer's busiest and idlest expert."""
+    aux, z = stats.aux_loss(), stats.z_loss()
+    load = stats.load()  # [L, E]
+    metrics = {
+        "moe_aux_loss": aux * weight,
+        "moe_z_loss": z * weight,
+        f"{EXPERT_LOAD}/even": weight / stats.num_experts,
+    }
+    for i, (busiest, idlest) in enumerate(zip(load.max(-1), load.min(-1), strict=True)):
+        metrics[f"{EXPERT_LOAD}/busiest/{i}"] = busiest * weight
+        metrics[f"{EXPERT_LOAD}/idlest/{i}"] = idlest * weight
+    return weight * (aux_weight * aux + z_weight * z), metrics
+
+
+def make_lm_loss(
+    *,
+    z_loss: float = 0.0,
+    compute_dtype: jnp.dtype | str | None = None,
+    router_aux_loss: float | None = None,
+    router_z_loss: float = 0.0,
+) -> LossFn:
     """The LM loss for a model ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
 
     Args:
         z_loss: weight of ``log(Z)²`` per counted token (stabilises the softmax normaliser).
         compute_dtype: cast floating parameters to this dtype for the forward pass (``None``: as
             stored). Logits are upcast to float32 for the loss.
+        router_aux_loss: for a mixture-of-experts model (one with ``logits_and_router``, as
+            zoo models have), the weight of the load-balancing loss of its routers, computed as
+            ``transformers`` does over the micro-batch; ``None``: its config's
+            ``router_aux_loss`` (``router_aux_loss_coef`` when ``output_router_logits`` is
+            on, as ``transformers`` trains).
+        router_z_loss: the weight of the routers' z-loss.
 
     The step's RNG key is passed as ``key=`` when the model's ``__call__`` takes one (dropout).
 
     Returns:
         ``loss_fn(model, batch, key)``; ``batch`` holds ``input_ids``, ``targets``,
         ``positions``, ``segment_ids`` (int ``[B, T]``) and ``loss_mask`` (float ``[B, T]``).
-        ``aux`` holds ``weight`` (counted tokens), ``ce`` and ``z_loss`` (sums).
+        ``aux`` holds ``weight`` (counted tokens), ``ce`` and ``z_loss`` (sums); for a
+        mixture-of-experts model also ``moe_aux_loss``, ``moe_z_loss``, ``experts/even`` and,
+        per expert layer ``L``, ``experts/busiest/L`` and ``experts/idlest/L``, each times the
+        weight (the
+        routers' figures are per micro-batch; the loss adds ``weight x (router_aux_loss x
+        aux + router_z_loss x z)``, so a step's gradient weighs micro-batches by their tokens).
     """
     dtype = None if compute_dtype is None else jnp.dtype(compute_dtype)
 
@@ -95,16 +138,26 @@ def make_lm_loss(*, z_loss: float = 0.0, compute_dtype: jnp.dtype | str | None =
         kwargs = {"key": key} if _takes_key(model) else {}
         if dtype is not None:
             model = cast_floating(model, dtype)
-        logits = model(
-            batch["input_ids"],
-            positions=batch["positions"],
-            segment_ids=batch["segment_ids"],
-            **kwargs,
-        )
+        inputs = {"positions": batch["positions"], "segment_ids": batch["segment_ids"], **kwargs}
+        stats = None
+        if callable(getattr(model, "logits_and_router", None)):
+            logits, stats = model.logits_and_router(batch["input_ids"], **inputs)
+        else:
+            logits = model(batch["input_ids"], **inputs)
         ce, log_z = token_losses(logits, batch["targets"])
         mask = batch["loss_mask"].astype(jnp.float32)
         ce_sum = jnp.sum(ce * mask)
         z_sum = z_loss * jnp.sum(jnp.square(log_z) * mask)
-        return ce_sum + z_sum, {"weight": jnp.sum(mask), "ce": ce_sum, "z_loss": z_sum}
+        weight = jnp.sum(mask)
+        aux = {"weight": weight, "ce": ce_sum, "z_loss": z_sum}
+        loss = ce_sum + z_sum
+        if stats is not None:
+            aux_weight = router_aux_loss
+            if aux_weight is None:
+                aux_weight = float(getattr(model.config, "router_aux_loss", 0.0))
+            router_sum, metrics = _router_terms(stats, weight, aux_weight, router_z_loss)
+            loss = loss + router_sum
+            aux.update(metrics)
+        return loss, aux
 
     return loss_fn

@@ -119,6 +119,8 @@ def compile_step(
     state = plan.template
     loss_fn = make_lm_loss(
         z_loss=config.z_loss,
+        router_aux_loss=config.router_aux_loss,
+        router_z_loss=config.router_z_loss,
         compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)),
     )
     step = make_train_step(

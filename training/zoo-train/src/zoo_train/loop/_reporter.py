@@ -9,9 +9,21 @@ from typing import Any
 
 from .._config import TrainConfig
 from .._errors import NonFiniteLossError
+from .._loss import EXPERT_LOAD
 from .._step_metrics import Window
 from ..checkpoint import Checkpointer
 from ._progress import Progress, epochs_text
+
+
+def expert_balance(rec: dict[str, Any]) -> str | None:
+    """``"0.31-0.02 (even 0.125)"``: the largest share of a layer's assignments that one expert
+    received, the smallest, and each one's share when even (``None`` for a dense model)."""
+    prefix = f"{EXPERT_LOAD}/"
+    busiest = [v for k, v in rec.items() if k.startswith(prefix + "busiest/")]
+    idlest = [v for k, v in rec.items() if k.startswith(prefix + "idlest/")]
+    if not busiest or not idlest:
+        return None
+    return f"{max(busiest):.2f}-{min(idlest):.2f} (even {rec.get(prefix + 'even', 0.0):.3g})"
 
 
 class Reporter:
@@ -80,6 +92,9 @@ class Reporter:
                 shown["acc"] = rec["rewards/accuracies"]
             if rec["tokens_per_s"] is not None:
                 shown["tok_s"] = rec["tokens_per_s"]
+            balance = expert_balance(rec)
+            if balance is not None:
+                shown["experts"] = balance
             self.progress.update(0, **shown)
 
     def _nonfinite(self, step: int, m: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ from ..parallel import (
     PackedBatch,
     batch_reader,
     check_batch,
+    check_experts,
     check_heads,
     describe_mesh,
     init_sharded,
@@ -243,11 +244,17 @@ class _Setup:
         check_batch(config.batch_size, mesh, rules)
         compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
         if loss_fn is None:
-            loss_fn = make_lm_loss(z_loss=config.z_loss, compute_dtype=compute_dtype)
+            loss_fn = make_lm_loss(
+                z_loss=config.z_loss,
+                compute_dtype=compute_dtype,
+                router_aux_loss=config.router_aux_loss,
+                router_z_loss=config.router_z_loss,
+            )
         plan = plan_state(model, config, mesh, rules, trainable=trainable)
         model_config = getattr(plan.abstract_model, "config", None)
         if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
             check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
+            check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
         return cls(mesh, rules, compute_dtype, loss_fn, plan)
 
     def steps(self, config: TrainConfig) -> tuple[MeshFunction, MeshFunction]:

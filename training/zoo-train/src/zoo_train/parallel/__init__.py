@@ -10,6 +10,7 @@ from ._batches import BatchLayout as BatchLayout
 from ._batches import batch_reader as batch_reader
 from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
+from ._checks import check_experts as check_experts
 from ._checks import check_heads as check_heads
 from ._jit import MeshFunction as MeshFunction
 from ._jit import init_sharded as init_sharded

@@ -45,3 +45,20 @@ def check_heads(
             f"but the model has {num_kv_heads} key/value heads and {num_heads} query heads; use "
             f"a tensor size that divides {num_kv_heads}."
         )
+
+
+def check_experts(n_experts: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> None:
+    """The expert-parallel axes must divide the experts of each mixture-of-experts layer.
+
+    Raises:
+        ValueError: naming the expert count and the axis sizes.
+    """
+    axes = rule_axes(rules, "experts")
+    shards = math.prod(mesh.shape.get(a, 1) for a in axes)
+    if n_experts and shards > 1 and n_experts % shards:
+        names = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in axes)
+        raise ValueError(
+            f"expert parallelism over {shards} devices ({names}) needs the experts split evenly, "
+            f"but the model has {n_experts} experts a layer; use an expert size that divides "
+            f"{n_experts}."
+        )

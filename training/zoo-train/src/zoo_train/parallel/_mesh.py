@@ -1,4 +1,5 @@
-"""The device mesh: data parallel, fully sharded data parallel and tensor parallel axes."""
+"""The device mesh: data parallel, fully sharded data parallel, expert parallel and tensor
+parallel axes."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ import numpy as np
 from jax.sharding import AxisType, Mesh
 
 #: Mesh axis names, outermost first: ``data`` (replicas), ``fsdp`` (replicas that also shard
-#: parameters and optimizer state), ``tensor`` (heads and MLP columns split across devices).
-AXES: tuple[str, ...] = ("data", "fsdp", "tensor")
+#: parameters and optimizer state), ``expert`` (replicas that also split the experts of
+#: mixture-of-experts layers), ``tensor`` (heads and MLP columns split across devices).
+AXES: tuple[str, ...] = ("data", "fsdp", "expert", "tensor")
+
+
+def _shown(sizes: dict[str, int]) -> dict[str, int]:
+    # An expert axis of 1 is left out of what is shown and recorded: a dense run's mesh reads
+    # (and compares with runs recorded before the axis existed) as it always did.
+    return {k: v for k, v in sizes.items() if k != "expert" or v != 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +34,7 @@ class MeshConfig:
     data: int = 1
     fsdp: int = -1
     tensor: int = 1
+    expert: int = 1
 
     def __post_init__(self) -> None:
         sizes = self.to_dict()
@@ -39,15 +48,15 @@ class MeshConfig:
             raise ValueError(f"at most one mesh axis may be -1, got {self}.")
 
     def to_dict(self) -> dict[str, int]:
-        """``{"data": …, "fsdp": …, "tensor": …}`` as configured (``-1`` kept)."""
+        """``{"data": …, "fsdp": …, "expert": …, "tensor": …}`` as configured (``-1`` kept)."""
         return {name: getattr(self, name) for name in AXES}
 
     def __str__(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.to_dict().items())
+        return ",".join(f"{k}={v}" for k, v in _shown(self.to_dict()).items())
 
     @classmethod
     def parse(cls, text: str) -> MeshConfig:
-        """``"data=1,fsdp=-1,tensor=1"`` (axes left out keep their defaults)."""
+        """``"data=1,fsdp=-1,expert=1,tensor=1"`` (axes left out keep their defaults)."""
         values: dict[str, int] = {}
         for part in (p.strip() for p in text.split(",")):
             if not part:
@@ -57,7 +66,7 @@ class MeshConfig:
             if not sep or name not in AXES:
                 raise ValueError(
                     f"mesh {text!r}: expected NAME=SIZE items with NAME in {', '.join(AXES)}, "
-                    f"e.g. data=1,fsdp=-1,tensor=1."
+                    f"e.g. data=1,fsdp=-1,expert=1,tensor=1."
                 )
             try:
                 values[name] = int(size)
@@ -99,7 +108,8 @@ class MeshConfig:
 
 
 def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = None) -> Mesh:
-    """A mesh with axes ``data``, ``fsdp``, ``tensor`` over ``devices`` (default: all devices).
+    """A mesh with axes ``data``, ``fsdp``, ``expert``, ``tensor`` over ``devices`` (default: all
+    devices).
 
     The axes are ``Auto`` (XLA's partitioner places what the shardings leave open).
     """
@@ -118,15 +128,15 @@ def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = 
 
 
 def mesh_sizes(mesh: Mesh) -> dict[str, int]:
-    """``{axis: size}`` of ``mesh``."""
-    return dict(mesh.shape)
+    """``{axis: size}`` of ``mesh`` (``expert`` when not 1)."""
+    return _shown(dict(mesh.shape))
 
 
 def describe_mesh(mesh: Mesh) -> str:
-    """``"data=1 fsdp=8 tensor=1 (8 cpu devices)"``."""
+    """``"data=1 fsdp=8 tensor=1 (8 cpu devices)"`` (``expert=N`` when not 1)."""
     n = mesh.devices.size
     kind = mesh.devices.flat[0].platform
-    axes = " ".join(f"{k}={v}" for k, v in mesh.shape.items())
+    axes = " ".join(f"{k}={v}" for k, v in _shown(dict(mesh.shape)).items())
     return f"{axes} ({n} {kind} device{'s' if n != 1 else ''})"
 
 
@@ -134,7 +144,7 @@ def mesh_record(mesh: Mesh) -> dict[str, Any]:
     """A JSON-ready record of ``mesh`` for checkpoints and metrics."""
     first = mesh.devices.flat[0]
     return {
-        "axes": {k: int(v) for k, v in mesh.shape.items()},
+        "axes": {k: int(v) for k, v in _shown(dict(mesh.shape)).items()},
         "devices": int(mesh.devices.size),
         "processes": len({d.process_index for d in mesh.devices.flat}),
         "platform": first.platform,

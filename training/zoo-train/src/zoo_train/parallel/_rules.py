@@ -13,12 +13,15 @@ MeshAxes = str | tuple[str, ...] | None
 #: arrays): their largest dimension that the mesh axes divide is sharded over these axes.
 UNNAMED = "unnamed"
 
-#: The default table. Batch rows go over both data-parallel axes; parameters are fully sharded
-#: over ``fsdp`` along the model width (``embed``) and split over ``tensor`` along heads, MLP
-#: columns and the vocabulary (Megatron-style tensor parallelism); the residual stream stays
-#: whole on each device. A name mapped to ``None`` is replicated.
+#: The default table. Batch rows go over the data-parallel axes (``expert`` among them: off the
+#: experts it is one more data-parallel axis); parameters are fully sharded over ``fsdp`` along
+#: the model width (``embed``) and split over ``tensor`` along heads, MLP columns and the
+#: vocabulary (Megatron-style tensor parallelism); the experts of a mixture-of-experts layer
+#: are split over ``expert``; the residual stream stays whole on each device. A name mapped to
+#: ``None`` is replicated.
 DEFAULT_RULES: dict[str, MeshAxes] = {
-    "batch": ("data", "fsdp"),
+    "batch": ("data", "fsdp", "expert"),
+    "experts": "expert",
     "embed": "fsdp",
     "vocab": "tensor",
     "heads": "tensor",

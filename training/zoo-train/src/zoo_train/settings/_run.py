@@ -107,6 +107,9 @@ class MeshSettings:
     data: int = setting(1, "data-parallel mesh axis size (-1: every device left over)")
     fsdp: int = setting(-1, "fully sharded data-parallel axis size (-1: every device left)")
     tensor: int = setting(1, "tensor-parallel axis size (-1: every device left over)")
+    expert: int = setting(
+        1, "expert-parallel axis size: splits the experts of MoE layers (-1: every device left)"
+    )
 
     def config(self) -> MeshConfig:
         """The mesh as a :class:`~zoo_train.parallel.MeshConfig` (checked)."""
@@ -118,7 +121,7 @@ class MeshSettings:
             raise UsageError.from_error(e) from None
 
     def __str__(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
+        return str(self.config())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +247,13 @@ class RunSettings:
     )
     compute_dtype: str = setting("auto", "auto, float32 or bfloat16")
     z_loss: float = setting(0.0, "weight of the z-loss", within="[0, inf)")
+    router_aux_loss: float | None = setting(
+        None,
+        "weight of the MoE load-balancing loss (none: the model's router_aux_loss_coef when its "
+        "output_router_logits is on, as transformers trains)",
+        within="[0, inf)",
+    )
+    router_z_loss: float = setting(0.0, "weight of the MoE router z-loss", within="[0, inf)")
     progress: bool = setting(
         True,
         "show the progress bar",
@@ -288,7 +298,7 @@ class RunSettings:
 
     @property
     def mesh_text(self) -> str:
-        """The mesh as ``data=…,fsdp=…,tensor=…``."""
+        """The mesh as ``data=…,fsdp=…,tensor=…`` (and ``expert=…`` when not 1)."""
         return str(self.mesh)
 
     def train_config(self) -> TrainConfig:

@@ -1,0 +1,85 @@
+"""Mixture-of-experts train steps on meshes of 8 devices against the same step on one device: the
+experts split over the ``expert`` axis (tokens exchanged between its devices), their hidden width
+over ``tensor``, the rest over ``data`` and ``fsdp``; equal losses and gradients (float32, SGD,
+as in test_train_step_mesh.py), and no involuntary full rematerialisation in the compiled step.
+One micro-batch per step: the load-balancing loss is per micro-batch, and a mesh splits
+micro-batches along other rows than one device."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import zoo_models
+import zoo_train
+from zoo_train import OptimizerConfig, parallel
+from zoo_train.data import PackedLoader
+
+SGD = OptimizerConfig(name="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, clip_norm=None)
+AXES = ("data", "fsdp", "expert", "tensor")
+# Both router losses in the objective, so their gradients are compared too.
+LOSS = zoo_train.make_lm_loss(router_aux_loss=0.05, router_z_loss=1e-3)
+
+
+def _config(name: str) -> zoo_models.ModelConfig:
+    return zoo_models.get(name).replace(vocab_size=64, attention_implementation="xla")
+
+
+def _mesh(shape: tuple[int, ...], devices=None):
+    return parallel.make_mesh(parallel.MeshConfig(**dict(zip(AXES, shape, strict=True))), devices)
+
+
+def _step(config, mesh, batch):
+    rules = parallel.make_rules()
+
+    def build():
+        return zoo_models.build(config, key=jax.random.key(1))
+
+    optimizer, schedule = zoo_train.make_optimizer(SGD, 10, eqx.filter_eval_shape(build))
+
+    def fresh():
+        return zoo_train.init_train_state(build(), optimizer, seed=0)
+
+    shardings = parallel.state_shardings(eqx.filter_eval_shape(fresh), optimizer, mesh, rules)
+    state = parallel.init_sharded(fresh, mesh=mesh, shardings=shardings)
+    step = zoo_train.make_train_step(optimizer, LOSS, schedule, mesh=mesh, rules=rules)
+    before = jax.device_get(state.params)
+    after, metrics = step(batch, state)
+    grads = jax.tree.map(lambda a, b: a - b, before, jax.device_get(after.params))
+    return jax.device_get(metrics), grads, before, after.params
+
+
+@pytest.fixture(scope="module")
+def batch():
+    rng = np.random.default_rng(np.random.default_rng().integers(1 << 30))
+    docs = [rng.integers(0, 63, rng.integers(5, 40)).astype(np.int32) for _ in range(80)]
+    return PackedLoader(docs, seq_len=32, seed=1).next_batch(16)
+
+
+@pytest.fixture(scope="module", params=["mixtral-tiny", "qwen3-moe-tiny"])
+def one_device(request, batch):
+    config = _config(request.param)
+    return config, _step(config, _mesh((1, 1, 1, 1), jax.devices()[:1]), batch)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 2, 2), (1, 1, 8, 1), (2, 1, 2, 2)], ids=str)
+def test_expert_parallel_step_matches_one_device(shape, one_device, batch, capfd):
+    config, (want_metrics, want_grads, params, _) = one_device
+    capfd.readouterr()
+    metrics, grads, _, sharded = _step(config, _mesh(shape), batch)
+    compile_log = capfd.readouterr().err
+    assert "rematerialization" not in compile_log.lower(), compile_log[-2000:]
+    # The experts are split over the expert axis, their hidden width over tensor.
+    layer = config.moe_layers[0] % config.period
+    gate = sharded.stack.blocks[layer].mlp.gate_proj  # [L, E, D, I]
+    e, t = shape[2], shape[3]
+    assert {s.data.shape[1] for s in gate.addressable_shards} == {config.n_experts // e}
+    assert {s.data.shape[3] for s in gate.addressable_shards} == {config.expert_width // t}
+    for name in ("loss", "moe_aux_loss", "moe_z_loss", "experts/busiest/0", "experts/idlest/1"):
+        np.testing.assert_allclose(metrics[name], want_metrics[name], rtol=2e-6, err_msg=name)
+    np.testing.assert_allclose(metrics["grad_norm"], want_metrics["grad_norm"], rtol=1e-5)
+    for got, want, p in zip(*map(jax.tree.leaves, (grads, want_grads, params)), strict=True):
+        rounding = 2 * np.finfo(np.float32).eps * np.max(np.abs(p))
+        assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want)) + rounding
