@@ -169,7 +169,12 @@ def test_every_numeric_setting_declares_its_range():
         if v.kind.rstrip("?") in ("int", "float", "floats")
     }
     unchecked = sorted(k for k, v in numbers.items() if v.within is None)
-    assert unchecked == ["mesh.data", "mesh.fsdp", "mesh.tensor"]  # MeshConfig's own checks
+    assert unchecked == [
+        "mesh.data",
+        "mesh.expert",
+        "mesh.fsdp",
+        "mesh.tensor",
+    ]  # MeshConfig checks
     for key in numbers.values():
         if key.within is not None:
             values = key.default if isinstance(key.default, list) else [key.default]
