@@ -4,6 +4,7 @@
 from ._chat import render_chat as render_chat
 from ._documents import Document as Document
 from ._documents import load_documents as load_documents
+from ._holds_pairs import holds_pairs as holds_pairs
 from ._loader import DataSource as DataSource
 from ._loader import PackedLoader as PackedLoader
 from ._loader import tokenize_documents as tokenize_documents
@@ -21,7 +22,6 @@ from ._tokenizer import byte_tokenizer as byte_tokenizer
 from ._tokenizer import is_byte_level as is_byte_level
 from ._tokenizer import leading_bos as leading_bos
 from .inputs import DocumentStream as DocumentStream
-from .inputs import holds_pairs as holds_pairs
 from .store import HeldOut as HeldOut
 from .store import StoreLoader as StoreLoader
 from .store import TokenStore as TokenStore

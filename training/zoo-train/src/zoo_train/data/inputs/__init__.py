@@ -4,5 +4,5 @@ Parquet and Arrow files, and ``datasets.save_to_disk`` directories, streamed doc
 from ._files import InputFile as InputFile
 from ._files import list_inputs as list_inputs
 from ._read import DocumentStream as DocumentStream
-from ._sniff import holds_pairs as holds_pairs
+from ._sniff import raw_holds_pairs as raw_holds_pairs
 from ._text import PIECE_CHARS as PIECE_CHARS

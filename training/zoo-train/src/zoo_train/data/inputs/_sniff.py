@@ -42,15 +42,11 @@ def _file_holds_pairs(file: InputFile) -> bool:
     return False
 
 
-def holds_pairs(source: str | os.PathLike[str]) -> bool:
-    """Whether every file of ``source`` holds preference pairs (by its first record or its
-    columns); a store by its manifest.
+def raw_holds_pairs(source: str | os.PathLike[str]) -> bool:
+    """Whether every file of the raw ``source`` holds preference pairs (by its first record or
+    its columns).
 
     Raises:
         ValueError: a source that does not exist (as :func:`list_inputs`).
     """
-    from ..store import is_store, store_info
-
-    if is_store(source):
-        return bool(store_info(source)["pairs"])
     return all(_file_holds_pairs(f) for f in list_inputs([source]))
