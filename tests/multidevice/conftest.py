@@ -1,9 +1,16 @@
 """Tests on eight fake CPU devices (``make test`` runs this suite in a process of its own)."""
 
 import os
+import pathlib
+import subprocess
+import sys
+from collections.abc import Callable
 
 # Before jax is imported by anything: a second chance when the suite is run by hand.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+
+# zoo-train's test helpers (tiny Hugging Face checkpoints, corpora) serve these tests too.
+sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "training" / "zoo-train" / "tests"))
 
 import jax
 import pytest
@@ -20,6 +27,22 @@ def pytest_configure(config: pytest.Config) -> None:
             f"XLA_FLAGS=--xla_force_host_platform_device_count={DEVICES} in a fresh process "
             "(`python scripts/run_tests.py multidevice`)."
         )
+
+
+def _one_device_zoo(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def one_device_zoo() -> Callable[..., subprocess.CompletedProcess]:
+    """``one_device_zoo(*args, cwd=None)``: the ``zoo`` command in a process of its own that
+    sees one CPU device, the reference a mesh run is compared with."""
+    return _one_device_zoo
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,8 @@ for meshes, batches and head counts that cannot work."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import equinox as eqx
 import jax
@@ -39,29 +36,20 @@ def _corpus(directory: pathlib.Path) -> pathlib.Path:
     return directory
 
 
-def _one_device_zoo(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-
-
 def _losses(run: pathlib.Path) -> dict[int, float]:
     records = zoo_train.read_metrics(run / zoo_train.METRICS_FILE)
     return {r["step"]: r["loss"] for r in records if isinstance(r.get("loss"), float)}
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]:
+def runs(tmp_path_factory: pytest.TempPathFactory, one_device_zoo) -> dict[str, pathlib.Path]:
     tmp = tmp_path_factory.mktemp("mesh")
     data = _corpus(tmp / "data")
     eight, one = tmp / "eight", tmp / "one"
     code = main(["train", *ARGS, "--data", str(data), "--out", str(eight),
                  "--mesh", "data=2,fsdp=2,tensor=2"])  # fmt: skip
     assert code == 0
-    proc = _one_device_zoo("train", *ARGS, "--data", str(data), "--out", str(one), cwd=tmp)
+    proc = one_device_zoo("train", *ARGS, "--data", str(data), "--out", str(one), cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"eight": eight, "one": one, "data": data, "tmp": tmp}
 
@@ -95,11 +83,11 @@ def test_checkpoint_restores_on_fewer_devices(runs, shape, devices):
         np.testing.assert_array_equal(a, b)
 
 
-def test_resume_on_one_device_reports_the_mesh_change(runs):
+def test_resume_on_one_device_reports_the_mesh_change(runs, one_device_zoo):
     resumed = runs["tmp"] / "resumed"
     shutil.copytree(runs["eight"], resumed)
     shutil.rmtree(resumed / "checkpoints" / str(STEPS))
-    proc = _one_device_zoo(
+    proc = one_device_zoo(
         "train", *ARGS, "--data", str(runs["data"]), "--out", str(resumed), cwd=runs["tmp"]
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

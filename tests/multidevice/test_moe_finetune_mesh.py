@@ -4,19 +4,14 @@ checkpoint to give the merged export's logits."""
 
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 
 import zoo_train
 from zoo_train.cli import main
-
-sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "training" / "zoo-train" / "tests"))
-from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 
 STEPS = 3
 
@@ -52,16 +47,13 @@ def _losses(run: pathlib.Path) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+def root(tmp_path_factory: pytest.TempPathFactory, one_device_zoo) -> pathlib.Path:
     root = tmp_path_factory.mktemp("moe-lora-mesh")
     _mixtral(root / "hf")
     write_corpus(root / "corpus")
     mesh = ["--mesh", "fsdp=2,expert=4", "--export-hf", str(root / "export")]
     assert main([*_args(root, "eight"), *mesh]) == 0
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    proc = subprocess.run([sys.executable, "-c", code, *_args(root, "one")], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = one_device_zoo(*_args(root, "one"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from cli_helpers import WORDS, tiny_hf_llama
 
 import zoo_train
 from zoo_train.cli import main
-
-sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "training" / "zoo-train" / "tests"))
-from cli_helpers import WORDS, tiny_hf_llama
 
 STEPS = 4
 KEYS = ("loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen")
@@ -48,15 +43,12 @@ def _records(run: pathlib.Path) -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+def runs(tmp_path_factory: pytest.TempPathFactory, one_device_zoo) -> tuple[dict, dict]:
     root = tmp_path_factory.mktemp("dpo-mesh")
     tiny_hf_llama(root / "hf", seed=6)
     _pairs(root / "pairs.jsonl", 60, seed=8)
     assert main([*_args(root, "eight"), "--mesh", "data=2,fsdp=2,tensor=2"]) == 0
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    proc = subprocess.run([sys.executable, "-c", code, *_args(root, "one")], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = one_device_zoo(*_args(root, "one"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return _records(root / "eight"), _records(root / "one")
 
