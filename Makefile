@@ -1,5 +1,7 @@
 # zoo: `make train` runs the main job (installing only what it runs), `make test` runs every
-# package's tests (adding the test tools and the TPU compile environment).
+# package's tests (adding the test tools and the TPU compile environments) on the default JAX,
+# and the contract, kernels, layers and a training smoke on the newest JAX; `make test-newest`
+# runs every suite on the newest JAX.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -16,15 +18,59 @@ TPU_PIP := $(TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
 # pin installed into .venv by hand) is replaced again, named.
 EDITABLE := scripts/editable.py $(PACKAGES)
 PINNED := .venv-pinned
+# The newest-JAX leg: jax 0.12 on a Python >= 3.12 that scripts/newest_python.py finds (PATH,
+# pyenv, or $$ZOO_NEWEST_PYTHON). Its own environment and libtpu compile environment.
+NEWEST_VENV := .venv-newest
+NEWEST_TPU_VENV := .venv-newest-tpu
+NEWEST_STAMP := $(NEWEST_VENV)/.installed
+NEWEST_FULL_STAMP := $(NEWEST_VENV)/.full
+NEWEST_TPU_STAMP := $(NEWEST_TPU_VENV)/.installed
+NEWEST_PIP := $(NEWEST_VENV)/bin/python -m pip --disable-pip-version-check -q
+NEWEST_TPU_PIP := $(NEWEST_TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
 PIN ?= zoo-flash-tpu==0.1.1
 
-.PHONY: install runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
+.PHONY: install newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
 	test-attention test-flash-tpu test-chunked test-layers test-models test-train test-integration test-multidevice test-bench
 
-# Everything `make test` needs: .venv with the test tools, and .venv-tpu.
-install: $(STAMP) $(TPU_STAMP)
+# Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
+# two environments where a Python >= 3.12 exists (the test summary says so where none does).
+install: $(STAMP) $(TPU_STAMP) newest
 	@$(BIN)/python $(EDITABLE)
 	@$(TPU_VENV)/bin/python $(EDITABLE)
+
+newest:
+	@py=$$($(PYTHON) scripts/newest_python.py) || { echo "zoo: the newest-JAX leg will not run"; exit 0; }; \
+	$(MAKE) --no-print-directory $(NEWEST_STAMP) $(NEWEST_TPU_STAMP) NEWEST_PYTHON=$$py && \
+	$(NEWEST_VENV)/bin/python $(EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(EDITABLE)
+
+# As a user with a current JAX: jax first, then zoo with the constraints, which keep it (the
+# pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
+$(NEWEST_STAMP): constraints.txt $(PYPROJECTS)
+	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables
+	$(NEWEST_PIP) install -c constraints.txt jax
+	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) \
+		pytest pytest-xdist psutil
+	@touch $@
+
+# jax[tpu] at the newest leg's version, with its libtpu, for the TPU compile tests.
+$(NEWEST_TPU_STAMP): constraints.txt $(PYPROJECTS)
+	@test -x $(NEWEST_TPU_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_TPU_VENV)
+	$(NEWEST_TPU_PIP) install -c constraints.txt pip hatchling editables
+	$(NEWEST_TPU_PIP) install -c constraints.txt --no-build-isolation \
+		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
+	@touch $@
+
+# Everything the whole suite needs on the newest leg: the references (torch, transformers,
+# peft, TRL) and zoo-train's wandb extra, as in .venv.
+newest-full: newest
+	@test -x $(NEWEST_VENV)/bin/python || { echo "zoo: no Python >= 3.12 for the newest-JAX leg"; exit 1; }
+	@$(MAKE) --no-print-directory $(NEWEST_FULL_STAMP)
+
+$(NEWEST_FULL_STAMP): $(NEWEST_STAMP) requirements-dev.txt
+	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb]" \
+		-r requirements-dev.txt
+	@touch $@
 
 # What `zoo` needs to run, and nothing more: CPU jax and every zoo package, editable. Re-runs when
 # a pin or a package definition changes.
@@ -62,7 +108,11 @@ train: runtime
 	$(BIN)/zoo train
 
 test: install
-	$(BIN)/python scripts/run_tests.py
+	$(BIN)/python scripts/run_tests.py --with-newest
+
+# Every suite on the newest JAX (jax 0.12, Python >= 3.12); .ci/run runs it after `make test`.
+test-newest: install newest-full
+	$(BIN)/python scripts/run_tests.py --newest
 
 test-attention: install ; $(BIN)/python scripts/run_tests.py zoo-attention
 test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
@@ -100,7 +150,12 @@ pinned: runtime
 	$(BIN)/python scripts/pinned_env.py $(PINNED) $(PIN)
 
 clean:
-	rm -rf $(VENV) $(TPU_VENV) $(PINNED) dist wheelhouse .test-reports
+	rm -rf $(VENV) $(TPU_VENV) $(NEWEST_VENV) $(NEWEST_TPU_VENV) $(PINNED) dist wheelhouse .test-reports
+
+# The compatibility matrix: every kernel release against each JAX of scripts/compat_matrix.py,
+# into docs/compatibility.md (environments kept under build/matrix/).
+compat: install
+	$(BIN)/python scripts/compat_matrix.py
 
 # Benchmarks: tables printed last, JSON under bench/results/, plots, docs/benchmarks.md regenerated.
 bench: install

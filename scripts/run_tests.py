@@ -1,6 +1,14 @@
 """Run each package's tests and the integration tests, then print one summary.
 
-Usage: python scripts/run_tests.py [SUITE ...] [-- PYTEST_ARGS ...]
+Usage: python scripts/run_tests.py [--with-newest | --newest] [SUITE ...] [-- PYTEST_ARGS ...]
+
+Two JAX legs: the default one is this interpreter (``.venv``: jax 0.10.2 on Python 3.11), the
+newest one is ``.venv-newest`` (jax 0.12 on Python >= 3.12, libtpu's compile environment in
+``.venv-newest-tpu``). ``--with-newest`` (``make test``) adds the newest leg's
+:data:`NEWEST_LEG` suites to the default run, in the same pool and the same summary; where the
+newest environment is missing, the summary says in one line that the leg did not run.
+``--newest`` (``make test-newest``) runs the named suites, every one by default, on the newest
+leg alone, and fails where it cannot.
 
 Each suite runs in its own pytest process (packages stay independent: no shared conftest, no
 import-order coupling) and writes a JUnit report and its full output under .test-reports/.
@@ -14,6 +22,7 @@ ends.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,7 +31,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +71,38 @@ TEST_ENV = {
 }
 CACHE = REPORTS / "jax-cache"
 SCRIPTS = Path(__file__).resolve().parent
+
+#: The newest-JAX leg's environments (made by ``make install`` where a Python >= 3.12 exists).
+NEWEST_VENV = ROOT / ".venv-newest"
+NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
+#: What ``make test`` runs on the newest leg: the contract, the kernels (with their TPU compile
+#: tests against the newest libtpu), the layers, and a training smoke. ``make test-newest`` runs
+#: every suite there.
+NEWEST_LEG = ("zoo-flash-tpu", "zoo-layers", "train-smoke", "zoo-chunked", "zoo-attention")
+#: Suites of the newest leg alone: train, kill and resume a run, and the installed JAX kept.
+NEWEST_ONLY: dict[str, tuple[str, list[str], dict[str, str]]] = {
+    "train-smoke": ("training/zoo-train/tests/test_kill.py", ["tests/test_jax_range.py"], {}),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Leg:
+    """One interpreter the suites run on: its label in the summary, its python, the prefix of
+    its reports and the environment it adds."""
+
+    label: str
+    python: str
+    prefix: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+
+DEFAULT = Leg("", sys.executable)
+NEWEST = Leg(
+    "newest JAX",
+    str(NEWEST_VENV / "bin" / "python"),
+    "newest-",
+    (("ZOO_TPU_PYTHON", str(NEWEST_TPU_VENV / "bin" / "python")),),
+)
 #: Seconds between the progress lines of the running suites.
 PROGRESS_EVERY = 30.0
 
@@ -74,7 +115,7 @@ def _jobs() -> int:
 
 
 def _counts(report: Path) -> dict[str, float]:
-    counts = {"tests": 0.0, "failures": 0.0, "errors": 0.0, "skipped": 0.0}
+    counts = {"tests": 0.0, "failures": 0.0, "errors": 0.0, "skipped": 0.0, "time": 0.0}
     if not report.exists():
         return counts
     root = ET.parse(report).getroot()
@@ -85,26 +126,29 @@ def _counts(report: Path) -> dict[str, float]:
 
 
 def _run_suite(
-    name: str, extra: list[str], lock: threading.Lock, running: dict[str, float]
+    name: str, extra: list[str], lock: threading.Lock, running: dict[str, float], leg: Leg = DEFAULT
 ) -> tuple:
-    path, args, suite_env = SUITES[name]
-    report = REPORTS / f"{name}.xml"
-    log = REPORTS / f"{name}.log"
+    path, args, suite_env = {**SUITES, **NEWEST_ONLY}[name]
+    key = leg.prefix + name
+    report = REPORTS / f"{key}.xml"
+    log = REPORTS / f"{key}.log"
     report.unlink(missing_ok=True)
-    cache = CACHE / name
+    cache = CACHE / key
     shutil.rmtree(cache, ignore_errors=True)
-    progress = REPORTS / f"{name}.progress"
+    progress = REPORTS / f"{key}.progress"
     progress.unlink(missing_ok=True)
     env = {"JAX_COMPILATION_CACHE_DIR": str(cache), **TEST_ENV, **os.environ, **suite_env}
+    env.update(leg.env)
     env["ZOO_TEST_PROGRESS"] = str(progress)
     # The progress plugin is importable from here; the tests' own imports are unchanged.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SCRIPTS), env.get("PYTHONPATH")]))
     start = time.perf_counter()
+    title = f"{name} [{leg.label}]" if leg.label else name
     with lock:
-        print(f"[{time.strftime('%H:%M:%S')}] {name}: started", flush=True)
-        running[name] = start
+        print(f"[{time.strftime('%H:%M:%S')}] {title}: started", flush=True)
+        running[key] = start
     cmd = [
-        sys.executable,
+        leg.python,
         "-m",
         "pytest",
         path,
@@ -127,15 +171,15 @@ def _run_suite(
         )
     seconds = time.perf_counter() - start
     with lock:
-        running.pop(name, None)
-        print(f"\n=== {name} ({path}) {seconds:.0f} s ===", flush=True)
+        running.pop(key, None)
+        print(f"\n=== {title} ({path}) {seconds:.0f} s ===", flush=True)
         print(log.read_text().rstrip(), flush=True)
     c = _counts(report)
     failed = int(c["failures"] + c["errors"])
     passed = int(c["tests"] - c["failures"] - c["errors"] - c["skipped"])
     # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
     ok = code == 0 and passed > 0
-    return (name, passed, failed, int(c["skipped"]), seconds, ok, code)
+    return (title, passed, failed, int(c["skipped"]), seconds, ok, code)
 
 
 def _progress_line(running: dict[str, float]) -> str | None:
@@ -164,19 +208,76 @@ def _report_progress(
                 print(f"[{time.strftime('%H:%M:%S')}] running: {line}", flush=True)
 
 
+def _leg_versions(leg: Leg) -> str:
+    """``jax 0.12.0.1, Python 3.12.1`` for the leg's interpreter."""
+    probe = "import importlib.metadata as m, sys; print(m.version('jax'), sys.version.split()[0])"
+    out = subprocess.run([leg.python, "-c", probe], capture_output=True, text=True).stdout.split()
+    return f"jax {out[0]}, Python {out[1]}" if len(out) == 2 else "versions unknown"
+
+
+def newest_missing() -> str | None:
+    """Why the newest-JAX leg cannot run here, or ``None`` when its environments exist."""
+    if os.access(NEWEST.python, os.X_OK) and os.access(dict(NEWEST.env)["ZOO_TPU_PYTHON"], os.X_OK):
+        return None
+    sys.path.insert(0, str(SCRIPTS))
+    import newest_python
+
+    if newest_python.find() is None:
+        return "no Python 3.12 or 3.13 on this machine (PATH, pyenv, $ZOO_NEWEST_PYTHON)"
+    return f"{NEWEST_VENV.name} or {NEWEST_TPU_VENV.name} is missing; `make install` creates them"
+
+
+def _last_seconds(leg: Leg, name: str) -> float | None:
+    try:
+        return _counts(REPORTS / f"{leg.prefix}{name}.xml")["time"] or None
+    except (ET.ParseError, ValueError):
+        return None
+
+
+def _schedule(jobs: list[tuple[Leg, str]]) -> list[tuple[Leg, str]]:
+    """Longest first, by each suite's last report; without reports, the legs' own orders
+    interleaved (each lists its longest first)."""
+    last = {job: _last_seconds(*job) for job in jobs}
+    if all(last.values()):
+        return sorted(jobs, key=lambda job: -(last[job] or 0))
+    by_leg: dict[str, list[tuple[Leg, str]]] = {}
+    for job in jobs:
+        by_leg.setdefault(job[0].label, []).append(job)
+    queues = list(by_leg.values())
+    ordered = []
+    while any(queues):
+        ordered += [q.pop(0) for q in queues if q]
+    return ordered
+
+
 def main(argv: list[str]) -> int:
     extra: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1 :]
-    names = argv or list(SUITES)
-    unknown = [n for n in names if n not in SUITES]
+    with_newest = "--with-newest" in argv
+    newest_only = "--newest" in argv
+    names = [a for a in argv if a not in ("--with-newest", "--newest")] or list(SUITES)
+    known = {**SUITES, **NEWEST_ONLY} if newest_only else SUITES
+    unknown = [n for n in names if n not in known]
     if unknown:
-        print(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}", file=sys.stderr)
+        print(f"unknown suite(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
         return 2
+    jobs: list[tuple[Leg, str]] = [] if newest_only else [(DEFAULT, n) for n in names]
+    skipped_leg = newest_missing() if (with_newest or newest_only) else None
+    if skipped_leg is None and newest_only:
+        jobs = [(NEWEST, n) for n in names]
+    elif skipped_leg is None and with_newest:
+        jobs += [(NEWEST, n) for n in NEWEST_LEG]
+    if newest_only and skipped_leg is not None:
+        print(f"the newest-JAX leg cannot run: {skipped_leg}", file=sys.stderr)
+        return 1
     REPORTS.mkdir(exist_ok=True)
-    jobs = min(_jobs(), len(names))
-    print(f"running {len(names)} suite(s), {jobs} at a time", flush=True)
+    jobs = _schedule(jobs)
+    workers = min(_jobs(), len(jobs))
+    print(f"running {len(jobs)} suite(s), {workers} at a time", flush=True)
+    for leg in dict.fromkeys(leg for leg, _ in jobs):
+        print(f"  {leg.label or 'default'} leg: {_leg_versions(leg)} ({leg.python})", flush=True)
     lock = threading.Lock()
     wall = time.perf_counter()
     running: dict[str, float] = {}
@@ -186,22 +287,27 @@ def main(argv: list[str]) -> int:
     )
     reporter.start()
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(_run_suite, name, extra, lock, running) for name in names]
-            done = {f.result()[0]: f.result() for f in as_completed(futures)}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {
+                job: pool.submit(_run_suite, job[1], extra, lock, running, job[0]) for job in jobs
+            }
+            results = {job: f.result() for job, f in futures.items()}
     finally:
         finished.set()
-    rows = [done[name] for name in names]
+    legs_order = {DEFAULT.label: 0, NEWEST.label: 1}
+    rows = [results[job] for job in sorted(jobs, key=lambda j: legs_order[j[0].label])]
 
-    print("\n" + "=" * 64)
-    print(f"{'suite':<16}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}  status")
+    print("\n" + "=" * 76)
+    print(f"{'suite':<28}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}  status")
     for name, passed, failed, skipped, seconds, ok, code in rows:
         status = "ok" if ok else f"FAILED (exit {code})"
-        print(f"{name:<16}{passed:>8}{failed:>8}{skipped:>9}{seconds:>10.1f}  {status}")
+        print(f"{name:<28}{passed:>8}{failed:>8}{skipped:>9}{seconds:>10.1f}  {status}")
+    if skipped_leg is not None:
+        print(f"newest-JAX leg did not run: {skipped_leg}")
     total_passed = sum(r[1] for r in rows)
     total_failed = sum(r[2] for r in rows) + sum(1 for r in rows if not r[5] and r[2] == 0)
     total_skipped = sum(r[3] for r in rows)
-    print("=" * 64)
+    print("=" * 76)
     print(
         f"{total_passed} passed, {total_failed} failed, {total_skipped} skipped "
         f"in {time.perf_counter() - wall:.0f} s wall"

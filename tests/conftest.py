@@ -7,7 +7,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "scripts"))
 
-from _envs import PACKAGES, ROOT, build_wheel, third_party_site
+from envs import PACKAGES, ROOT, build_wheel, third_party_site
 
 
 @pytest.fixture(scope="session")

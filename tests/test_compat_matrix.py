@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import wheelhouse
-from _envs import PACKAGES, ROOT, installed_zoo, make_env, run
+from envs import PACKAGES, ROOT, installed_zoo, make_env, run
 from packaging.version import Version
 
 import zoo_attention

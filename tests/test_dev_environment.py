@@ -10,7 +10,7 @@ import venv
 
 import pinned_env
 import pytest
-from _envs import PACKAGES, ROOT, installed_zoo, run, third_party_site
+from envs import PACKAGES, ROOT, installed_zoo, run, third_party_site
 
 DIRS = [PACKAGES["zoo-attention"], PACKAGES["zoo-flash-tpu"]]
 EDITABLE = ROOT / "scripts" / "editable.py"

@@ -21,7 +21,7 @@ import release_check
 import release_commit
 import release_table
 import wheelhouse
-from _envs import PACKAGES, ROOT
+from envs import PACKAGES, ROOT
 from packaging.version import Version
 
 #: Releases the no-tags fallback used to build from other commits (issue 26): 0.1.1 from a

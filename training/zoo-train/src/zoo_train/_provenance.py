@@ -17,7 +17,7 @@ ZOO_DISTRIBUTIONS = (
     "zoo-models",
     "zoo-train",
 )
-_THIRD_PARTY = ("jax", "jaxlib", "equinox", "optax", "orbax-checkpoint", "numpy")
+_THIRD_PARTY = ("jax", "jaxlib", "libtpu", "equinox", "optax", "orbax-checkpoint", "numpy")
 
 
 def _versions(names: tuple[str, ...]) -> dict[str, str]:
@@ -50,7 +50,7 @@ def provenance() -> dict[str, Any]:
     """A JSON-ready record of the software and hardware of this process.
 
     Keys: ``packages`` (installed zoo distributions → version), ``libraries`` (jax, jaxlib,
-    equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
+    libtpu where installed, equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
     ``devices`` (device kinds) and ``attention`` (resolved kernels, after the first trace).
     """
     return {

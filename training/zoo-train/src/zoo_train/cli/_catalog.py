@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from .._jax_range import describe_running_jax, outside_verified_range, verified_jax
 from .._usage import UsageError
 
 
@@ -63,8 +64,14 @@ def run_kernels(args: argparse.Namespace) -> int:
         import jax
 
         listing = _listing()
+        print(f"running on {describe_running_jax()}")
         print(f"backend: {jax.default_backend()}")
-        print(listing.format_table(listing.kernel_rows()))
+        rows = [_with_verified_jax(row) for row in listing.kernel_rows()]
+        print(listing.format_table(rows))
+        for row in rows:
+            warning = outside_verified_range(row["name"], row["version"])
+            if warning:
+                print(f"zoo: {warning}", file=sys.stderr)
         return 0
     if args.action != "verify":
         raise UsageError(f"Unknown kernels action {args.action!r}; use `zoo kernels verify NAME`.")
@@ -87,8 +94,12 @@ def run_kernels(args: argparse.Namespace) -> int:
     interpret = os.environ.get("ZOO_FLASH_TPU_INTERPRET") == "1" and jax.default_backend() != "tpu"
     # Measured on a 2-core CPU: a few seconds a check natively, ~15 s in interpret mode.
     each = 15 if interpret else 2
+    warning = outside_verified_range(kernel.name, kernel.version)
+    if warning:
+        print(f"zoo: {warning}", file=sys.stderr)
     print(
-        f"verifying {kernel.name} {kernel.version} on {jax.default_backend()}: {count} checks, "
+        f"verifying {kernel.name} {kernel.version} on {jax.default_backend()} "
+        f"({describe_running_jax()}): {count} checks, "
         f"about {_duration(count * each)}{' in interpret mode' if interpret else ''}; each "
         "is printed as it finishes",
         file=sys.stderr,
@@ -110,6 +121,16 @@ def run_kernels(args: argparse.Namespace) -> int:
         return 1
     print(f"{len(rows) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _with_verified_jax(row: dict[str, str]) -> dict[str, str]:
+    """``row`` with the JAX range its kernel's release was verified on, after ``contract``."""
+    out = {}
+    for key, value in row.items():
+        out[key] = value
+        if key == "contract":
+            out["verified on jax"] = verified_jax(row["name"]) or "-"
+    return out
 
 
 def _duration(seconds: float) -> str:

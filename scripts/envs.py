@@ -1,4 +1,4 @@
-"""Fresh virtual environments built from zoo wheels, for the compatibility matrix.
+"""Fresh virtual environments built from zoo wheels, for the compatibility tests and matrix.
 
 Third-party packages are not downloaded again: each environment sees the main ``.venv``'s
 third-party packages through a directory of links that leaves out every zoo distribution, so

@@ -1,0 +1,54 @@
+"""``docs/compatibility.md``, the kernel releases × JAX matrix, agrees with the releases.
+
+The matrix itself is measured by ``make compat`` (minutes per cell); here the recorded results
+are checked: the document is what they render to, every kernel release of ``releases.toml`` has
+a cell on every JAX of the axis, and each release's declared JAX range is true (it admits
+exactly the JAX versions it was verified on).
+"""
+
+from __future__ import annotations
+
+import json
+
+import compat_matrix  # scripts/, on the path by conftest.py
+import pytest
+import wheelhouse
+from packaging.specifiers import SpecifierSet
+
+DATA = json.loads(compat_matrix.JSON_PATH.read_text())
+RELEASES = wheelhouse.releases(tuple(d for d in ("kernels/flash-tpu", "kernels/chunked")))
+ROWS = {(r["distribution"], r["version"]): r for r in DATA["releases"]}
+
+
+def test_the_document_is_rendered_from_the_recorded_results():
+    assert compat_matrix.DOC_PATH.read_text() == compat_matrix.render(DATA)
+
+
+def test_the_axis_is_the_matrix_scripts_and_holds_both_test_legs():
+    assert [j["jax"] for j in DATA["jax"]] == [j for j, _ in compat_matrix.JAX_AXIS]
+    assert {"0.10.2", "0.12.0.1"} <= {j["jax"] for j in DATA["jax"]}
+
+
+def test_every_kernel_release_has_a_cell_on_every_jax():
+    assert set(ROWS) == {(r.distribution, r.version) for r in RELEASES}
+    for row in DATA["releases"]:
+        assert set(row["cells"]) == {j for j, _ in compat_matrix.JAX_AXIS}, row["version"]
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=lambda r: f"{r.distribution}-{r.version}")
+def test_each_release_declares_the_jax_it_was_verified_on(release):
+    row = ROWS[(release.distribution, release.version)]
+    assert row["declared"] == compat_matrix.declared_jax(release)
+    declared = SpecifierSet(row["declared"])
+    for jax_version, cell in row["cells"].items():
+        expected = "verified" if declared.contains(jax_version) else "refused"
+        assert cell["status"] == expected, (jax_version, cell)
+        if cell["status"] == "refused":
+            assert "jax" in cell["detail"], cell  # pip's reason names the JAX conflict
+
+
+def test_each_kernels_newest_release_is_verified_on_every_jax():
+    for distribution in compat_matrix.KERNELS:
+        newest = [r for r in RELEASES if r.distribution == distribution][-1]
+        cells = ROWS[(distribution, newest.version)]["cells"].values()
+        assert {c["status"] for c in cells} == {"verified"}, (distribution, newest.version)

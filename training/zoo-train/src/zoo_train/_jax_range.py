@@ -1,0 +1,83 @@
+"""Which JAX this process runs on, and which JAX each attention kernel release was verified on.
+
+A kernel release declares the JAX range it was verified on as its distribution's ``jax``
+requirement (``docs/compatibility.md`` records the verification). ``zoo kernels`` shows both and
+warns about a kernel that runs outside its range: a package installed with ``--no-deps``, or
+into an environment whose JAX was changed after it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+#: The libraries that decide whether a kernel compiles and runs: JAX, its XLA, and the TPU
+#: compiler where installed.
+JAX_LIBRARIES = ("jax", "jaxlib", "libtpu")
+#: The entry-point group kernels register under (zoo_attention.ENTRY_POINT_GROUP, read here
+#: without importing JAX).
+_KERNELS = "zoo.attention_kernels"
+_REFERENCE_DISTRIBUTION = "zoo-attention"
+
+
+def running_jax() -> dict[str, str]:
+    """``{"jax": "0.12.0.1", "jaxlib": ..., "libtpu": ...}`` for those installed here."""
+    out = {}
+    for name in JAX_LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def describe_running_jax() -> str:
+    """One line: ``jax 0.12.0.1, jaxlib 0.12.0.1, no libtpu; Python 3.12.1``."""
+    found = running_jax()
+    parts = [f"{n} {found[n]}" if n in found else f"no {n}" for n in JAX_LIBRARIES]
+    return f"{', '.join(parts)}; Python {sys.version.split()[0]}"
+
+
+def _distribution_of(kernel: str) -> importlib.metadata.Distribution | None:
+    for ep in importlib.metadata.entry_points(group=_KERNELS):
+        if ep.name == kernel and ep.dist is not None:
+            return ep.dist
+    if kernel == "xla":  # the reference, always there even without its entry point
+        try:
+            return importlib.metadata.distribution(_REFERENCE_DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return None
+
+
+def verified_jax(kernel: str) -> str | None:
+    """The JAX range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares, or ``None`` when
+    it declares none or is not installed from a distribution."""
+    dist = _distribution_of(kernel)
+    for line in (dist.requires or []) if dist is not None else []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name == "jax" and req.marker is None and len(req.specifier):
+            # Lower bounds first, as people write a range.
+            ordered = sorted(req.specifier, key=lambda s: (not s.operator.startswith(">"), str(s)))
+            return ",".join(str(s) for s in ordered)
+    return None
+
+
+def outside_verified_range(kernel: str, version: str) -> str | None:
+    """One sentence when the running JAX is outside ``kernel``'s verified range, else ``None``."""
+    declared = verified_jax(kernel)
+    jax_version = running_jax().get("jax")
+    if declared is None or jax_version is None:
+        return None
+    if Requirement(f"jax{declared}").specifier.contains(jax_version, prereleases=True):
+        return None
+    return (
+        f"{kernel} {version} was verified on jax{declared}, not on the running jax {jax_version}: "
+        f"check it here with `zoo kernels verify {kernel}`, or install a release verified on "
+        "this JAX (docs/compatibility.md lists them)."
+    )
