@@ -45,4 +45,4 @@ from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
 
-__version__ = "0.6.1.dev0"
+__version__ = "0.6.1"
