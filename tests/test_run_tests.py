@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 
-import run_tests  # scripts/, on the path by conftest.py
+import newest_python  # scripts/, on the path by conftest.py
+import run_tests
 
 SUITE = """
 import time
@@ -38,3 +40,50 @@ def test_running_suites_report_tests_done_out_of_their_total(tmp_path, monkeypat
     progress = json.loads((tmp_path / "reports" / "slow.progress").read_text())
     assert progress == {"done": 3, "total": 3, "failed": 1}
     assert "1 passed" not in out.splitlines()[-1] and "2 passed, 1 failed" in out
+
+
+def _one_suite(tmp_path, monkeypatch) -> None:
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_quick.py").write_text("def test_quick():\n    pass\n")
+    monkeypatch.setattr(run_tests, "SUITES", {"quick": (str(tmp_path / "suite"), [], {})})
+    monkeypatch.setattr(run_tests, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(run_tests, "CACHE", tmp_path / "reports" / "cache")
+
+
+def test_a_missing_newest_leg_is_said_in_the_summary_never_passed_over(
+    tmp_path, monkeypatch, capsys
+):
+    _one_suite(tmp_path, monkeypatch)
+    missing = run_tests.Leg("newest JAX", str(tmp_path / "no-venv" / "bin" / "python"), "newest-")
+    monkeypatch.setattr(run_tests, "NEWEST", missing)
+    monkeypatch.setenv("ZOO_NEWEST_PYTHON", str(tmp_path / "no-python"))
+    assert run_tests.main(["--with-newest", "quick"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith("newest-JAX leg did not run: no Python 3.12 or 3.13"), out
+    # Asked for alone, the leg's absence fails.
+    assert run_tests.main(["--newest", "quick"]) == 1
+    assert "the newest-JAX leg cannot run" in capsys.readouterr().err
+
+
+def test_the_newest_leg_runs_its_suites_on_its_own_interpreter(tmp_path, monkeypatch, capsys):
+    _one_suite(tmp_path, monkeypatch)
+    # This interpreter stands in for the newest one: the suite runs on both legs, one summary.
+    leg = run_tests.Leg(
+        "newest JAX", sys.executable, "newest-", (("ZOO_TPU_PYTHON", sys.executable),)
+    )
+    monkeypatch.setattr(run_tests, "NEWEST", leg)
+    monkeypatch.setattr(run_tests, "NEWEST_LEG", ("quick",))
+    assert run_tests.main(["--with-newest", "quick"]) == 0
+    out = capsys.readouterr().out
+    assert "quick [newest JAX]" in out and (tmp_path / "reports" / "newest-quick.xml").exists()
+    assert out.splitlines()[-1].startswith("2 passed, 0 failed")
+
+
+def test_the_newest_interpreter_is_found_by_running_it(tmp_path, monkeypatch):
+    fake = tmp_path / "python3.12"
+    fake.write_text("#!/bin/sh\necho 3.12\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("ZOO_NEWEST_PYTHON", str(fake))
+    assert newest_python.find() == str(fake)
+    fake.write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
+    assert newest_python.find() is None
