@@ -9,7 +9,7 @@ from ._checks import check_run
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import sample
-from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
+from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
 from ._output import output_directory
 from ._run import Job, open_trackers, run, saved_provenance, say, trained
@@ -36,7 +36,7 @@ def train_recipe(s: RunSettings) -> int:
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
         check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
-        check_positions(config, s.seq_len)
+        check_train_positions(config, s.seq_len, settable=True)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:
             s = steps_for_epochs(s, data.train)
