@@ -7,6 +7,7 @@ import pathlib
 
 from ..settings import FinetuneSettings
 from ._checks import check_finetune
+from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import export, export_again, sample
@@ -28,6 +29,10 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
+    done = complete_step(s)
+    if done is not None:  # nothing is loaded, nothing in the run is touched
+        say_complete(out, done, s)
+        return 0
     # One training process per output directory.
     with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)

@@ -6,6 +6,7 @@ import pathlib
 
 from ..settings import RunSettings
 from ._checks import check_run
+from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import sample
@@ -23,6 +24,10 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
+    done = complete_step(s)
+    if done is not None:  # nothing is built, nothing in the run is touched
+        say_complete(out, done, s)
+        return 0
     # One training process per output directory.
     with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
