@@ -14,7 +14,12 @@ from jax.experimental.pallas import tpu as pltpu
 import zoo_attention
 from zoo_flash_tpu import GENERATIONS, KERNEL, BlockSizes, choose_block_sizes, generation_for
 from zoo_flash_tpu._api import make_config
-from zoo_flash_tpu._policy import INTERPRET, backward_vmem_bytes, forward_vmem_bytes
+from zoo_flash_tpu._policy import (
+    INTERPRET,
+    backward_vmem_bytes,
+    forward_vmem_bytes,
+    unknown_generation,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,8 +45,19 @@ def test_unknown_kind_is_conservative_logged_and_interpret_is_small(caplog) -> N
     assert unknown is again and unknown.vmem_limit_bytes == GENERATIONS["TPU v4"].vmem_limit_bytes
     assert [r.getMessage() for r in caplog.records if "'TPU v99'" in r.getMessage()] != []
     assert sum("'TPU v99'" in r.getMessage() for r in caplog.records) == 1  # logged once
+    # The logger names the package; the message does not say it a second time.
+    assert not any(r.getMessage().startswith("zoo_flash_tpu") for r in caplog.records)
     assert generation_for(None, interpret=True) is INTERPRET
     assert max(v for v in INTERPRET.preferred.__dict__.values() if v is not None) <= 128
+
+
+def test_no_device_kind_is_no_warning(caplog) -> None:  # type: ignore[no-untyped-def]
+    # A check about a TPU in general (a kernel listing on a CPU host) names no chip to warn about.
+    unknown_generation.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="zoo_flash_tpu"):
+        row = generation_for(None)
+    assert row.vmem_limit_bytes == GENERATIONS["TPU v4"].vmem_limit_bytes
+    assert caplog.records == []
 
 
 def test_a_mosaic_compile_never_gets_the_interpret_row() -> None:

@@ -81,6 +81,32 @@ def test_listing_says_where_a_kernel_serves_and_where_it_is_the_default():
     assert (rows["xla"]["serves on"], rows["xla"]["default on"]) == ("cpu,gpu,tpu", "fallback")
 
 
+class _Asked(_Everywhere):
+    """Records the platform and device kind of every call it is asked about."""
+
+    name = "asked_for_test"
+
+    def __init__(self):
+        self.asked = []
+
+    def check(self, spec):
+        self.asked.append((spec.platform, spec.device_kind))
+        return None
+
+
+def test_other_platforms_are_asked_without_this_machines_device_kind():
+    # A TPU kernel asked about "a TPU of kind 'cpu'" warned that it knew no such chip.
+    kernel = _Asked()
+    zoo_attention.register_kernel(kernel, replace=True)
+    try:
+        zoo_attention.kernel_rows()
+    finally:
+        zoo_attention.unregister_kernel("asked_for_test")
+    here = zoo_attention.find_target().platform
+    assert {kind for platform, kind in kernel.asked if platform != here} == {None}
+    assert any(platform == here and kind is not None for platform, kind in kernel.asked)
+
+
 def test_verify_reports_each_check_as_it_finishes(monkeypatch, capsys):
     import zoo_attention.testing as t
 

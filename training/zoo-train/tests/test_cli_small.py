@@ -241,7 +241,7 @@ def test_log_lines_are_the_commands_own_and_leave_the_callers_logging(monkeypatc
     # No stream handler yet: the command adds one for its own lines and takes it away after,
     # so a later line is not written to a stream of this command's (here: one captured).
     assert main(["models"]) == 0
-    assert capsys.readouterr().err == "zoo_train: a note 7\n"
+    assert capsys.readouterr().err == "zoo: a note 7\n"
     assert root.handlers == before
     # The handler absl installs on importing Orbax (Python's default format): reformatted,
     # not doubled by a second one.
@@ -249,12 +249,12 @@ def test_log_lines_are_the_commands_own_and_leave_the_callers_logging(monkeypatc
     absl_like.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
     monkeypatch.setattr(root, "handlers", [*before, absl_like])
     assert main(["models"]) == 0
-    assert absl_like.stream.getvalue() == "zoo_train: a note 7\n"
+    assert absl_like.stream.getvalue() == "zoo: a note 7\n"
     assert capsys.readouterr().err == ""
     assert root.handlers == [*before, absl_like]
 
 
-def test_log_lines_read_name_colon_message_even_after_absl_configured_logging(capsys):
+def test_log_lines_read_zoo_colon_message_even_after_absl_configured_logging(capsys):
     import io
     import logging
 
@@ -268,4 +268,5 @@ def test_log_lines_read_name_colon_message_even_after_absl_configured_logging(ca
         logging.getLogger("zoo_models").warning("note: cast to float32")
     finally:
         logging.getLogger().removeHandler(handler)
-    assert stream.getvalue() == "zoo_models: note: cast to float32\n"
+    # One prefix for every status line, whichever package logs it.
+    assert stream.getvalue() == "zoo: note: cast to float32\n"

@@ -259,6 +259,18 @@ def test_a_finished_run_is_extended_by_raising_steps(flow, capsys):
     assert loaded.meta["extensions"] == [{"at_step": 4, "from": 4, "to": 6}]
     lrs = [r["lr"] for r in _records(run) if "lr" in r]
     assert lrs[-1] < max(lrs)  # the schedule decays to the new end
+    # Asked again for its 6 steps (and its export, which holds them): said, nothing touched.
+    capsys.readouterr()
+    before = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    export = {p: p.read_bytes() for p in sorted((flow / "export").rglob("*")) if p.is_file()}
+    assert _finetune(flow, "--steps", "6") == 0
+    assert _finetune(flow, "--steps", "6", "--export-hf", str(flow / "export")) == 0
+    err = capsys.readouterr().err
+    assert err.count("already complete at step 6") == 2 and "resuming" not in err
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()} == before
+    assert {
+        p: p.read_bytes() for p in sorted((flow / "export").rglob("*")) if p.is_file()
+    } == export
     # What really changes the run stays refused; so does ending before the checkpoint.
     assert _finetune(flow, "--steps", "8", "--seed", "1") == 2
     assert "different run" in capsys.readouterr().err

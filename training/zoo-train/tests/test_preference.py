@@ -300,6 +300,46 @@ def test_objective_on_plain_text_is_refused_before_the_model_loads(tmp_path, cap
     assert not (tmp_path / "r").exists()
 
 
+def _finetune_dpo(tiny, data: pathlib.Path, out: pathlib.Path, *extra: str) -> int:
+    return main(["finetune", "--from-hf", str(tiny["policy"]), "--data", str(data),
+                 "--objective", "dpo", "--lora-rank", "2", "--steps", "1", "--batch-size", "1",
+                 "--no-progress", "--out", str(out), *extra])  # fmt: skip
+
+
+def test_pairs_none_of_which_fits_a_row_are_refused_naming_the_shortest(tiny, tmp_path, capsys):
+    rng = np.random.default_rng(11)
+    records = [{"prompt": " ".join(rng.choice(WORDS, int(rng.integers(12, 20)))),
+                "chosen": " alpha beta", "rejected": " gamma"} for _ in range(8)]  # fmt: skip
+    data = _write_jsonl(tmp_path / "long.jsonl", records)
+    # The shortest pair, from a store of the same pairs (both sides, as a row holds them).
+    store = tmp_path / "store"
+    prepare_store(data, store, tokenizer=tiny["policy"], eval_fraction=0.0, progress=False)
+    split = TokenStore(store).split("train")
+    shortest = int(np.diff(np.append(split.starts, split.num_tokens)).min())
+    assert shortest > 17
+    capsys.readouterr()
+    code = _finetune_dpo(tiny, data, tmp_path / "run", "--seq-len", "16", "--eval-data", str(data))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "None of the 8 preference pairs" in err[0] and "seq_len + 1 = 17 tokens" in err[0]
+    assert f"the shortest pair takes {shortest}" in err[0]
+    assert f"at least {shortest - 1}" in err[0] and "training tokens" not in err[0]
+
+
+def test_pairs_all_identical_are_refused_as_skipped(tiny, tmp_path, capsys):
+    same = [{"prompt": f"p {i}", "chosen": " alpha", "rejected": " alpha"} for i in range(5)]
+    data = _write_jsonl(tmp_path / "same.jsonl", same)
+    capsys.readouterr()
+    code = _finetune_dpo(tiny, data, tmp_path / "run", "--seq-len", str(SEQ))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert (
+        f"skipped 5 pairs whose chosen and rejected responses are identical (first: {data}:1)"
+        in err[0]
+    )
+    assert "no readable documents" not in err[0] and "hold no text" not in err[0]
+
+
 # --- the command line, end to end ---------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import struct
 import time
 
@@ -183,11 +184,20 @@ def test_metrics_replays_a_run(tracked, tmp_path, capsys):
     run, first_id = tracked
     assert main(["metrics", str(run), "--to", "tensorboard", "--logdir", str(tmp_path)]) == 0
     assert _event_scalars(tmp_path)[1] == _event_scalars(run / "tensorboard")[1]
-    # The run's own directory already holds the live files: refused, nothing written.
+    # The run's own directory already holds the live events (the stale ones purged): said,
+    # nothing written.
     capsys.readouterr()
-    assert main(["metrics", str(run), "--to", "tensorboard"]) == 2
+    files = sorted((run / "tensorboard").iterdir())
+    assert main(["metrics", str(run), "--to", "tensorboard"]) == 0
+    assert "already holds the events of" in capsys.readouterr().out
+    assert sorted((run / "tensorboard").iterdir()) == files
+    # Another folder of other events is not written over.
+    other = tmp_path / "other"
+    shutil.copytree(run / "tensorboard", other)
+    (other / files[0].name).write_bytes(b"")  # one file emptied: another set of events
+    assert main(["metrics", str(run), "--to", "tensorboard", "--logdir", str(other)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "already holds TensorBoard event files" in err and len(err.splitlines()) == 1
+    assert "already holds other TensorBoard event files" in err and len(err.splitlines()) == 1
     before = set((run / "wandb").glob("offline-run-*"))
     assert main(["metrics", str(run), "--to", "wandb", "--wandb-project", "replays"]) == 0
     (replayed,) = set((run / "wandb").glob("offline-run-*")) - before

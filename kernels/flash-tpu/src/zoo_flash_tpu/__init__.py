@@ -19,4 +19,4 @@ from ._policy import choose_block_sizes as choose_block_sizes
 from ._policy import generation_for as generation_for
 from ._shard import sharded_flash_attention as sharded_flash_attention
 
-__version__ = "0.3.2"
+__version__ = "0.3.3.dev0"

@@ -153,7 +153,9 @@ def unknown_generation(device_kind: str | None) -> Generation:
     """The conservative row for a TPU the table does not know, logged once per device kind.
 
     v4's blocks and VMEM limit (the smallest of the table), lowered further if JAX says the
-    chip has less VMEM than that.
+    chip has less VMEM than that. With no device kind at all (a check asked about a TPU in
+    general, as a kernel listing does on another machine) there is no chip to name: the row is
+    logged at debug level only.
     """
     vmem = chip_vmem_bytes(device_kind) if device_kind else None
     row = FALLBACK
@@ -163,8 +165,10 @@ def unknown_generation(device_kind: str | None) -> Generation:
             vmem_bytes=vmem,
             vmem_limit_bytes=min(FALLBACK.vmem_limit_bytes, vmem * 7 // 8),
         )
-    _log.warning(
-        "zoo_flash_tpu: no block-size row for device kind %r; using the conservative row "
+    # The logger's name says which package speaks; the message does not repeat it.
+    _log.log(
+        logging.DEBUG if device_kind is None else logging.WARNING,
+        "no block-size row for device kind %r; using the conservative row "
         "(VMEM limit %d MiB%s, blocks %s). Pass block_sizes= to tune it.",
         device_kind,
         row.vmem_limit_bytes // MiB,

@@ -40,4 +40,4 @@ from ._spec import make_spec as make_spec
 from ._target import Target as Target
 from ._target import find_target as find_target
 
-__version__ = "1.1.3"
+__version__ = "1.1.4.dev0"

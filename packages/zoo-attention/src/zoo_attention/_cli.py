@@ -34,10 +34,17 @@ PLATFORMS = ("cpu", "gpu", "tpu")
 
 def serves_on(kernel: AttentionKernel, spec: AttentionSpec) -> tuple[str, ...]:
     """The platforms whose probe call ``kernel`` accepts when named (its ``check``), whether
-    or not their default order picks it unnamed (``kernel.platforms``)."""
-    return tuple(
-        p for p in PLATFORMS if kernel.check(dataclasses.replace(spec, platform=p)) is None
-    )
+    or not their default order picks it unnamed (``kernel.platforms``). Another platform is
+    asked without this machine's device kind: a TPU kernel asked about a ``'cpu'`` TPU would
+    warn that it has no row for that chip."""
+    return tuple(p for p in PLATFORMS if kernel.check(_on_platform(spec, p)) is None)
+
+
+def _on_platform(spec: AttentionSpec, platform: str) -> AttentionSpec:
+    """``spec`` on ``platform``: this machine's device kind only on its own platform."""
+    if platform == spec.platform:
+        return spec
+    return dataclasses.replace(spec, platform=platform, device_kind=None)
 
 
 def kernel_rows() -> list[dict[str, str]]:

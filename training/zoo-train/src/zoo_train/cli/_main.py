@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._console import PREFIX
 from .._malloc import cap_malloc_arenas
 from ._exit import run_command
 from ._parser import build_parser
@@ -16,7 +17,8 @@ from ._processes import after_crash, leave_processes
 
 class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
-    handler does), so a redirected or captured stderr gets the lines."""
+    handler does), so a redirected or captured stderr gets the lines; through ``tqdm.write``,
+    so a line never lands inside a progress bar's frame."""
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
@@ -26,15 +28,23 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _: Any) -> None:
         pass
 
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # as StreamHandler.emit: a failed line is logging's to report
+            self.handleError(record)
+
 
 def _log_lines() -> logging.Handler | None:
-    """Log records as ``zoo_train: message`` on stderr; the handler added for the command, if
-    one was (removed when it ends, so a program calling ``main`` keeps its own logging).
-    Importing Orbax may already have given the root logger absl's handler, in Python's default
-    format (``WARNING:zoo_train:…``): that one gets this format instead of a second handler
-    printing every line twice; a stream handler of another format is the caller's, left as
-    it is."""
-    line = logging.Formatter("%(name)s: %(message)s")
+    """Log records as ``zoo: message`` on stderr, the prefix of every status line of the
+    command (whichever package logged it); the handler added for the command, if one was
+    (removed when it ends, so a program calling ``main`` keeps its own logging). Importing
+    Orbax may already have given the root logger absl's handler, in Python's default format
+    (``WARNING:zoo_train:…``): that one gets this format instead of a second handler printing
+    every line twice; a stream handler of another format is the caller's, left as it is."""
+    line = logging.Formatter(PREFIX + "%(message)s")
     plain = [h for h in logging.root.handlers if type(h) is logging.StreamHandler]
     for handler in plain:
         if handler.formatter is None or handler.formatter._fmt == logging.BASIC_FORMAT:

@@ -1,26 +1,35 @@
-"""``zoo metrics``: a finished run's metrics replayed into TensorBoard or W&B."""
+"""``zoo metrics``: a run's summary and curves in the terminal, or its metrics replayed into
+TensorBoard or W&B."""
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import shutil
 from typing import Any
 
 from .._usage import UsageError
 
-HELP = "replay a run's metrics into TensorBoard or W&B"
+HELP = "a run's summary and curves, or its metrics replayed into TensorBoard or W&B"
 DESCRIPTION = (
-    "Send the records of RUN/metrics.jsonl (and its loss curve) to TensorBoard or W&B, as "
-    "`zoo train --tracker` sends them while training: the same tags at the same steps. "
-    "TensorBoard: into RUN/tensorboard (or --logdir DIR); W&B: a new W&B run, in the project, "
-    "name and tags the run was given unless the flags say otherwise (WANDB_MODE=offline works)."
+    "Without --to: the run's summary (model, steps, kernel, losses, evaluation, throughput) and "
+    "its curves, in the terminal. With --to: the records of RUN/metrics.jsonl (and its loss "
+    "curve) sent to TensorBoard or W&B, as `zoo train --tracker` sends them while training: the "
+    "same tags at the same steps. TensorBoard: into RUN/tensorboard (or --logdir DIR); events "
+    "already there are left as they are, a stale or partial set of the run's own is replaced. "
+    "W&B: a new W&B run, in the project, name and tags the run was given unless the flags say "
+    "otherwise (WANDB_MODE=offline works)."
 )
+# Where a replay into the run's own TensorBoard folder is written before it replaces the old.
+_REPLACING = ".tensorboard-replay"
 
 
 def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", metavar="RUN", help="a zoo run directory (with metrics.jsonl)")
     p.add_argument(
-        "--to", required=True, choices=("tensorboard", "wandb"), help="the tracker to replay into"
+        "--to",
+        choices=("tensorboard", "wandb"),
+        help="the tracker to replay into (default: print the summary and curves)",
     )
     p.add_argument(
         "--logdir", metavar="DIR", help="TensorBoard event files go here (default: RUN/tensorboard)"
@@ -32,35 +41,78 @@ def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_metrics(args: argparse.Namespace) -> int:
     from .. import tracking
+    from .._metrics_summary import summary_lines
     from ..loop import METRICS_FILE, read_metrics
 
     run = pathlib.Path(args.run)
     records = read_metrics(run / METRICS_FILE)
     if not records:
         raise UsageError(f"{str(run)!r} holds no {METRICS_FILE}; pass a zoo run directory.")
+    if args.to is None:
+        print("\n".join(summary_lines(run, records)))
+        return 0
     try:
         tracking.tracker_names([args.to])
     except ValueError as e:
         raise UsageError.from_error(e) from None
     if args.to == "tensorboard":
-        target = pathlib.Path(args.logdir) if args.logdir else run / tracking.TENSORBOARD_DIR
-        if any(target.glob("events.out.tfevents.*")):
-            raise UsageError(
-                f"{str(target)!r} already holds TensorBoard event files; pass --logdir DIR to "
-                "write elsewhere."
-            )
-        tracker: tracking.Tracker = tracking.TensorBoardTracker(target)
-        where = f"TensorBoard event files in {target}"
-    else:
-        options = _wandb_options(args, records[0].get("settings") or {}, run)
-        tracker = tracking.WandbTracker(run, options, keep_id=False)
-        where = f"W&B project {options.project!r}"
-    try:
-        count = tracking.replay(run, [tracker])
-    except Exception as e:  # a backend's own error (no key, no network): one sentence
-        raise UsageError(f"The {args.to} tracker failed: {_first_line(e)}") from None
-    print(f"zoo: {count} records of {run} replayed into {where}.")
+        return _to_tensorboard(run, args.logdir)
+    options = _wandb_options(args, records[0].get("settings") or {}, run)
+    tracker = tracking.WandbTracker(run, options, keep_id=False)
+    count = _replay(run, tracker, "wandb")
+    print(f"zoo: {count} records of {run} replayed into W&B project {options.project!r}.")
     return 0
+
+
+def _to_tensorboard(run: pathlib.Path, logdir: str | None) -> int:
+    """Replay into ``logdir`` (default: the run's own folder) unless the same events are there;
+    the run's own stale or partial events are replaced, another folder's are refused."""
+    from .. import tracking
+    from ..tracking import event_files, run_scalars, same_scalars, shown_scalars
+
+    own = run / tracking.TENSORBOARD_DIR
+    target = pathlib.Path(logdir) if logdir else own
+    old = event_files(target)
+    if old:
+        wanted, shown = run_scalars(run), shown_scalars(target)
+        if same_scalars(shown, wanted):
+            print(
+                f"zoo: {target} already holds the events of {run} ({len(wanted):,} scalars, as "
+                "metrics.jsonl has them); nothing to replay."
+            )
+            return 0
+        if target.resolve() != own.resolve():
+            raise UsageError(
+                f"{str(target)!r} already holds other TensorBoard event files; pass an empty "
+                "--logdir DIR, or leave it out to write into the run's own folder."
+            )
+        agree = sum(k in shown and shown[k] == v for k, v in wanted.items())
+        others = len(shown.keys() - wanted.keys())
+        staging = run / _REPLACING
+        shutil.rmtree(staging, ignore_errors=True)
+        count = _replay(run, tracking.TensorBoardTracker(staging), "tensorboard")
+        for path in old:  # the new set is complete before the old one goes
+            path.unlink()
+        for path in event_files(staging):
+            path.rename(target / path.name)
+        shutil.rmtree(staging, ignore_errors=True)
+        print(
+            f"zoo: {target} held a stale or partial set of events ({agree:,} of the run's "
+            f"{len(wanted):,} scalars, {others:,} others); replaced with {count} records of {run}."
+        )
+        return 0
+    count = _replay(run, tracking.TensorBoardTracker(target), "tensorboard")
+    print(f"zoo: {count} records of {run} replayed into TensorBoard event files in {target}.")
+    return 0
+
+
+def _replay(run: pathlib.Path, tracker: Any, name: str) -> int:
+    from .. import tracking
+
+    try:
+        return tracking.replay(run, [tracker])
+    except Exception as e:  # a backend's own error (no key, no network): one sentence
+        raise UsageError(f"The {name} tracker failed: {_first_line(e)}") from None
 
 
 def _wandb_options(args: argparse.Namespace, settings: dict[str, Any], run: pathlib.Path) -> Any:

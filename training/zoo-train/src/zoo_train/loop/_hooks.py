@@ -109,7 +109,7 @@ def _capture_profile(run: Run, end: StepEnd) -> None:
     capture = run.profile.after(end.step, [hlo], run.profile_meta)
     steps = run.config.profile or (0, 0)
     run.progress.write(
-        f"zoo-train: profile of steps {steps[0]}–{steps[1]} in {capture}; read it with "
+        f"zoo: profile of steps {steps[0]}–{steps[1]} in {capture}; read it with "
         f"`zoo profile {run.out}`"
     )
 

@@ -305,18 +305,18 @@ def _announce(
     saved = {} if restored is None else restored.meta
     label, layout = kernel_label(kernels), mesh_record(setup.mesh)
     progress.write(
-        f"zoo-train: {'resuming from step ' + str(start) if restored else 'starting'}"
+        f"zoo: {'resuming from step ' + str(start) if restored else 'starting'}"
         f" → step {end}; attention kernel: {label}; mesh {describe_mesh(setup.mesh)}"
     )
     changed = mesh_change(saved.get("mesh"), layout) if restored else None
     if changed is not None:
-        progress.write(f"zoo-train: the mesh changed since checkpoint {start}: {changed}")
+        progress.write(f"zoo: the mesh changed since checkpoint {start}: {changed}")
     extended = steps_change(saved.get("identity"), identity) if restored else None
     extensions = list(saved.get("extensions") or [])
     if extended is not None:
         extensions.append({"at_step": start, **extended})
         progress.write(
-            f"zoo-train: the run now ends at step {extended['to']} (was {extended['from']}); "
+            f"zoo: the run now ends at step {extended['to']} (was {extended['from']}); "
             "the learning-rate schedule follows the new total"
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
@@ -367,7 +367,7 @@ def report_evaluation(
         if accuracy is not None
         else f"{evaluated.get('eval_pairs', 0):,.0f} pairs"
     )
-    progress.write(f"step {step}: eval loss {evaluated['eval_loss']:.4f}, {shown}")
+    progress.write(f"zoo: step {step}: eval loss {evaluated['eval_loss']:.4f}, {shown}")
     return rec
 
 

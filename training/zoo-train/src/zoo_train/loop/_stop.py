@@ -65,7 +65,7 @@ class StopRequest:
             return
         try:
             print(
-                f"\nzoo-train: {signal.Signals(signum).name}: stopping after the current step "
+                f"\nzoo: {signal.Signals(signum).name}: stopping after the current step "
                 "with a checkpoint (again to stop at once).",
                 file=sys.stderr,
                 flush=True,

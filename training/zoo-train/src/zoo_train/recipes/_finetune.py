@@ -7,11 +7,12 @@ import pathlib
 
 from ..settings import FinetuneSettings
 from ._checks import check_finetune
+from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import export, export_again, sample
 from ._lora import lora_config
-from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
+from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
 from ._preference import preference_loss
@@ -28,13 +29,20 @@ def finetune_recipe(s: FinetuneSettings) -> int:
 
     check_finetune(s)
     out = pathlib.Path(s.out)
+    done = complete_step(s)
+    if done is not None:  # nothing is loaded, nothing in the run is touched
+        say_complete(out, done, s)
+        return 0
     # One training process per output directory.
     with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
         check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size)
-        check_positions(model.config, s.seq_len)
+        # A rotary Hugging Face model takes a longer context from model_config; a zoo run's
+        # model is what it was trained as.
+        settable = s.from_hf is not None and model.config.positional == "rope"
+        check_train_positions(model.config, s.seq_len, settable=settable)
         lora = lora_config(s, model)
         with build_data(s, model.tokenizer) as data:
             s = steps_for_epochs(s, data.train)

@@ -47,19 +47,20 @@ def export_again(job: Job, model: Any, generation: dict[str, Any], step: int) ->
 
 
 def sample(job: Job, model: Any, generation: dict[str, Any], *, step: int) -> None:
-    """Print ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0) and
-    send them to the trackers at ``step``. Every process generates it (a sharded model);
+    """Print up to ``sample_tokens`` tokens continuing the settings' prompt (nothing when 0),
+    under a header with the number generated (fewer at a stop token or the model's positions),
+    and send them to the trackers at ``step``. Every process generates it (a sharded model);
     process 0 prints it."""
     s = job.settings
     if s.sample_tokens <= 0:
         return
     import zoo_models
 
-    from .._inference import sample_text
+    from .._inference import sample_ids
     from ..parallel import mesh_context
 
     with mesh_context(job.mesh, job.rules):
-        text = sample_text(
+        ids = sample_ids(
             model,
             job.model.tokenizer,
             s.prompt,
@@ -68,7 +69,9 @@ def sample(job: Job, model: Any, generation: dict[str, Any], *, step: int) -> No
             seed=s.seed,
             stop_tokens=zoo_models.stop_token_ids(generation, job.model.tokenizer),
         )
+    text = job.model.tokenizer.decode(ids)
     if is_primary():
-        print(f"--- sample ({s.sample_tokens} tokens, temperature {s.temperature}) ---")
+        count = f"{len(ids)} token{'' if len(ids) == 1 else 's'}"
+        print(f"--- sample ({count}, temperature {s.temperature}) ---")
         print(s.prompt + text)
     job.trackers.text("sample", s.prompt + text, step)

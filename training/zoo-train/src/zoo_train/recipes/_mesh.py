@@ -54,3 +54,20 @@ def check_positions(model_config: Any, seq_len: int) -> None:
             f"seq_len {seq_len} exceeds the model's {model_config.max_position} positions; "
             "lower --seq-len or raise model_config.max_position."
         )
+
+
+def check_train_positions(model_config: Any, seq_len: int, *, settable: bool) -> None:
+    """Training rows longer than the model's positions as a usage error, whatever its position
+    encoding: a rotary model trained past ``max_position`` records a context it was never given,
+    and generation from the run stops at it. ``settable``: the run may raise the limit with
+    ``model_config.max_position`` (a preset, or a rotary Hugging Face model), which the run and
+    its exports then record."""
+    limit = model_config.max_position
+    if seq_len <= limit:
+        return
+    fix = (
+        f"lower --seq-len or raise the limit with --set model_config.max_position={seq_len}"
+        if settable
+        else "lower --seq-len"
+    )
+    raise UsageError(f"--seq-len {seq_len} is longer than the model's {limit} positions; {fix}.")

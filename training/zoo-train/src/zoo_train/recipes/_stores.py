@@ -11,6 +11,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
+from .._console import is_terminal
 from .._usage import UsageError
 from ..parallel import barrier, is_primary
 from ..settings import RunSettings
@@ -104,7 +105,7 @@ def training_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.P
         "text_field": s.text_field,
         # With held-out data of its own, every document of the training data trains.
         "eval_fraction": 0.0 if s.eval_data else s.val_fraction,
-        "progress": s.progress,
+        "progress": s.progress and is_terminal(),  # a log file gets no bar frames
     }
     if not s.data:
         files = [str(f) for f in stdlib_files(max_bytes=s.max_bytes, seed=s.seed)]
@@ -142,7 +143,7 @@ def eval_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.Path]
                 cache=data_cache(s),
                 text_field=s.text_field,
                 eval_fraction=0.0,
-                progress=s.progress,
+                progress=s.progress and is_terminal(),
             )
         out.append((name, pathlib.Path(path)))
     return out

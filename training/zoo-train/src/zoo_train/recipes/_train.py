@@ -6,10 +6,11 @@ import pathlib
 
 from ..settings import RunSettings
 from ._checks import check_run
+from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import sample
-from ._mesh import check_mesh_fits, check_positions, mesh_and_rules
+from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
 from ._output import output_directory
 from ._run import Job, open_trackers, run, saved_provenance, say, trained
@@ -23,6 +24,10 @@ def train_recipe(s: RunSettings) -> int:
 
     check_run(s)
     out = pathlib.Path(s.out)
+    done = complete_step(s)
+    if done is not None:  # nothing is built, nothing in the run is touched
+        say_complete(out, done, s)
+        return 0
     # One training process per output directory.
     with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
@@ -36,7 +41,7 @@ def train_recipe(s: RunSettings) -> int:
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
         check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
-        check_positions(config, s.seq_len)
+        check_train_positions(config, s.seq_len, settable=True)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:
             s = steps_for_epochs(s, data.train)

@@ -15,6 +15,10 @@ from ._records import scalars_of as scalars_of
 from ._replay import replay as replay
 from ._tensorboard import TENSORBOARD_DIR as TENSORBOARD_DIR
 from ._tensorboard import TensorBoardTracker as TensorBoardTracker
+from ._tensorboard_read import event_files as event_files
+from ._tensorboard_read import run_scalars as run_scalars
+from ._tensorboard_read import same_scalars as same_scalars
+from ._tensorboard_read import shown_scalars as shown_scalars
 from ._tracker import RunStart as RunStart
 from ._tracker import Tracker as Tracker
 from ._wandb import WANDB_ID_FILE as WANDB_ID_FILE

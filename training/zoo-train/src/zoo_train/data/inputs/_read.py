@@ -8,6 +8,7 @@ import pathlib
 from collections.abc import Callable, Iterator, Sequence
 
 from .._documents import Document, decode_text
+from .._pairs import skipped_sentence
 from ._compressed import open_raw
 from ._files import InputFile, cannot_read, list_inputs
 from ._records import read_jsonl, read_table
@@ -70,14 +71,16 @@ class DocumentStream:
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
         self.skipped_lines: dict[pathlib.Path, tuple[int, int]] = {}
-        # Preference pairs skipped, by reason: [count, where the first one is].
+        # Preference pairs skipped, by reason: [count, where the first one is]; and by source.
         self.skipped_pairs: dict[str, list] = {}
+        self._pairs_skipped_in: dict[str, dict[str, list]] = {}
 
     def __iter__(self) -> Iterator[Document]:
         if self.line_split is not None:  # a fresh budget for each pass over the corpus
             fraction, seed = self.line_split
             self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
         self.skipped, self.skipped_lines, self.skipped_pairs = [], {}, {}
+        self._pairs_skipped_in = {}
         # A source whose files all came through an earlier one has nothing left to find.
         found: dict[str, int] = dict.fromkeys((f.source for f in self.files), 0)
         done = 0
@@ -115,6 +118,13 @@ class DocumentStream:
         by_path = {f.path: f.source for f in self.files}
         skipped = [p for p in self.skipped if by_path[p] == source]
         lines = [(p, first) for p, (_, first) in self.skipped_lines.items() if by_path[p] == source]
+        pairs = self._pairs_skipped_in.get(source)
+        if pairs:  # every pair carried no preference: the same sentence as a partial skip's
+            said = "; ".join(skipped_sentence(r, n, first) for r, (n, first) in pairs.items())
+            return ValueError(
+                f"The data source {source!r} has no preference pair to train on: {said}; pass "
+                "pairs whose chosen and rejected responses differ and are not empty."
+            )
         if skipped:
             what = (
                 f"its {len(skipped)} binary or non-UTF-8 file(s) were skipped (e.g. {skipped[0]})"
@@ -128,20 +138,24 @@ class DocumentStream:
             ".jsonl, Parquet or Arrow files."
         )
 
-    def _skip_pair(self, reason: str, where: str) -> None:
-        entry = self.skipped_pairs.setdefault(reason, [0, where])
-        entry[0] += 1
+    def _skip_pair(self, reason: str, where: str, source: str) -> None:
+        for counts in (self.skipped_pairs, self._pairs_skipped_in.setdefault(source, {})):
+            entry = counts.setdefault(reason, [0, where])
+            entry[0] += 1
 
     def _read(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:
+        def skip_pair(reason: str, where: str) -> None:
+            self._skip_pair(reason, where, file.source)
+
         if file.kind == "jsonl":
 
             def not_utf8(line: int) -> None:
                 count, first = self.skipped_lines.get(file.path, (0, line))
                 self.skipped_lines[file.path] = (count + 1, first)
 
-            return read_jsonl(file, self.text_field, tell, not_utf8, self._skip_pair)
+            return read_jsonl(file, self.text_field, tell, not_utf8, skip_pair)
         if file.kind in ("parquet", "arrow"):
-            return read_table(file, self.text_field, tell, self._skip_pair)
+            return read_table(file, self.text_field, tell, skip_pair)
         return self._read_text(file, tell)
 
     def _read_text(self, file: InputFile, tell: Callable[[int], None]) -> Iterator[Document]:

@@ -133,11 +133,7 @@ class StoreLoader:
         for store in self.stores:
             rows = layout(store.split("train"), self.seq_len, whole=False)
             if rows.rows == 0:
-                raise ValueError(
-                    f"The token store {str(store.path)!r} holds {rows.split.num_tokens} training "
-                    f"tokens, fewer than one row of seq_len + 1 = {self.seq_len + 1}; use more "
-                    "data or a shorter `seq_len`."
-                )
+                raise _no_row(store, rows, self.seq_len)
             self.layouts.append(rows)
         self.pad_id = self.stores[0].pad_id
         self._row = 0
@@ -292,3 +288,22 @@ def _check_rows(n: int, rows: tuple[int, int] | None) -> tuple[int, int]:
     if not 0 <= start < stop <= n:
         raise ValueError(f"`rows` must be a range within the batch of {n}, got {rows!r}.")
     return start, stop
+
+
+def _no_row(store: TokenStore, rows: RowLayout, seq_len: int) -> ValueError:
+    """Why ``store`` gives no training row: its pairs are all longer than a row (with the
+    shortest one's length), or it holds too few tokens."""
+    split = rows.split
+    if split.pair_info is not None and len(rows.skipped):
+        ends = np.append(split.starts[1:], split.num_tokens)
+        shortest = int((ends - split.starts)[rows.skipped].min())
+        count = len(rows.skipped)
+        return ValueError(
+            f"None of the {count:,} preference pair{'s' if count != 1 else ''} in the token store "
+            f"{str(store.path)!r} fits in a row of seq_len + 1 = {seq_len + 1} tokens (the "
+            f"shortest pair takes {shortest:,}); raise `seq_len` to at least {shortest - 1:,}."
+        )
+    return ValueError(
+        f"The token store {str(store.path)!r} holds {split.num_tokens} training tokens, fewer "
+        f"than one row of seq_len + 1 = {seq_len + 1}; use more data or a shorter `seq_len`."
+    )
