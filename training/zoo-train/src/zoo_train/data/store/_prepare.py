@@ -35,6 +35,7 @@ import numpy as np
 from .._documents import Document
 from .._tokenizer import Tokenizer
 from ..inputs import PIECE_CHARS, DocumentStream
+from ._blocks import ALGORITHM, BLOCK_BYTES
 from ._format import (
     FORMAT,
     MANIFEST,
@@ -470,6 +471,8 @@ def _manifest(
         },
         "splits": splits,
         "shards": shards,
+        # each shard file's "blocks": the hash of every block of this many bytes
+        "blocks": {"bytes": BLOCK_BYTES, "hash": ALGORITHM},
     }
     manifest["fingerprint"] = content_fingerprint(manifest)
     return manifest
