@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pathlib
@@ -11,15 +12,7 @@ from .._documents import Document, decode_text
 from ._compressed import open_raw
 from ._files import InputFile, cannot_read, list_inputs
 from ._records import read_jsonl, read_table
-from ._text import (
-    PIECE_CHARS,
-    LineBudget,
-    is_text,
-    piece_documents,
-    pieces,
-    read_pieces,
-    split_lines,
-)
+from ._text import PIECE_CHARS, is_text, piece_documents, pieces, read_pieces
 
 logger = logging.getLogger("zoo_train")
 
@@ -37,10 +30,10 @@ class DocumentStream:
     :attr:`skipped_lines`); each pass logs one warning for the files and one per file of
     lines. :attr:`bytes_read` (of :attr:`total_bytes`, on disk) says how far the reading has
     got. With ``line_split=(fraction, seed)``, text files too few to
-    hold out ``fraction`` of them by document (fewer than ``2 / fraction``) are held out by
-    their lines instead, at most ``fraction`` of the corpus's characters
-    (:func:`~zoo_train.data.inputs._text.split_lines`): one file of three would be a third of
-    the corpus.
+    hold out ``fraction`` of them by the hash of each (fewer than ``2 / fraction``) are held
+    out whole where that share of the corpus's bytes allows, in the order of their hash
+    (:func:`~zoo_train.data._split.whole_held_out`): a document is never cut, so one file of
+    three is held out by none; :attr:`split_note` says what was done.
 
     Raises (on construction or while iterating):
         ValueError: a missing source, an unsupported or binary file named directly, a
@@ -63,20 +56,42 @@ class DocumentStream:
         self.text_field = text_field
         texts = sum(f.kind == "text" for f in self.files)
         few = line_split is not None and line_split[0] > 0 and texts < 2 / line_split[0]
-        self.line_split = line_split if few else None
-        self._budget: LineBudget | None = None
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.total_bytes = sum(self.sizes)
+        #: Text files held out whole (a corpus of too few to hold out by hash), else ``None``.
+        self.held_files: set[str] | None = None
+        #: What was held out of such a corpus, for a person (``None``: the hash rule).
+        self.split_note: str | None = None
+        if few and line_split is not None:
+            self._hold_out_whole(*line_split, texts)
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
         self.skipped_lines: dict[pathlib.Path, tuple[int, int]] = {}
         # Preference pairs skipped, by reason: [count, where the first one is].
         self.skipped_pairs: dict[str, list] = {}
 
+    def _hold_out_whole(self, fraction: float, seed: int, texts: int) -> None:
+        from .._split import whole_held_out
+
+        sizes = [
+            (f.name, s) for f, s in zip(self.files, self.sizes, strict=True) if f.kind == "text"
+        ]
+        chosen = whole_held_out(sizes, fraction * self.total_bytes, seed=seed)
+        self.held_files = set(chosen)
+        share = sum(s for n, s in sizes if n in self.held_files) / max(self.total_bytes, 1)
+        few = f"{texts} text file(s) are too few to hold out {fraction:.0%} of the data by hash"
+        if not chosen:
+            self.split_note = (
+                f"{few}; none was held out, as each is more than that share and a document is "
+                "never cut (pass --eval-data, or more files, to evaluate)"
+            )
+            return
+        shown = ", ".join(chosen[:3]) + (f" and {len(chosen) - 3} more" if len(chosen) > 3 else "")
+        self.split_note = f"{few}; held out {len(chosen)} whole: {shown} ({share:.1%} of the bytes)"
+
     def __iter__(self) -> Iterator[Document]:
-        if self.line_split is not None:  # a fresh budget for each pass over the corpus
-            fraction, seed = self.line_split
-            self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
+        if self.split_note is not None:
+            logger.warning("%s", self.split_note)
         self.skipped, self.skipped_lines, self.skipped_pairs = [], {}, {}
         # A source whose files all came through an earlier one has nothing left to find.
         found: dict[str, int] = dict.fromkeys((f.source for f in self.files), 0)
@@ -164,6 +179,7 @@ class DocumentStream:
                 tell(raw.tell())
 
     def _documents(self, name: str, texts: Iterator[str]) -> Iterator[Document]:
-        if self._budget is None:
+        if self.held_files is None:
             return piece_documents(name, texts)
-        return split_lines(name, texts, self._budget)
+        side = "eval" if name in self.held_files else "train"
+        return (dataclasses.replace(d, split=side) for d in piece_documents(name, texts))
