@@ -105,6 +105,7 @@ class BlockCheck:
             raise ValueError(f"Block size {block_bytes} is not a power of two.")
         self.expected = [int(d, 16) for d in digests]
         self.done = bytearray(len(digests))
+        self.left = len(digests)  # blocks not checked yet: at 0 the reader drops the check
 
     def check(self, start: int, stop: int) -> None:
         """Check the blocks of bytes ``[start, stop)`` not checked yet.
@@ -125,4 +126,6 @@ class BlockCheck:
         data = os.pread(self.fd, stop - start, start)
         if len(data) != stop - start or xxhash.xxh3_64_intdigest(data) != self.expected[index]:
             raise DamagedStoreError(self.store, self.name, start, stop)
-        self.done[index] = 1
+        if not self.done[index]:
+            self.done[index] = 1
+            self.left -= 1

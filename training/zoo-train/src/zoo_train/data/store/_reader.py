@@ -61,6 +61,8 @@ class _ShardFile:
         start = offset * self.dtype.itemsize
         if self.blocks is not None and out.nbytes:
             self.blocks.check(start, start + out.nbytes)
+            if not self.blocks.left:  # every block checked: reads cost nothing more from now
+                self.blocks = None
         got = os.preadv(self.fd, [out], start)
         if got != out.nbytes:
             raise ValueError(
@@ -155,7 +157,7 @@ class TokenSplit:
 
     @property
     def checked(self) -> bool:
-        """Whether reads are checked against block hashes."""
+        """Whether reads are checked against block hashes (until every block has been)."""
         return any(f.blocks is not None for f in self.tokens)
 
     def origin(self, doc: int) -> str:

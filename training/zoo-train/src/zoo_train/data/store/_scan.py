@@ -1,20 +1,21 @@
 """``verify_store``: every block of every shard file checked against its hash, on every core.
 
-The work is cut into pieces of :data:`PIECE_BLOCKS` blocks, read with ``preadv`` into a buffer
-of the thread's own and hashed there: xxHash releases the GIL while it hashes, and so does the
-read, so threads scale without processes (measured: 12.5 GB/s on one thread, 29 GB/s on two,
-hashing bytes already in memory). A store without block hashes (made by an older zoo) has each
-file's sha256 checked instead, one file per task.
+The work is cut into pieces of :data:`PIECE_BLOCKS` blocks, each memory-mapped and hashed in
+place by one thread of a pool: xxHash releases the GIL while it hashes, so threads scale without
+processes (12.5 GB/s on one thread, 29 GB/s on two, hashing bytes already in memory). Mapping
+instead of reading saves a copy: 6-10 GB/s against 2.6-3.3 GB/s with ``preadv`` into a buffer,
+a 1 GB store in the page cache on two busy cores. A store without block hashes (made by an older
+zoo) has each file's sha256 checked instead, one file per task.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import mmap
 import os
 import pathlib
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -82,38 +83,27 @@ def _merged(found: list[Damage]) -> list[Damage]:
     return out
 
 
-class _Buffers(threading.local):
-    """One read buffer per thread, grown as needed."""
-
-    data: bytearray | None = None
-
-    def get(self, size: int) -> memoryview:
-        if self.data is None or len(self.data) < size:
-            self.data = bytearray(size)
-        return memoryview(self.data)[:size]
-
-
 def _piece_task(
-    path: pathlib.Path,
-    record: dict[str, Any],
-    first: int,
-    last: int,
-    block_bytes: int,
-    buffers: _Buffers,
+    path: pathlib.Path, record: dict[str, Any], first: int, last: int, block_bytes: int
 ) -> tuple[list[Damage], int]:
     """Check blocks ``first … last - 1`` of one file: the damaged ones, and the bytes read."""
     size = record["bytes"]
     start, _ = block_range(first, size, block_bytes)
     _, stop = block_range(last - 1, size, block_bytes)
-    view = buffers.get(stop - start)
-    with open(path, "rb", buffering=0) as f:
-        got = os.preadv(f.fileno(), [view], start)
     bad = []
-    for index in range(first, last):
-        a, b = block_range(index, size, block_bytes)
-        expected = int(record["blocks"][index], 16)
-        if b - start > got or xxhash.xxh3_64_intdigest(view[a - start : b - start]) != expected:
-            bad.append(Damage(record["name"], a, b, "hash"))
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size != size:  # changed since it was listed: not mapped
+            return [Damage(record["name"], 0, size, "size")], 0
+        # start is a multiple of the block size, so of the mapping granularity
+        with (
+            mmap.mmap(f.fileno(), stop - start, offset=start, access=mmap.ACCESS_READ) as mapped,
+            memoryview(mapped) as view,
+        ):
+            for index in range(first, last):
+                a, b = block_range(index, size, block_bytes)
+                got = xxhash.xxh3_64_intdigest(view[a - start : b - start])
+                if got != int(record["blocks"][index], 16):
+                    bad.append(Damage(record["name"], a, b, "hash"))
     return bad, stop - start
 
 
@@ -152,7 +142,6 @@ def verify_store(
     records = [f for s in manifest["shards"] for f in s["files"]]
     damaged: list[Damage] = []
     tasks: list[tuple[Callable[..., tuple[list[Damage], int]], tuple]] = []
-    buffers = _Buffers()
     total = count = 0
     for record in records:
         problem = file_problem(root, record, checksum=False)
@@ -169,7 +158,7 @@ def verify_store(
         count += len(digests)
         for first in range(0, len(digests), PIECE_BLOCKS):
             last = min(first + PIECE_BLOCKS, len(digests))
-            args = (root / record["name"], record, first, last, blocks["bytes"], buffers)
+            args = (root / record["name"], record, first, last, blocks["bytes"])
             tasks.append((_piece_task, args))
     bar = tqdm(
         total=total,
