@@ -63,13 +63,15 @@ class BatchChecks:
     Args:
         first_step: the step the first batch checked trains.
         vocab_size: the model's vocabulary (``None``: unknown, only negative ids are refused).
-        data: what names the training data in an error (``"the token store 'x'"``).
+        data: the training data source (its token stores, if it has any, are named in an error).
     """
 
-    def __init__(self, first_step: int, vocab_size: int | None, data: str) -> None:
+    def __init__(self, first_step: int, vocab_size: int | None, data: Any) -> None:
         self.next_step = first_step
         self.vocab_size = vocab_size
-        self.data = data
+        self.data = describe_data(data)
+        paths = [str(s.path) for s in getattr(data, "stores", None) or () if hasattr(s, "path")]
+        self.store = paths[0] if len(paths) == 1 else "STORE"
         self._facts: collections.deque[BatchFacts] = collections.deque(maxlen=_KEPT)
         self._lock = threading.Lock()
 
@@ -95,8 +97,8 @@ class BatchChecks:
             raise ValueError(
                 f"The batch of step {facts.step} from {self.data} holds token id {bad:,}, "
                 f"outside {vocabulary}, so the data is damaged or was made with another "
-                "tokenizer; check it with `zoo data verify STORE` and prepare it again with "
-                "the run's tokenizer (nothing was trained on it)."
+                f"tokenizer; check it with `zoo data verify {self.store}` and prepare it again "
+                "with the run's tokenizer (nothing was trained on it)."
             )
 
     def facts(self, step: int) -> BatchFacts | None:

@@ -48,7 +48,7 @@ from ..parallel import (
     platform_of,
 )
 from ..profile import ProfileWindow
-from ._batch_check import BatchChecks, describe_data, model_vocab_size, nonfinite_cause
+from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
 from ._evaluate import EvalData, evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
@@ -160,9 +160,7 @@ def start_run(
     start = 0 if restored is None else restored.step
     record = _recorder(out, start, on_record, resources)
     train_step, eval_step = setup.steps(config)
-    checks = BatchChecks(
-        start + 1, model_vocab_size(setup.plan.abstract_model), describe_data(data)
-    )
+    checks = BatchChecks(start + 1, model_vocab_size(setup.plan.abstract_model), data)
     feed = _feed(data, setup, config, max(end - start, 1), resources, checks)
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()

@@ -167,6 +167,7 @@ def verify_store(
         desc="verify",
         disable=not (progress and sys.stderr.isatty()),
         dynamic_ncols=True,
+        delay=1.0,  # only for a check long enough to watch
     )
     started = time.perf_counter()
     with bar, concurrent.futures.ThreadPoolExecutor(workers) as pool:
