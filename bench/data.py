@@ -306,8 +306,8 @@ def _verify_table(data: dict[str, Any]) -> dict[str, Any]:
             ]
         ],
         [
-            "Read and hashed by a thread pool (xxhash releases the GIL); the store was just written, "
-            "so it is read mostly from the page cache."
+            "Memory-mapped pieces of 16 blocks hashed by a thread pool (xxhash releases the GIL); "
+            "the store was just written, so it is read mostly from the page cache."
         ],
     )
 
