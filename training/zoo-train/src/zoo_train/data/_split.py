@@ -19,16 +19,17 @@ def held_out(doc_id: str, fraction: float, *, seed: int = 0) -> bool:
     return _unit(seed, doc_id) < fraction
 
 
-def whole_held_out(sizes: Sequence[tuple[str, int]], budget: float, *, seed: int = 0) -> list[str]:
+def whole_held_out(sizes: Sequence[tuple[str, int]], budget: float, *, seed: int = 0) -> list[int]:
     """The documents held out from a corpus of too few to hold out by the hash alone: given
     ``(id, size)`` of each, taken in the order of their seeded hash (the one :func:`held_out`
     compares with the fraction), each that still fits in what is left of ``budget`` (the
-    fraction of the corpus's size). A document is never cut, so when every one is larger than
-    the budget, none is held out."""
+    fraction of the corpus's size); their indices in ``sizes``, in that order. A document is
+    never cut, so when every one is larger than the budget, none is held out."""
     chosen = []
-    for _, doc_id, size in sorted((_unit(seed, i), i, s) for i, s in sizes):
+    for _, index in sorted((_unit(seed, doc_id), i) for i, (doc_id, _) in enumerate(sizes)):
+        size = sizes[index][1]
         if 0 < size <= budget:
-            chosen.append(doc_id)
+            chosen.append(index)
             budget -= size
     return chosen
 

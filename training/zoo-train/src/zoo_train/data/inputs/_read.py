@@ -59,7 +59,7 @@ class DocumentStream:
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.total_bytes = sum(self.sizes)
         #: Text files held out whole (a corpus of too few to hold out by hash), else ``None``.
-        self.held_files: set[str] | None = None
+        self.held_files: set[pathlib.Path] | None = None
         #: What was held out of such a corpus, for a person (``None``: the hash rule).
         self.split_note: str | None = None
         if few and line_split is not None:
@@ -73,12 +73,12 @@ class DocumentStream:
     def _hold_out_whole(self, fraction: float, seed: int, texts: int) -> None:
         from .._split import whole_held_out
 
-        sizes = [
-            (f.name, s) for f, s in zip(self.files, self.sizes, strict=True) if f.kind == "text"
-        ]
-        chosen = whole_held_out(sizes, fraction * self.total_bytes, seed=seed)
-        self.held_files = set(chosen)
-        share = sum(s for n, s in sizes if n in self.held_files) / max(self.total_bytes, 1)
+        files = [(f, s) for f, s in zip(self.files, self.sizes, strict=True) if f.kind == "text"]
+        budget = fraction * self.total_bytes
+        picked = whole_held_out([(f.name, s) for f, s in files], budget, seed=seed)
+        chosen = [files[i] for i in picked]
+        self.held_files = {f.path for f, _ in chosen}
+        share = sum(s for _, s in chosen) / max(self.total_bytes, 1)
         few = f"{texts} text file(s) are too few to hold out {fraction:.0%} of the data by hash"
         if not chosen:
             self.split_note = (
@@ -86,8 +86,9 @@ class DocumentStream:
                 "never cut (pass --eval-data, or more files, to evaluate)"
             )
             return
-        shown = ", ".join(chosen[:3]) + (f" and {len(chosen) - 3} more" if len(chosen) > 3 else "")
-        self.split_note = f"{few}; held out {len(chosen)} whole: {shown} ({share:.1%} of the bytes)"
+        names = [f.name for f, _ in chosen]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        self.split_note = f"{few}; held out {len(names)} whole: {shown} ({share:.1%} of the bytes)"
 
     def __iter__(self) -> Iterator[Document]:
         if self.split_note is not None:
@@ -170,16 +171,16 @@ class DocumentStream:
             self.skipped.append(file.path)
             return
         if text is not None:
-            yield from self._documents(file.name, pieces(text))
+            yield from self._documents(file, pieces(text))
             return
         stream, raw = open_raw(file.path, file.compression)
         with raw, stream:
-            for doc in self._documents(file.name, read_pieces(stream)):
+            for doc in self._documents(file, read_pieces(stream)):
                 yield doc
                 tell(raw.tell())
 
-    def _documents(self, name: str, texts: Iterator[str]) -> Iterator[Document]:
+    def _documents(self, file: InputFile, texts: Iterator[str]) -> Iterator[Document]:
         if self.held_files is None:
-            return piece_documents(name, texts)
-        side = "eval" if name in self.held_files else "train"
-        return (dataclasses.replace(d, split=side) for d in piece_documents(name, texts))
+            return piece_documents(file.name, texts)
+        side = "eval" if file.path in self.held_files else "train"
+        return (dataclasses.replace(d, split=side) for d in piece_documents(file.name, texts))
