@@ -70,8 +70,8 @@ class BatchChecks:
         self.next_step = first_step
         self.vocab_size = vocab_size
         self.data = describe_data(data)
-        paths = [str(s.path) for s in getattr(data, "stores", None) or () if hasattr(s, "path")]
-        self.store = paths[0] if len(paths) == 1 else "STORE"
+        paths = _store_paths(data)
+        self.store = paths[0] if len(paths) == 1 else "STORE"  # what to pass to verify
         self._facts: collections.deque[BatchFacts] = collections.deque(maxlen=_KEPT)
         self._lock = threading.Lock()
 
@@ -107,10 +107,14 @@ class BatchChecks:
             return next((f for f in self._facts if f.step == step), None)
 
 
+def _store_paths(data: Any) -> list[str]:
+    """The paths of a data source's token stores (a ``StoreLoader``'s), else none."""
+    return [str(s.path) for s in getattr(data, "stores", None) or () if hasattr(s, "path")]
+
+
 def describe_data(data: Any) -> str:
     """How an error names a data source: its token stores' paths, else ``the training data``."""
-    stores = getattr(data, "stores", None)
-    paths = [str(s.path) for s in stores or () if hasattr(s, "path")]
+    paths = _store_paths(data)
     if not paths:
         return "the training data"
     return f"the token store{'s' if len(paths) > 1 else ''} " + ", ".join(map(repr, paths))

@@ -67,7 +67,7 @@ def describe_info(summary: dict[str, Any]) -> str:
         f"hashes      {hashes['hash']} per {hashes['bytes'] / 2**20:g} MiB block"
         if hashes
         else "hashes      none (an older store: reads are not checked, and `zoo data verify` "
-        "checks whole-file checksums; prepare it again to add them)"
+        "checks whole-file checksums; prepare it again with --overwrite to add them)"
     )
     for name, split in summary["splits"].items():
         lines.append(f"{name:<11} {split['documents']:,} documents, {split['tokens']:,} tokens")
