@@ -2,7 +2,8 @@
 
 Requests (``{"op": name, ...keyword arguments}``), each answered with one JSON object:
 ``tokenizer`` (train the BPE), ``corpus`` (write synthetic JSON lines), ``baseline``
-(``encode_batch_fast``), ``prepare``, ``loader``, ``boundary``, ``processes``, ``libraries``.
+(``encode_batch_fast``), ``prepare``, ``loader``, ``verify``, ``boundary``, ``processes``,
+``libraries``.
 The parent (``bench/data.py``) starts a fresh worker for every measurement, so each peak RSS is
 that measurement's own.
 """
@@ -191,14 +192,15 @@ def _timed_batches(loader: Any, steps: int, rows: tuple[int, int] | None = None)
     return times
 
 
-def loader(store: str) -> dict[str, Any]:
+def loader(store: str, check_blocks: bool = True) -> dict[str, Any]:
     """Time from opening the store to the first batch, host time of ``next_batch(16)`` at
-    ``seq_len`` 1024 (whole batches, then a process's 8 rows of each), and the peak RSS."""
-    from zoo_train.data import StoreLoader
+    ``seq_len`` 1024 (whole batches, then a process's 8 rows of each), and the peak RSS; with
+    ``check_blocks``, each block checked against its hash when first read (as training does)."""
+    from zoo_train.data import StoreLoader, TokenStore
 
     imported_rss = _peak_rss_mib()
     start = time.perf_counter()
-    data = StoreLoader(store, seq_len=SEQ, seed=0)
+    data = StoreLoader(TokenStore(store, check_blocks=check_blocks), seq_len=SEQ, seed=0)
     open_s = time.perf_counter() - start
     data.next_batch(BATCH)
     first_batch_s = time.perf_counter() - start
@@ -216,6 +218,20 @@ def loader(store: str) -> dict[str, Any]:
         "rss_imported_mib": imported_rss,
         "rss_mib": _peak_rss_mib(),
     }
+
+
+def verify(store: str) -> dict[str, Any]:
+    """``zoo data verify``'s check of every block on every core: GB/s (the store was just
+    written, so mostly from the page cache), and once more on one thread."""
+    from zoo_train.data.store import verify_store
+
+    out: dict[str, Any] = {"cores": os.cpu_count()}
+    for name, workers in (("all", None), ("one", 1)):
+        report = verify_store(store, workers=workers, progress=False)
+        assert not report.damaged, report.damaged
+        out[f"{name}_gb_per_s"] = report.bytes / report.seconds / 1e9
+        out["bytes"], out["blocks"] = report.bytes, report.blocks
+    return out
 
 
 def boundary(store: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from zoo_train.cli import main
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("ft")
     tiny_hf_llama(root / "hf")
-    write_corpus(root / "corpus", files=10)
+    write_corpus(root / "corpus", files=40, lines=10)  # enough files to hold out by hash
     return root
 
 

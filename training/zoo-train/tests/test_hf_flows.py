@@ -49,7 +49,7 @@ def _finetune(root, *extra: str) -> int:
 def flow(tmp_path_factory):
     root = tmp_path_factory.mktemp("flows")
     tiny_hf_llama(root / "hf16", dtype="bfloat16")
-    write_corpus(root / "corpus", files=6, lines=12)
+    write_corpus(root / "corpus", files=40, lines=2)  # enough files to hold out by hash
     # Chat data beside the text: rendered with the tokenizer's template, loss on the replies.
     chat = [
         {

@@ -160,18 +160,48 @@ def test_a_large_document_the_hash_holds_out_trains_instead(tmp_path):
     assert held <= 0.05 * total
 
 
-def test_a_corpus_of_one_file_is_held_out_by_lines(tmp_path):
-    lines = [
-        f"line {i} {' '.join(np.random.default_rng(i).choice(WORDS, 4))}\n" for i in range(400)
-    ]
-    (tmp_path / "one.txt").write_text("".join(lines))
-    prepare_store(tmp_path / "one.txt", tmp_path / "s", workers=1, progress=False)
-    store = TokenStore(tmp_path / "s")
+def test_a_corpus_of_too_few_files_holds_out_whole_files_within_the_share(tmp_path, caplog):
+    rng = np.random.default_rng()
+    # One file: holding any of it out would cut it, so nothing is held out, and that is said.
+    one = tmp_path / "one.txt"
+    one.write_text("".join(f"line {i} {' '.join(rng.choice(WORDS, 4))}\n" for i in range(400)))
+    info = prepare_store(one, tmp_path / "s1", workers=1, progress=False)
+    assert info["splits"]["eval"]["documents"] == 0 and info["documents"] == 1
+    assert "none was held out" in caplog.text and "a document is never cut" in caplog.text
+    # Few files (fewer than 2 / 0.05): whole files are held out, within 5% of the bytes.
+    files = tmp_path / "few"
+    files.mkdir()
     texts = {}
-    for split in ("train", "eval"):
-        part = store.split(split)
-        (doc,) = [part.document(i)[0] for i in range(part.num_documents)]
-        texts[split] = bytes(doc[:-1].astype(np.uint8)).decode()  # less the EOS
-    held = texts["eval"].splitlines(keepends=True)
-    assert 5 < len(held) < 40
-    assert sorted(texts["train"].splitlines(keepends=True) + held) == sorted(lines)
+    for i in range(int(rng.integers(5, 15))):
+        words = int(rng.integers(2, 400)) if i % 2 else int(rng.integers(2_000, 4_000))
+        texts[f"f{i}.txt"] = " ".join(rng.choice(WORDS, words)) + "\n"
+        (files / f"f{i}.txt").write_text(texts[f"f{i}.txt"])
+    caplog.clear()
+    prepare_store(files, tmp_path / "s2", workers=1, progress=False)
+    held = TokenStore(tmp_path / "s2").split("eval")
+    got = [held.document(i)[0] for i in range(held.num_documents)]
+    got = [bytes(doc[:-1].astype(np.uint8)).decode() for doc in got]  # less the EOS
+    assert held.num_documents > 0 and set(got) <= set(texts.values())  # whole files only
+    total = sum(len(t.encode()) for t in texts.values())
+    assert sum(len(t.encode()) for t in got) <= 0.05 * total
+    assert f"held out {held.num_documents} whole" in caplog.text
+
+
+def test_a_stores_eval_equals_the_raw_texts_eval_with_the_default_split(corpora, tmp_path, capsys):
+    run = tmp_path / "run"
+    data = ["--data", str(corpora / "code.store")]
+    assert (
+        main(["train", *BASE, *data, "--steps", "2", "--eval-every", "0", "--out", str(run)]) == 0
+    )
+    rng = np.random.default_rng()
+    text = tmp_path / "one.txt"
+    text.write_text("".join(" ".join(rng.choice(WORDS, 12)) + "\n" for _ in range(300)))
+    prepare_store(text, tmp_path / "one.store", workers=1, progress=False)  # the default split
+    losses = []
+    for source in (text, tmp_path / "one.store"):
+        capsys.readouterr()
+        args = ["eval", str(run), "--data", str(source), "--seq-len", "32", "--json"]
+        assert main(args) == 0
+        losses.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert losses[0]["tokens"] == losses[1]["tokens"] > 0
+    np.testing.assert_allclose(losses[0]["loss"], losses[1]["loss"], rtol=2e-7)

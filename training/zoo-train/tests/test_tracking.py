@@ -63,7 +63,7 @@ def tracked(tmp_path_factory):
     from tensorboardX import SummaryWriter
 
     root = tmp_path_factory.mktemp("tracked")
-    write_corpus(root / "corpus")
+    write_corpus(root / "corpus", files=40, lines=12)  # enough files to hold out by hash
     (root / "run.toml").write_text(CONFIG)
     run = root / "run"
     base = ["train", "--config", str(root / "run.toml"), "--data", str(root / "corpus")]

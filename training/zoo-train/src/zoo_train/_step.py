@@ -46,7 +46,7 @@ def _sums(loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax
     }
 
 
-def _all_finite(tree: PyTree) -> jax.Array:
+def all_finite(tree: PyTree) -> jax.Array:
     """Whether every floating-point value of ``tree`` is finite (a scalar bool)."""
     leaves = [x for x in jax.tree.leaves(tree) if eqx.is_inexact_array(x)]
     return functools.reduce(
@@ -187,7 +187,7 @@ def make_train_step(
         new_params = optax.apply_updates(state.params, updates)
         # A finite gradient can still make an infinite update (a huge learning rate): checked
         # on the device, so a non-finite state is never kept, let alone saved.
-        update_finite = _all_finite(new_params) & _all_finite(new_opt_state)
+        update_finite = all_finite(new_params) & all_finite(new_opt_state)
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & update_finite
         # In the old leaves' dtypes: float32 gradients would otherwise promote the moments of
         # bfloat16 parameters, and the state would change type under a resumed run.

@@ -1,4 +1,5 @@
-"""``zoo data prepare`` and ``zoo data info``: making and inspecting token stores."""
+"""``zoo data prepare``, ``zoo data info`` and ``zoo data verify``: making, inspecting and
+checking token stores."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ from typing import Any
 
 from .._usage import UsageError
 
-HELP = "tokenize data once into a token store, or describe a store"
+HELP = "tokenize data once into a token store, describe a store, or check its content"
 DESCRIPTION = (
     "Token stores: data tokenized once, read by row index by any number of processes. "
-    "`zoo data prepare SOURCE... --out STORE` makes one; `zoo data info STORE` describes one."
+    "`zoo data prepare SOURCE... --out STORE` makes one; `zoo data info STORE` describes one; "
+    "`zoo data verify STORE` checks every block against its hash."
 )
+_SHOWN = 4  # damaged ranges named in the error; every one is listed above it
 
 
 def add_data_arguments(data: argparse.ArgumentParser) -> None:
-    """``zoo data prepare`` and ``zoo data info``."""
+    """``zoo data prepare``, ``zoo data info`` and ``zoo data verify``."""
     actions = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     prep = actions.add_parser(
         "prepare",
@@ -69,6 +72,23 @@ def add_data_arguments(data: argparse.ArgumentParser) -> None:
     show.add_argument(
         "--verify", action="store_true", help="also check every shard's checksum (reads it all)"
     )
+    check = actions.add_parser(
+        "verify",
+        help="check every block of a token store against its hash",
+        description="Read every block of every shard file of a token store and check it against "
+        "the hash recorded when it was prepared, on every core. Exits 0 when the store is "
+        "intact, 2 naming each damaged shard file and byte range otherwise. A store made "
+        "before stores carried block hashes has each file's sha256 checked instead.",
+    )
+    check.add_argument("store", metavar="STORE")
+    check.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="threads reading and hashing (default: every core)",
+    )
+    check.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run_data(args: argparse.Namespace) -> int:
@@ -90,6 +110,8 @@ def run_data(args: argparse.Namespace) -> int:
             )
             _say_prepared(result)
             return 0
+        if args.data_command == "verify":
+            return _verify(args.store, args.workers, not args.no_progress)
         if args.verify:
             check_store(args.store, checksums=True)
         summary = store_info(args.store)
@@ -109,3 +131,33 @@ def _say_prepared(result: dict[str, Any]) -> None:
         return
     # Files and lines skipped were said while reading (by zoo_train.data.DocumentStream).
     print(f"{result['path']} {result['status']}: {what}.")
+
+
+def _verify(store: str, workers: int | None, progress: bool) -> int:
+    """``zoo data verify``: 0 on an intact store; each damaged range listed, then a
+    :class:`UsageError` (exit 2) naming them."""
+    from ..data.store import verify_store
+
+    report = verify_store(store, workers=workers, progress=progress)
+    rate = report.bytes / max(report.seconds, 1e-9) / 1e9
+    how = (
+        f"{report.blocks:,} blocks"
+        if report.hashed
+        else "whole-file checksums (the store carries no block hashes)"
+    )
+    if not report.damaged:
+        print(
+            f"{store}: intact: {report.files} files, {report.bytes / 1e9:,.3f} GB, {how}, "
+            f"checked in {report.seconds:.2f} s ({rate:.2f} GB/s)."
+        )
+        return 0
+    for damage in report.damaged:
+        print(f"damaged: {damage.describe()}")
+    named = ", ".join(d.describe() for d in report.damaged[:_SHOWN])
+    more = len(report.damaged) - _SHOWN
+    named += f" and {more} more range(s) listed above" if more > 0 else ""
+    raise UsageError(
+        f"The token store {store!r} is damaged: {named} do not match what was recorded when it "
+        "was prepared; prepare it again (`zoo data prepare ... --overwrite`) or restore it "
+        "from a good copy."
+    )

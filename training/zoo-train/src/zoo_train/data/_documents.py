@@ -28,7 +28,8 @@ class Document:
             ("completion", …)`` for a prompt/completion pair; see :mod:`._chat`); empty for
             plain text.
         split: ``"train"`` or ``"eval"`` when the document's side of the held-out split is
-            already chosen (the lines of a corpus of one file); empty: by the hash of its id.
+            already chosen (the files of a corpus too small to split by hash); empty: by the
+            hash of its id.
         rejected: a preference pair's rejected example (its prompt and rejected response),
             ``turns`` then being the chosen one (see :mod:`._pairs`); empty otherwise.
     """

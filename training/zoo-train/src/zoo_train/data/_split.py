@@ -19,6 +19,21 @@ def held_out(doc_id: str, fraction: float, *, seed: int = 0) -> bool:
     return _unit(seed, doc_id) < fraction
 
 
+def whole_held_out(sizes: Sequence[tuple[str, int]], budget: float, *, seed: int = 0) -> list[int]:
+    """The documents held out from a corpus of too few to hold out by the hash alone: given
+    ``(id, size)`` of each, taken in the order of their seeded hash (the one :func:`held_out`
+    compares with the fraction), each that still fits in what is left of ``budget`` (the
+    fraction of the corpus's size); their indices in ``sizes``, in that order. A document is
+    never cut, so when every one is larger than the budget, none is held out."""
+    chosen = []
+    for _, index in sorted((_unit(seed, doc_id), i) for i, (doc_id, _) in enumerate(sizes)):
+        size = sizes[index][1]
+        if 0 < size <= budget:
+            chosen.append(index)
+            budget -= size
+    return chosen
+
+
 def split_documents(
     docs: Sequence[Document], *, val_fraction: float = 0.05, seed: int = 0
 ) -> tuple[list[Document], list[Document]]:

@@ -53,6 +53,9 @@ class Reporter:
         self.extras = extras
         self._recorded = start
         self.rows_per_epoch = rows_per_epoch
+        #: What made step ``step``'s loss non-finite, as ``(cause, fix)``, if it can be named
+        #: (the batch, the parameters); ``None``: blamed on the learning rate.
+        self.diagnose: Callable[[int], tuple[str, str] | None] = lambda step: None
 
     def epoch(self, step: int) -> float | None:
         """Passes over the training data after ``step`` steps (``None``: the data has no
@@ -112,10 +115,16 @@ class Reporter:
             if m.get("update_finite") is False and math.isfinite(m["loss"])
             else f"the loss is {m['loss']} (gradient norm {m['grad_norm']})"
         )
+        # The learning rate is blamed only when neither the batch nor the parameters explain it.
+        found = self.diagnose(step)
+        cause, fix = (
+            ("", "lower the learning rate or set on_nonfinite='skip'")
+            if found is None
+            else (f" because {found[0]}", found[1])
+        )
         raise NonFiniteLossError(
-            f"Step {step}: {what}; training stopped and the last good checkpoint "
-            f"({'step ' + str(last) if last is not None else 'none'}) is kept; lower the "
-            "learning rate or set on_nonfinite='skip'.",
+            f"Step {step}: {what}{cause}; training stopped and the last good checkpoint "
+            f"({'step ' + str(last) if last is not None else 'none'}) is kept; {fix}.",
             step=step,
             last_checkpoint=last,
         )

@@ -27,7 +27,7 @@ from .._plan import StatePlan, is_builder, plan_state
 from .._precision import resolve_compute_dtype
 from .._provenance import attention_resolutions, kernel_label, provenance
 from .._state import TrainState
-from .._step import make_eval_step, make_train_step
+from .._step import all_finite, make_eval_step, make_train_step
 from .._step_metrics import StepMetrics, Window
 from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
 from ..data import DataSource
@@ -48,6 +48,7 @@ from ..parallel import (
     platform_of,
 )
 from ..profile import ProfileWindow
+from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
 from ._evaluate import EvalData, evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
@@ -159,7 +160,8 @@ def start_run(
     start = 0 if restored is None else restored.step
     record = _recorder(out, start, on_record, resources)
     train_step, eval_step = setup.steps(config)
-    feed = _feed(data, setup, config, max(end - start, 1), resources)
+    checks = BatchChecks(start + 1, model_vocab_size(setup.plan.abstract_model), data)
+    feed = _feed(data, setup, config, max(end - start, 1), resources, checks)
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()
     shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
@@ -185,7 +187,7 @@ def start_run(
         skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
         rows_per_epoch=rows_per_epoch(data),
     )  # fmt: skip
-    return Run(
+    run = Run(
         config=config,
         out=out,
         start=start,
@@ -217,6 +219,11 @@ def start_run(
         },
         unit=loss_unit(setup.loss_fn),
     )
+    vocab = checks.vocab_size
+    reporter.diagnose = lambda step: nonfinite_cause(
+        checks.facts(step), vocab, bool(jax.device_get(all_finite(run.state.params)))
+    )
+    return run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -377,11 +384,12 @@ def _feed(
     config: TrainConfig,
     count: int,
     resources: contextlib.ExitStack,
+    checks: BatchChecks,
 ) -> Prefetcher:
     """``count`` batches of a step's rows with the loader's position after each, made in a
-    background thread while the device runs."""
+    background thread while the device runs, each host batch checked first (``checks``)."""
     rows = BatchLayout(setup.mesh, setup.rules, config.batch_size * config.grad_accum)
-    next_batch = batch_reader(data, rows)
+    next_batch = batch_reader(data, rows, checks)
     feed = Prefetcher(lambda: (next_batch(), data.state_dict()), count)
     resources.callback(feed.close)
     return feed

@@ -89,17 +89,29 @@ def _takes_rows(next_batch: Any) -> bool:
 
 
 def batch_reader(
-    data: Any, layout: BatchLayout
+    data: Any, layout: BatchLayout, check: Callable[[Batch], None] | None = None
 ) -> Callable[[], PackedBatch | dict[str, jax.Array]]:
     """A function giving the next ``layout.rows`` rows of ``data`` on the devices each call, as
     a :class:`PackedBatch` where the entries allow (the train and eval steps take either).
 
     A source whose ``next_batch`` takes ``rows=(start, stop)`` is asked for this process's rows
     only; another gives whole batches, cut here. Which one is decided once, not every step.
+    ``check`` sees each host batch (this process's rows) before it goes to the devices, and
+    may raise.
     """
     if _takes_rows(data.next_batch):
-        return lambda: layout.place_packed(data.next_batch(layout.rows, rows=layout.local))
-    return lambda: layout.place_packed(layout.local_part(data.next_batch(layout.rows)))
+        read = lambda: data.next_batch(layout.rows, rows=layout.local)
+    else:
+        read = lambda: layout.local_part(data.next_batch(layout.rows))
+    if check is None:
+        return lambda: layout.place_packed(read())
+
+    def checked() -> PackedBatch | dict[str, jax.Array]:
+        host = read()
+        check(host)
+        return layout.place_packed(host)
+
+    return checked
 
 
 def to_host(tree: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pathlib
@@ -12,15 +13,7 @@ from .._pairs import skipped_sentence
 from ._compressed import open_raw
 from ._files import InputFile, cannot_read, list_inputs
 from ._records import read_jsonl, read_table
-from ._text import (
-    PIECE_CHARS,
-    LineBudget,
-    is_text,
-    piece_documents,
-    pieces,
-    read_pieces,
-    split_lines,
-)
+from ._text import PIECE_CHARS, is_text, piece_documents, pieces, read_pieces
 
 logger = logging.getLogger("zoo_train")
 
@@ -38,10 +31,10 @@ class DocumentStream:
     :attr:`skipped_lines`); each pass logs one warning for the files and one per file of
     lines. :attr:`bytes_read` (of :attr:`total_bytes`, on disk) says how far the reading has
     got. With ``line_split=(fraction, seed)``, text files too few to
-    hold out ``fraction`` of them by document (fewer than ``2 / fraction``) are held out by
-    their lines instead, at most ``fraction`` of the corpus's characters
-    (:func:`~zoo_train.data.inputs._text.split_lines`): one file of three would be a third of
-    the corpus.
+    hold out ``fraction`` of them by the hash of each (fewer than ``2 / fraction``) are held
+    out whole where that share of the corpus's bytes allows, in the order of their hash
+    (:func:`~zoo_train.data._split.whole_held_out`): a document is never cut, so one file of
+    three is held out by none; :attr:`split_note` says what was done.
 
     Raises (on construction or while iterating):
         ValueError: a missing source, an unsupported or binary file named directly, a
@@ -64,10 +57,14 @@ class DocumentStream:
         self.text_field = text_field
         texts = sum(f.kind == "text" for f in self.files)
         few = line_split is not None and line_split[0] > 0 and texts < 2 / line_split[0]
-        self.line_split = line_split if few else None
-        self._budget: LineBudget | None = None
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.total_bytes = sum(self.sizes)
+        #: Text files held out whole (a corpus of too few to hold out by hash), else ``None``.
+        self.held_files: set[pathlib.Path] | None = None
+        #: What was held out of such a corpus, for a person (``None``: the hash rule).
+        self.split_note: str | None = None
+        if few and line_split is not None:
+            self._hold_out_whole(*line_split, texts)
         self.bytes_read = 0
         self.skipped: list[pathlib.Path] = []
         self.skipped_lines: dict[pathlib.Path, tuple[int, int]] = {}
@@ -75,10 +72,29 @@ class DocumentStream:
         self.skipped_pairs: dict[str, list] = {}
         self._pairs_skipped_in: dict[str, dict[str, list]] = {}
 
+    def _hold_out_whole(self, fraction: float, seed: int, texts: int) -> None:
+        from .._split import whole_held_out
+
+        files = [(f, s) for f, s in zip(self.files, self.sizes, strict=True) if f.kind == "text"]
+        budget = fraction * self.total_bytes
+        picked = whole_held_out([(f.name, s) for f, s in files], budget, seed=seed)
+        chosen = [files[i] for i in picked]
+        self.held_files = {f.path for f, _ in chosen}
+        share = sum(s for _, s in chosen) / max(self.total_bytes, 1)
+        few = f"{texts} text file(s) are too few to hold out {fraction:.0%} of the data by hash"
+        if not chosen:
+            self.split_note = (
+                f"{few}; none was held out, as each is more than that share and a document is "
+                "never cut (pass --eval-data, or more files, to evaluate)"
+            )
+            return
+        names = [f.name for f, _ in chosen]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        self.split_note = f"{few}; held out {len(names)} whole: {shown} ({share:.1%} of the bytes)"
+
     def __iter__(self) -> Iterator[Document]:
-        if self.line_split is not None:  # a fresh budget for each pass over the corpus
-            fraction, seed = self.line_split
-            self._budget = LineBudget(fraction, self.total_bytes, seed=seed)
+        if self.split_note is not None:
+            logger.warning("%s", self.split_note)
         self.skipped, self.skipped_lines, self.skipped_pairs = [], {}, {}
         self._pairs_skipped_in = {}
         # A source whose files all came through an earlier one has nothing left to find.
@@ -169,15 +185,16 @@ class DocumentStream:
             self.skipped.append(file.path)
             return
         if text is not None:
-            yield from self._documents(file.name, pieces(text))
+            yield from self._documents(file, pieces(text))
             return
         stream, raw = open_raw(file.path, file.compression)
         with raw, stream:
-            for doc in self._documents(file.name, read_pieces(stream)):
+            for doc in self._documents(file, read_pieces(stream)):
                 yield doc
                 tell(raw.tell())
 
-    def _documents(self, name: str, texts: Iterator[str]) -> Iterator[Document]:
-        if self._budget is None:
-            return piece_documents(name, texts)
-        return split_lines(name, texts, self._budget)
+    def _documents(self, file: InputFile, texts: Iterator[str]) -> Iterator[Document]:
+        if self.held_files is None:
+            return piece_documents(file.name, texts)
+        side = "eval" if file.path in self.held_files else "train"
+        return (dataclasses.replace(d, split=side) for d in piece_documents(file.name, texts))

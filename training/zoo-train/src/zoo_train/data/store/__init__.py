@@ -1,6 +1,8 @@
 """The token store: data tokenized once (``prepare_store``), read by row index
 (``TokenStore``, ``StoreLoader``), the same batches on any number of processes."""
 
+from ._blocks import BLOCK_BYTES as BLOCK_BYTES
+from ._blocks import DamagedStoreError as DamagedStoreError
 from ._format import VERSION as VERSION
 from ._format import is_store as is_store
 from ._identity import tokenizer_identity as tokenizer_identity
@@ -15,4 +17,7 @@ from ._reader import RowLayout as RowLayout
 from ._reader import TokenSplit as TokenSplit
 from ._reader import TokenStore as TokenStore
 from ._reader import layout as layout
+from ._scan import Damage as Damage
+from ._scan import VerifyReport as VerifyReport
+from ._scan import verify_store as verify_store
 from ._verify import check_store as check_store

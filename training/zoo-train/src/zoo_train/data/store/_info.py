@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from .._pairs import skipped_sentence
+from ._blocks import block_info
 from ._format import read_manifest
 
 _SHOWN = 8  # sources listed by name; the rest are counted
@@ -15,7 +16,8 @@ def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON-ready summary of the store at ``store``: ``path``, ``fingerprint``, ``documents``,
     ``tokens``, ``examples``, ``pairs`` (preference pairs), ``shards``, ``bytes`` (on disk), ``dtype``, ``tokenizer`` (its
     description, fingerprint, vocabulary size, BOS/EOS ids), ``splits`` (documents, tokens,
-    examples and shards of ``train`` and ``eval``), ``sources`` and ``skipped`` files.
+    examples and shards of ``train`` and ``eval``), ``sources``, ``skipped`` files and
+    ``block_hashes`` (``{"bytes", "hash"}`` of its blocks, ``None`` when it carries none).
 
     Raises:
         ValueError: ``store`` is not a token store.
@@ -37,6 +39,7 @@ def store_info(store: str | os.PathLike[str]) -> dict[str, Any]:
         "splits": splits,
         "sources": m["sources"],
         "skipped": m["skipped"],
+        "block_hashes": block_info(m),
     }
 
 
@@ -59,6 +62,13 @@ def describe_info(summary: dict[str, Any]) -> str:
         f"tokenizer   {tok['description']} (vocabulary {tok['vocab_size']:,}, "
         f"fingerprint {tok['fingerprint'][:12]})",
     ]
+    hashes = summary.get("block_hashes")
+    lines.append(
+        f"hashes      {hashes['hash']} per {hashes['bytes'] / 2**20:g} MiB block"
+        if hashes
+        else "hashes      none (an older store: reads are not checked, and `zoo data verify` "
+        "checks whole-file checksums; prepare it again with --overwrite to add them)"
+    )
     for name, split in summary["splits"].items():
         lines.append(f"{name:<11} {split['documents']:,} documents, {split['tokens']:,} tokens")
     sources = summary["sources"]

@@ -35,6 +35,7 @@ import numpy as np
 from .._documents import Document
 from .._tokenizer import Tokenizer
 from ..inputs import PIECE_CHARS, DocumentStream
+from ._blocks import ALGORITHM, BLOCK_BYTES
 from ._format import (
     FORMAT,
     MANIFEST,
@@ -85,7 +86,7 @@ def _settings(identity: dict[str, Any], text_field: str, eval_fraction: float) -
         "split_seed": 0,
         # a document the hash holds out trains instead where it would push the held-out
         # split past eval_fraction of the tokens so far
-        "split_rule": "hash, capped by tokens; few text files by lines",
+        "split_rule": "hash, capped by tokens; few text files whole, within the share",
         "chunk_chars": CHUNK_CHARS,
         "chunk_docs": CHUNK_DOCS,
         "shard_chars": SHARD_CHARS,
@@ -166,7 +167,7 @@ class _Run:
     def _capped(self, encoded: Encoded, read: int) -> np.ndarray:
         """The documents held out: those the hash chose, as long as the held-out split stays
         within ``eval_fraction`` of the corpus's tokens (a large document the hash chose trains
-        instead); a side chosen before (lines of text files) is kept. The corpus's tokens are
+        instead); a side chosen before (the files of a corpus of too few) is kept. The corpus's tokens are
         estimated from its size on disk and the tokens per byte read so far. Decided here, in
         document order, so the split is the same whatever the number of workers."""
         so_far = self.split_tokens["train"] + self.split_tokens["eval"] + len(encoded.tokens)
@@ -294,7 +295,7 @@ def prepare_store(
         eval_fraction: the share of documents held out, chosen by a stable hash of each
             document's id; never more than this share of the tokens (a large document the
             hash chose trains instead). Text files too few to split by document (fewer than
-            ``2 / eval_fraction``) are split by their lines instead.
+            ``2 / eval_fraction``) are held out whole where that share allows, never cut.
         overwrite: replace a store made with other settings or inputs.
         progress: show a progress bar (MB/s, tokens/s, ETA) on stderr.
 
@@ -470,6 +471,8 @@ def _manifest(
         },
         "splits": splits,
         "shards": shards,
+        # each shard file's "blocks": the hash of every block of this many bytes
+        "blocks": {"bytes": BLOCK_BYTES, "hash": ALGORITHM},
     }
     manifest["fingerprint"] = content_fingerprint(manifest)
     return manifest

@@ -25,12 +25,14 @@ import bisect
 import dataclasses
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._packing import Batch, rows_to_batch, segments_from_starts
 from .._tokenizer import Tokenizer
+from ._blocks import BlockCheck, block_info
 from ._format import MASK, PAIRS, STARTS, TOKENS
 from ._identity import TOKENIZER_DIR, stored_tokenizer, tokenizer_identity
 from ._verify import check_store
@@ -39,20 +41,40 @@ from ._verify import check_store
 class _ShardFile:
     """One shard file read by positioned reads (``pread``): what a row needs comes from the page
     cache or the disk, and the process's memory does not grow with what it has read (a
-    memory map's touched pages count as the reader's resident memory, readahead included)."""
+    memory map's touched pages count as the reader's resident memory, readahead included).
+    With ``check``, each block of the file is checked against its hash the first time a read
+    touches it."""
 
-    def __init__(self, path: pathlib.Path, dtype: np.dtype) -> None:
+    def __init__(
+        self, path: pathlib.Path, dtype: np.dtype, check: Callable[[int], BlockCheck] | None = None
+    ) -> None:
         self.path, self.dtype = path, np.dtype(dtype)
         self.fd = os.open(path, os.O_RDONLY)
+        self.blocks = None if check is None else check(self.fd)
 
     def read_into(self, out: np.ndarray, offset: int) -> None:
-        """Fill ``out`` (contiguous, this file's dtype) from item ``offset`` on."""
-        got = os.preadv(self.fd, [out], offset * self.dtype.itemsize)
+        """Fill ``out`` (contiguous, this file's dtype) from item ``offset`` on.
+
+        Raises:
+            DamagedStoreError: a block read does not match its hash.
+        """
+        start = offset * self.dtype.itemsize
+        if self.blocks is not None and out.nbytes:
+            self.blocks.check(start, start + out.nbytes)
+            if not self.blocks.left:  # every block checked: reads cost nothing more from now
+                self.blocks = None
+        got = os.preadv(self.fd, [out], start)
         if got != out.nbytes:
             raise ValueError(
                 f"The shard {str(self.path)!r} is shorter than its manifest says (it changed "
                 "after the store was opened); prepare the store again."
             )
+
+    def read_all(self) -> np.ndarray:
+        """The whole file as a 1-D array (checked, as :meth:`read_into`)."""
+        out = np.empty(os.fstat(self.fd).st_size // self.dtype.itemsize, self.dtype)
+        self.read_into(out, 0)
+        return out
 
     def close(self) -> None:
         """Close the file (reading it again is an error)."""
@@ -64,11 +86,34 @@ class _ShardFile:
         self.close()
 
 
+def _checker(
+    root: pathlib.Path, record: dict[str, Any], blocks: dict[str, Any] | None
+) -> Callable[[int], BlockCheck] | None:
+    """How to check a file of ``record`` (``None``: it carries no block hashes)."""
+    digests = record.get("blocks")
+    if blocks is None or digests is None:
+        return None
+    return lambda fd: BlockCheck(
+        fd, str(root), record["name"], record["bytes"], digests, blocks["bytes"]
+    )
+
+
 class TokenSplit:
-    """One split (``train`` or ``eval``) of a store: its shards read as one token stream."""
+    """One split (``train`` or ``eval``) of a store: its shards read as one token stream.
+
+    With ``blocks`` (the manifest's block hashing, ``None`` for a store without), every block
+    of a shard file is checked against its hash the first time it is read: document starts and
+    pairs as the split opens, tokens and loss weights as rows are read (so in the thread that
+    reads them, a training run's prefetch thread).
+    """
 
     def __init__(
-        self, root: pathlib.Path, shards: list[dict[str, Any]], dtype: np.dtype, key: str = ""
+        self,
+        root: pathlib.Path,
+        shards: list[dict[str, Any]],
+        dtype: np.dtype,
+        key: str = "",
+        blocks: dict[str, Any] | None = None,
     ) -> None:
         self.key = key  # the store's fingerprint and the split's name: what names it in a run
         self.dtype = np.dtype(dtype)
@@ -80,14 +125,19 @@ class TokenSplit:
         self.offsets = [0]
         self._origins: list[tuple[int, str]] = []
         for shard in shards:
-            names = {f["name"].rsplit(".", 1)[1]: root / f["name"] for f in shard["files"]}
-            self.tokens.append(_ShardFile(names[TOKENS], self.dtype))
-            mask = names.get(MASK)
-            self.masks.append(None if mask is None else _ShardFile(mask, np.dtype(np.uint8)))
-            starts.append(np.fromfile(names[STARTS], np.int64) + self.offsets[-1])
+            files = {f["name"].rsplit(".", 1)[1]: f for f in shard["files"]}
+
+            def opened(what: str, dtype: Any, files: dict = files) -> _ShardFile:
+                return _ShardFile(
+                    root / files[what]["name"], dtype, _checker(root, files[what], blocks)
+                )
+
+            self.tokens.append(opened(TOKENS, self.dtype))
+            self.masks.append(opened(MASK, np.uint8) if MASK in files else None)
+            starts.append(_read_whole(opened(STARTS, np.int64)) + self.offsets[-1])
             first = sum(len(s) for s in starts[:-1])
-            if PAIRS in names:
-                pairs.append(np.fromfile(names[PAIRS], np.int64).reshape(-1, 2))
+            if PAIRS in files:
+                pairs.append(_read_whole(opened(PAIRS, np.int64)).reshape(-1, 2))
                 self._origins += [(first + d, name) for d, name in shard.get("origins", [])]
             else:
                 pairs.append(np.zeros((len(starts[-1]), 2), np.int64))
@@ -104,6 +154,11 @@ class TokenSplit:
         #: Reference log-probabilities ``[documents, 2]`` (chosen, rejected) of a pair split,
         #: added to its batches as ``ref_logps`` when set.
         self.reference: np.ndarray | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Whether reads are checked against block hashes (until every block has been)."""
+        return any(f.blocks is not None for f in self.tokens)
 
     def origin(self, doc: int) -> str:
         """Where pair ``doc`` came from: ``file:line``."""
@@ -201,6 +256,13 @@ class TokenSplit:
             ref[which, sides] = self.reference[doc, 1]
             extra["ref_logps"] = ref[:, :-1]  # a side's first token is an input, not only a target
         return np.concatenate([which, which]), np.concatenate([cols, sides]), extra
+
+
+def _read_whole(file: _ShardFile) -> np.ndarray:
+    try:
+        return file.read_all()
+    finally:
+        file.close()
 
 
 def _few_segments(
@@ -317,15 +379,20 @@ class TokenStore:
     """A token store opened for reading (see :func:`~zoo_train.data.prepare_store`).
 
     Opening checks that every shard file has the size the manifest records (a truncated or
-    missing shard is named); :meth:`verify` also checks every checksum (a full read).
+    missing shard is named); :meth:`verify` also checks every checksum (a full read). A store
+    with block hashes has each block checked the first time it is read.
 
     Args:
         path: the store directory.
         tokenizer: the tokenizer a run expects; a store made with another is refused.
         verify: check every shard's sha256 now (reads the whole store).
+        check_blocks: check each block against its hash when first read (a store without
+            block hashes is read unchecked either way).
 
     Raises:
-        ValueError: not a store, a damaged store, or another tokenizer than ``tokenizer``.
+        ValueError: not a store, a damaged store, or another tokenizer than ``tokenizer``;
+            reading a block that does not match its hash raises
+            :class:`~zoo_train.data.store.DamagedStoreError` (a ``ValueError``).
     """
 
     def __init__(
@@ -334,8 +401,10 @@ class TokenStore:
         *,
         tokenizer: Tokenizer | None = None,
         verify: bool = False,
+        check_blocks: bool = True,
     ) -> None:
         self.path = pathlib.Path(path)
+        self.check_blocks = check_blocks
         self.manifest = check_store(self.path, checksums=verify)
         self.fingerprint: str = self.manifest["fingerprint"]
         self.dtype = np.dtype(self.manifest["dtype"])
@@ -358,7 +427,8 @@ class TokenStore:
         if name not in self._splits:
             shards = [s for s in self.manifest["shards"] if s["split"] == name]
             key = f"{self.fingerprint[:16]}-{name}"
-            self._splits[name] = TokenSplit(self.path, shards, self.dtype, key)
+            blocks = block_info(self.manifest) if self.check_blocks else None
+            self._splits[name] = TokenSplit(self.path, shards, self.dtype, key, blocks)
         return self._splits[name]
 
     def close(self) -> None:

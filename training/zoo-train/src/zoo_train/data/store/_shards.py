@@ -1,5 +1,6 @@
-"""Writing one shard: its files appended to as tokens arrive, checksummed on the way, then
-synced and renamed into place, so a shard file that exists under its name is complete."""
+"""Writing one shard: its files appended to as tokens arrive, checksummed and hashed block by
+block on the way, then synced and renamed into place, so a shard file that exists under its name
+is complete."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ._blocks import BlockHasher
 from ._format import MASK, PAIRS, STARTS, TOKENS, shard_file
 
 _ONES = np.ones(1 << 20, np.uint8)
 
 
 class _File:
-    """An append-only file written under a temporary name, with its running sha256."""
+    """An append-only file written under a temporary name, with its running sha256 and block
+    hashes."""
 
     def __init__(self, root: pathlib.Path, name: str) -> None:
         self.name = name
@@ -26,12 +29,14 @@ class _File:
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self.handle: BinaryIO = open(self.tmp, "wb")  # noqa: SIM115 - closed by finish/abort
         self.digest = hashlib.sha256()
+        self.blocks = BlockHasher()
         self.size = 0
 
     def write(self, data: np.ndarray) -> None:
         view = memoryview(np.ascontiguousarray(data)).cast("B")
         self.handle.write(view)
         self.digest.update(view)
+        self.blocks.update(view)
         self.size += view.nbytes
 
     def finish(self) -> dict[str, Any]:
@@ -39,7 +44,12 @@ class _File:
         os.fsync(self.handle.fileno())
         self.handle.close()
         os.replace(self.tmp, self.final)
-        return {"name": self.name, "bytes": self.size, "sha256": self.digest.hexdigest()}
+        return {
+            "name": self.name,
+            "bytes": self.size,
+            "sha256": self.digest.hexdigest(),
+            "blocks": self.blocks.finish(),
+        }
 
     def abort(self) -> None:
         self.handle.close()
