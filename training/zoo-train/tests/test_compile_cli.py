@@ -280,7 +280,6 @@ def test_sigterm_during_a_compile_is_one_line(tmp_path: pathlib.Path):
     assert proc.returncode == 143, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert lines[-1] == (
-        "zoo compile: stopped by SIGTERM while compiling micro-batch 256; the largest that fit "
-        "so far: 32."
+        "zoo: stopped by SIGTERM while compiling micro-batch 256; the largest that fit so far: 32."
     )
     assert "stack trace" not in proc.stderr and "Traceback" not in proc.stderr

@@ -115,7 +115,7 @@ def run_kernels(args: argparse.Namespace) -> int:
         rows, failed = zoo_attention.verify(args.name, on_row=show)
     except Exception as err:  # a kernel that crashes the suite itself has failed it
         print(
-            f"zoo kernels: verifying {args.name} failed: {type(err).__name__}: {err}",
+            f"zoo: verifying {args.name} failed: {type(err).__name__}: {err}",
             file=sys.stderr,
         )
         return 1

@@ -42,7 +42,7 @@ class _Watch:
 
     def compiling(self, batch: int) -> None:
         self.current = batch
-        _say(f"zoo compile: compiling micro-batch {batch} ...")
+        _say(f"zoo: compiling micro-batch {batch} ...")
 
     def searched(self, step: Any) -> None:
         from ..compile import gib
@@ -58,7 +58,7 @@ class _Watch:
         else:
             more = f"about {step.left} more compile{'' if step.left == 1 else 's'}"
             where = f"the answer is in [{step.lo}, {step.hi}): {more}" if step.left else "done"
-        _say(f"zoo compile: {said}; {where}")
+        _say(f"zoo: {said}; {where}")
 
     @contextlib.contextmanager
     def one_line_on_sigterm(self) -> Iterator[None]:
@@ -84,7 +84,7 @@ class _Watch:
             signum = got[0]
             doing = f" while compiling micro-batch {self.current}" if self.current else ""
             best = f"; the largest that fit so far: {self.best}" if self.best else ""
-            _say(f"zoo compile: stopped by {signal.Signals(signum).name}{doing}{best}.")
+            _say(f"zoo: stopped by {signal.Signals(signum).name}{doing}{best}.")
             os._exit(128 + signum)
 
         thread = threading.Thread(target=watch, name="zoo-compile-signals", daemon=True)
@@ -112,7 +112,7 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
     rows = report.batch_size * config.grad_accum
     compute = resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)).name
     lines = [
-        f"zoo compile: {preset} train step for {topology} "
+        f"zoo: {preset} train step for {topology} "
         f"({setup.mesh.devices.size} x {chip_name(topology)}), "
         f"mesh {describe_mesh(setup.mesh)}",
         f"  global batch {rows} x {setup.seq_len} tokens (micro-batch {report.batch_size}, "
@@ -234,7 +234,7 @@ def run_compile(args: argparse.Namespace) -> int:
     watch = _Watch()
     if args.max_batch:
         _say(
-            f"zoo compile: searching for the largest micro-batch that fits, from {s.batch_size} "
+            f"zoo: searching for the largest micro-batch that fits, from {s.batch_size} "
             f"up to {limit} rows (--max-batch-limit); each compile takes seconds to minutes"
         )
         with watch.one_line_on_sigterm():
@@ -265,7 +265,7 @@ def run_compile(args: argparse.Namespace) -> int:
             ],
         }
     else:
-        _say(f"zoo compile: compiling for {args.topology} ...")
+        _say(f"zoo: compiling for {args.topology} ...")
         with watch.one_line_on_sigterm():
             report = compile_step(setup, s.batch_size)
     for line in _describe(report, setup, args.topology, s.model):

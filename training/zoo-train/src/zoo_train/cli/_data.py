@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from .._usage import UsageError
@@ -106,7 +107,8 @@ def run_data(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 eval_fraction=args.eval_fraction,
                 overwrite=args.overwrite,
-                progress=not args.no_progress,
+                # A bar's frames are carriage returns: only on a terminal, never into a log file.
+                progress=not args.no_progress and sys.stderr.isatty(),
             )
             _say_prepared(result)
             return 0
