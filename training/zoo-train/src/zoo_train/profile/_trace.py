@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import warnings
 from collections.abc import Iterator
 
 import jax
@@ -80,19 +81,24 @@ def read_trace(file: pathlib.Path) -> Trace:
     ops: list[Span] = []
     host: list[Span] = []
     programs: list[Span] = []
-    for plane, line, event in _events(data):
-        name = event.name
-        start, duration = float(event.start_ns), float(event.duration_ns)
-        stats = _stats(event)
-        if name == STEP_EVENT and "step_num" in stats:
-            steps.append(Span(name, start, duration, step=int(stats["step_num"])))
-        elif name in HOST_CATEGORIES:
-            host.append(Span(name, start, duration))
-        elif name == PROGRAM_EVENT or (plane.startswith("/device:") and line == "XLA Modules"):
-            programs.append(Span(name, start, duration))
-        elif "hlo_op" in stats or (plane.startswith("/device:") and line == "XLA Ops"):
-            module = str(stats.get("hlo_module", ""))
-            ops.append(Span(str(stats.get("hlo_op", name)), start, duration, module=module))
+    with warnings.catch_warnings():
+        # jaxlib 0.12 builds its event-stats type on first use and Python 3.12 warns that the
+        # type has no __module__; where warnings are errors (-W error, the test suites) that
+        # warning, raised inside the binding, aborts the process instead of raising.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for plane, line, event in _events(data):
+            name = event.name
+            start, duration = float(event.start_ns), float(event.duration_ns)
+            stats = _stats(event)
+            if name == STEP_EVENT and "step_num" in stats:
+                steps.append(Span(name, start, duration, step=int(stats["step_num"])))
+            elif name in HOST_CATEGORIES:
+                host.append(Span(name, start, duration))
+            elif name == PROGRAM_EVENT or (plane.startswith("/device:") and line == "XLA Modules"):
+                programs.append(Span(name, start, duration))
+            elif "hlo_op" in stats or (plane.startswith("/device:") and line == "XLA Ops"):
+                module = str(stats.get("hlo_module", ""))
+                ops.append(Span(str(stats.get("hlo_op", name)), start, duration, module=module))
     steps.sort(key=lambda s: s.start)
     ops.sort(key=lambda s: s.start)
     return Trace(path=file, steps=steps, ops=ops, host=host, programs=programs)
