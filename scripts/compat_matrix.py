@@ -76,9 +76,9 @@ def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
 
 
-def base_env(jax_version: str, python: str) -> tuple[Path, dict[str, str]]:
-    """An environment with ``jax[tpu]==jax_version`` (and nothing of zoo's): its site-packages
-    directory and the versions of what matters in it."""
+def base_env(jax_version: str, python: str) -> tuple[Path, Path, dict[str, str]]:
+    """An environment with ``jax[tpu]==jax_version`` (and nothing of zoo's): its python, its
+    site-packages directory and the versions of what matters in it."""
     path = BUILD / f"jax-{jax_version}"
     env_python = path / "bin" / "python"
     if not (path / ".installed").exists():
@@ -94,7 +94,7 @@ def base_env(jax_version: str, python: str) -> tuple[Path, dict[str, str]]:
         "for n in ('jax', 'jaxlib', 'libtpu')}}))"
     )
     info = json.loads(_run([str(env_python), "-c", probe], check=True).stdout)
-    return Path(info.pop("site")), info
+    return env_python, Path(info.pop("site")), info
 
 
 def release_wheels(house: Path) -> tuple[Path, list[wheelhouse.Release]]:
@@ -107,12 +107,15 @@ def release_wheels(house: Path) -> tuple[Path, list[wheelhouse.Release]]:
     return house / contract.wheel_name, kernels
 
 
-def _refusal(message: str) -> str:
-    """pip's reason, in its own words: the lines that name the conflict."""
-    lines = [line.strip() for line in message.splitlines()]
+def _refusal(python: Path, contract: Path, house: Path, pin: str) -> str:
+    """pip's reason, in its own words: the lines of a dry run that name the conflict."""
+    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
+    cmd += ["install", "--dry-run", "--no-index", f"--find-links={house}", str(contract), pin]
+    proc = _run(cmd)
+    lines = [line.strip() for line in (proc.stdout + proc.stderr).splitlines()]
     keep = [line for line in lines if " depends on " in line or "requires a different" in line]
-    keep = keep or [line for line in lines if line.startswith("ERROR")]
-    return "; ".join(dict.fromkeys(keep)) or message.strip()[-300:]
+    keep = keep or [line for line in lines if line.startswith("ERROR") and "http" not in line]
+    return "; ".join(dict.fromkeys(keep)) or "pip refused it"
 
 
 def _check(python: Path, check: str, kernel: str) -> dict:
@@ -134,7 +137,11 @@ def _check(python: Path, check: str, kernel: str) -> dict:
 
 
 def check_release(
-    release: wheelhouse.Release, contract: Path, house: Path, site: Path, jax_version: str
+    release: wheelhouse.Release,
+    contract: Path,
+    house: Path,
+    base: tuple[Path, Path],
+    jax_version: str,
 ) -> dict:
     """One cell of the matrix: refused, verified or broken, with the reason or figures."""
     path = BUILD / "envs" / f"{release.distribution}-{release.version}-jax-{jax_version}"
@@ -222,9 +229,16 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _write(data: dict) -> None:
+    JSON_PATH.write_text(json.dumps(data, indent=1) + "\n")
+    DOC_PATH.write_text(render(data))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", default=[], help="DIST==VERSION to re-check")
+    parser.add_argument(
+        "--jax", action="append", default=[], help="re-check only this JAX's column (repeatable)"
+    )
     parser.add_argument("--render", action="store_true", help="only render the recorded results")
     args = parser.parse_args(argv)
     if args.render:
@@ -234,42 +248,44 @@ def main(argv: list[str]) -> int:
 
     house = BUILD / "wheelhouse"
     contract, releases = release_wheels(house)
-    old = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() and args.only else None
-    kept = {(r["distribution"], r["version"]): r for r in (old or {}).get("releases", [])}
-    axis, rows = [], {}
-    for jax_version, python in JAX_AXIS:
-        site, info = base_env(jax_version, python)
-        axis.append(info)
-        for release in releases:
-            key = (release.distribution, release.version)
-            row = rows.setdefault(
-                key,
-                {
-                    "distribution": key[0],
-                    "version": key[1],
-                    "declared": declared_jax(release),
-                    "cells": {},
-                },
-            )
-            if args.only and f"{key[0]}=={key[1]}" not in args.only and key in kept:
-                row["cells"][jax_version] = kept[key]["cells"][jax_version]
-                continue
-            cell = check_release(release, contract, house, site, jax_version)
-            row["cells"][jax_version] = cell
-            print(
-                f"{key[0]} {key[1]} on jax {jax_version}: {cell['status']} {cell['detail']}",
-                flush=True,
-            )
+    old = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
+    kept = {(r["distribution"], r["version"]): r["cells"] for r in old.get("releases", [])}
+    old_axis = {j["jax"]: j for j in old.get("jax", [])}
+    rows = {
+        (r.distribution, r.version): {
+            "distribution": r.distribution,
+            "version": r.version,
+            "declared": declared_jax(r),
+            "cells": {},
+        }
+        for r in releases
+    }
     data = {
         "date": datetime.date.today().isoformat(),
         "cases": list(compat_check.MATRIX_CASES),
         "generations": list(compat_check.GENERATIONS),
         "shape": "B={}, T={}, heads {}/{}, head dim {}".format(*compat_check.SHAPE),
-        "jax": axis,
+        "jax": [],
         "releases": sorted(rows.values(), key=lambda r: (r["distribution"], _key(r["version"]))),
     }
-    JSON_PATH.write_text(json.dumps(data, indent=1) + "\n")
-    DOC_PATH.write_text(render(data))
+    for jax_version, python in JAX_AXIS:
+        redo = not args.jax or jax_version in args.jax
+        if not redo and jax_version in old_axis:
+            data["jax"].append(old_axis[jax_version])
+            for key, row in rows.items():
+                row["cells"][jax_version] = kept.get(key, {}).get(jax_version)
+            continue
+        interpreter, site, info = base_env(jax_version, python)
+        data["jax"].append(info)
+        for release in releases:
+            key = (release.distribution, release.version)
+            cell = check_release(release, contract, house, (interpreter, site), jax_version)
+            rows[key]["cells"][jax_version] = cell
+            print(
+                f"{key[0]} {key[1]} on jax {jax_version}: {cell['status']} {cell['detail']}",
+                flush=True,
+            )
+    _write(data)
     print(f"wrote {DOC_PATH.relative_to(ROOT)}")
     return 0
 

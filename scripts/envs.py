@@ -72,15 +72,20 @@ def make_env(
     *,
     pins: tuple[str, ...] | list[str] = (),
     find_links: tuple[Path, ...] | list[Path] = (),
+    interpreter: Path | None = None,
 ) -> Path:
     """Create a venv at ``path`` seeing ``site`` and install ``wheels`` (resolving zoo's ranges).
 
     ``pins`` are further requirements (``"zoo-flash-tpu==0.1.1"``) found in the ``find_links``
     directories, as a user installs a pin from a wheelhouse. Returns the environment's python.
     Dependencies between the wheels are resolved by pip against the versions offered, so an
-    incompatible set fails here, as it would for a user.
+    incompatible set fails here, as it would for a user. ``interpreter`` creates the venv
+    (default: this Python); it must be the Python of the environment ``site`` belongs to.
     """
-    venv.EnvBuilder(with_pip=False).create(path)
+    if interpreter is None:
+        venv.EnvBuilder(with_pip=False).create(path)
+    else:  # another Python than this one: that of the environment ``site`` belongs to
+        subprocess.run([str(interpreter), "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

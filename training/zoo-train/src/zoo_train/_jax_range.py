@@ -22,15 +22,20 @@ _KERNELS = "zoo.attention_kernels"
 _REFERENCE_DISTRIBUTION = "zoo-attention"
 
 
-def running_jax() -> dict[str, str]:
-    """``{"jax": "0.12.0.1", "jaxlib": ..., "libtpu": ...}`` for those installed here."""
+def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """The installed version of each distribution in ``names`` that is installed here."""
     out = {}
-    for name in JAX_LIBRARIES:
+    for name in names:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
     return out
+
+
+def running_jax() -> dict[str, str]:
+    """``{"jax": "0.12.0.1", "jaxlib": ..., "libtpu": ...}`` for those installed here."""
+    return installed_versions(JAX_LIBRARIES)
 
 
 def describe_running_jax() -> str:

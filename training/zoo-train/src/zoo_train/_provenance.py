@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 import sys
 from typing import Any
 
 import jax
+
+from ._jax_range import installed_versions
 
 ZOO_DISTRIBUTIONS = (
     "zoo-attention",
@@ -18,16 +19,6 @@ ZOO_DISTRIBUTIONS = (
     "zoo-train",
 )
 _THIRD_PARTY = ("jax", "jaxlib", "libtpu", "equinox", "optax", "orbax-checkpoint", "numpy")
-
-
-def _versions(names: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
 
 
 def attention_resolutions() -> list[dict[str, Any]]:
@@ -54,8 +45,8 @@ def provenance() -> dict[str, Any]:
     ``devices`` (device kinds) and ``attention`` (resolved kernels, after the first trace).
     """
     return {
-        "packages": _versions(ZOO_DISTRIBUTIONS),
-        "libraries": _versions(_THIRD_PARTY),
+        "packages": installed_versions(ZOO_DISTRIBUTIONS),
+        "libraries": installed_versions(_THIRD_PARTY),
         "jax": jax.__version__,
         "python": sys.version.split()[0],
         "machine": platform.machine(),
