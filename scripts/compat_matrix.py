@@ -149,16 +149,15 @@ def check_release(
         subprocess.run(["rm", "-rf", str(path)], check=True)
     start = time.perf_counter()
     cell = {"distribution": release.distribution, "version": release.version, "jax": jax_version}
+    interpreter, site = base
+    pin = f"{release.distribution}=={release.version}"
     try:
         python = make_env(
-            path,
-            site,
-            [contract],
-            pins=[f"{release.distribution}=={release.version}"],
-            find_links=[house],
+            path, site, [contract], pins=[pin], find_links=[house], interpreter=interpreter
         )
-    except RuntimeError as err:
-        return {**cell, "status": "refused", "detail": _refusal(str(err))}
+    except RuntimeError:
+        reason = _refusal(path / "bin" / "python", contract, house, pin)
+        return {**cell, "status": "refused", "detail": reason}
     kernel = KERNELS[release.distribution]
     conformance = _check(python, "conformance", kernel)
     compiled = _check(python, "compile", kernel) if conformance["ok"] else None
