@@ -56,7 +56,8 @@ class DocumentStream:
         self.files: list[InputFile] = list_inputs(self.sources)
         self.text_field = text_field
         texts = sum(f.kind == "text" for f in self.files)
-        few = line_split is not None and line_split[0] > 0 and texts < 2 / line_split[0]
+        # Only text files are documents that a hash split could leave too few of.
+        few = line_split is not None and line_split[0] > 0 and 0 < texts < 2 / line_split[0]
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.total_bytes = sum(self.sizes)
         #: Text files held out whole (a corpus of too few to hold out by hash), else ``None``.
@@ -93,8 +94,6 @@ class DocumentStream:
         self.split_note = f"{few}; held out {len(names)} whole: {shown} ({share:.1%} of the bytes)"
 
     def __iter__(self) -> Iterator[Document]:
-        if self.split_note is not None:
-            logger.warning("%s", self.split_note)
         self.skipped, self.skipped_lines, self.skipped_pairs = [], {}, {}
         self._pairs_skipped_in = {}
         # A source whose files all came through an earlier one has nothing left to find.
@@ -124,6 +123,8 @@ class DocumentStream:
         for source, count in found.items():
             if count == 0:
                 raise self._nothing_in(source)  # which says what was skipped
+        if self.split_note is not None:  # said once the data is known to be usable
+            logger.warning("%s", self.split_note)
         if self.skipped:
             logger.warning(
                 "skipped %d binary or non-UTF-8 file(s) in the data (e.g. %s)",
