@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -226,8 +227,8 @@ def _address_space() -> int:
 
 
 def test_a_model_within_the_host_but_over_ulimit_v_is_refused(tmp_path, capsys):
-    # A 400M-parameter model (6.4 GB with gradients and AdamW moments) fits this host's memory
-    # but not an address-space limit 3 GiB above what the process holds: refused before
+    # A model of 400M parameters or more (6.4 GB with gradients and AdamW moments) fits this
+    # host's memory but not an address-space limit 3 GiB above what the process holds: refused before
     # building it, naming the limit (it died in XLA allocating, with a traceback).
     import resource
 
@@ -235,11 +236,19 @@ def test_a_model_within_the_host_but_over_ulimit_v_is_refused(tmp_path, capsys):
     from zoo_train.data import byte_tokenizer
 
     write_corpus(tmp_path / "corpus", files=2, lines=5)
-    changes = {"d_model": 1024, "n_layers": 24, "mlp_hidden": 4096, "n_heads": 16}
-    vocab = byte_tokenizer().vocab_size
-    config = zoo_models.get("llama-tiny").replace(vocab_size=vocab, **changes)
-    need = 4 * 4 * zoo_models.num_params(config)  # float32 parameters, gradients, two moments
     limit = _address_space() + 3 * 2**30
+    vocab = byte_tokenizer().vocab_size
+    wide = {"d_model": 1024, "mlp_hidden": 4096, "n_heads": 16}
+    base = zoo_models.get("llama-tiny").replace(vocab_size=vocab, **wide)
+    # float32 parameters, gradients, two moments: 16 bytes a parameter. Layers enough to need a
+    # quarter more than the limit, whatever this process already maps (more on some legs).
+    per_layer = 16 * (
+        zoo_models.num_params(base.replace(n_layers=2))
+        - zoo_models.num_params(base.replace(n_layers=1))
+    )
+    changes = {**wide, "n_layers": max(24, math.ceil(1.25 * limit / per_layer))}
+    config = base.replace(n_layers=changes["n_layers"])
+    need = 4 * 4 * zoo_models.num_params(config)
     assert limit < need < zoo_models.host_memory_bytes() or limit > 2**40
     sets = [a for k, v in changes.items() for a in ("--set", f"model_config.{k}={v}")]
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)

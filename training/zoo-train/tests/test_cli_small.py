@@ -4,6 +4,7 @@ files, document ids and positions."""
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 
 import numpy as np
@@ -128,7 +129,7 @@ def test_eval_refuses_rows_longer_than_the_positions(tmp_path, capsys):
     assert "exceeds the model's 16 positions" in capsys.readouterr().err
 
 
-def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
+def test_eval_data_replaces_the_split_and_one_file_is_never_cut(tmp_path, caplog):
     from zoo_train.data import byte_tokenizer
     from zoo_train.recipes import build_data
 
@@ -151,12 +152,16 @@ def test_eval_data_replaces_the_split_and_one_file_splits_by_rows(tmp_path):
         (batch,) = data.val["short.txt"].eval_batches(2)
         assert batch["loss_mask"].sum() == len(tok.encode("tiny"))  # every target up to the EOS
     assert _settings("finetune", eval_data=["x"]).eval_data == ["x"]
-    # A corpus of one file is split by its lines, not left without validation.
+    # A corpus of one file is never cut into a training and a held-out part: nothing is held
+    # out, and the run is told so.
     lines = [f"line {i}\n" for i in range(400)]
     (tmp_path / "corpus.txt").write_text("".join(lines))
     one = _settings("train", data=[str(tmp_path / "corpus.txt")], seq_len=16, out=common["out"])
-    with build_data(one, tok) as data:
-        assert data.val is not None and sum(part.rows for part in data.val.values()) > 0
+    with caplog.at_level(logging.WARNING), build_data(one, tok) as data:
+        (store,) = data.train.stores
+        assert store.manifest["splits"]["train"]["documents"] == 1
+        assert not data.val or sum(part.rows for part in data.val.values()) == 0
+    assert any("none was held out" in r.getMessage() for r in caplog.records), caplog.text
 
 
 def test_every_numeric_setting_declares_its_range():
