@@ -34,6 +34,8 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import newest_python  # beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / ".test-reports"
 
@@ -219,9 +221,6 @@ def newest_missing() -> str | None:
     """Why the newest-JAX leg cannot run here, or ``None`` when its environments exist."""
     if os.access(NEWEST.python, os.X_OK) and os.access(dict(NEWEST.env)["ZOO_TPU_PYTHON"], os.X_OK):
         return None
-    sys.path.insert(0, str(SCRIPTS))
-    import newest_python
-
     if newest_python.find() is None:
         return "no Python 3.12 or 3.13 on this machine (PATH, pyenv, $ZOO_NEWEST_PYTHON)"
     return f"{NEWEST_VENV.name} or {NEWEST_TPU_VENV.name} is missing; `make install` creates them"
