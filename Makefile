@@ -39,7 +39,7 @@ install: $(STAMP) $(TPU_STAMP) newest
 	@$(TPU_VENV)/bin/python $(EDITABLE)
 
 newest:
-	@py=$$($(PYTHON) scripts/newest_python.py) || { echo "zoo: the newest-JAX leg will not run"; exit 0; }; \
+	@py=$$($(PYTHON) scripts/newest_python.py 2>&1) || { echo "zoo: the newest-JAX leg will not run: $$py"; exit 0; }; \
 	$(MAKE) --no-print-directory $(NEWEST_STAMP) $(NEWEST_TPU_STAMP) NEWEST_PYTHON=$$py && \
 	$(NEWEST_VENV)/bin/python $(EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(EDITABLE)
 
