@@ -9,6 +9,7 @@ pytest, as a user's would not: ``zoo kernels verify`` runs there from the wheels
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -23,8 +24,26 @@ import zoo_attention
 
 DRIVER = Path(__file__).parent / "compat" / "drive.py"
 VERIFY = Path(__file__).parent / "compat" / "verify_few.py"
-# The release the top-level README pins in "Pin, upgrade, roll back a kernel".
-PINNED_FLASH = "0.1.1"
+
+
+def _pinned_flash() -> str:
+    """The release the top-level README pins in "Pin, upgrade, roll back a kernel"; on a JAX
+    that release's range excludes (it declared jax<0.11), the first release the compatibility
+    matrix verified on this JAX, which is what the README tells such a user to pin."""
+    running = importlib.metadata.version("jax")
+    if Version(running) < Version("0.11"):
+        return "0.1.1"
+    rows = json.loads((ROOT / "docs" / "compatibility.json").read_text())["releases"]
+    verified = [
+        r["version"]
+        for r in rows
+        if r["distribution"] == "zoo-flash-tpu"
+        and r["cells"].get(running, {}).get("status") == "verified"
+    ]
+    return min(verified, key=Version)
+
+
+PINNED_FLASH = _pinned_flash()
 # flash_tpu serves on CPU in Pallas TPU interpret mode; the training run asks for it first.
 FLASH = {"ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_ATTENTION": "flash_tpu,xla"}
 NON_KERNEL = ["zoo-attention", "zoo-layers", "zoo-models", "zoo-train"]
