@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import newest_python
 import wheelhouse
 from envs import make_env
+from packaging.requirements import Requirement
 from release_table import ROOT
 
 #: The JAX versions of the matrix and the Python each runs on ("newest": the interpreter the
@@ -171,11 +173,9 @@ def check_release(
 def declared_jax(release: wheelhouse.Release) -> str:
     """The JAX range the release's ``pyproject.toml`` declares, as written there."""
     text = _run(["git", "show", f"{release.tree}:pyproject.toml"], cwd=ROOT, check=True).stdout
-    for line in text.splitlines():
-        if line.startswith("dependencies"):
-            for part in line.split('"'):
-                if part.startswith("jax") and not part.startswith("jaxtyping"):
-                    return part[len("jax") :]
+    for line in tomllib.loads(text)["project"]["dependencies"]:
+        if Requirement(line).name == "jax":
+            return line[len("jax") :].strip()
     return ""
 
 

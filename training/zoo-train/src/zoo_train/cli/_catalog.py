@@ -69,9 +69,7 @@ def run_kernels(args: argparse.Namespace) -> int:
         rows = [_with_verified_jax(row) for row in listing.kernel_rows()]
         print(listing.format_table(rows))
         for row in rows:
-            warning = outside_verified_range(row["name"], row["version"])
-            if warning:
-                print(f"zoo: {warning}", file=sys.stderr)
+            _warn_outside_verified_range(row["name"], row["version"])
         return 0
     if args.action != "verify":
         raise UsageError(f"Unknown kernels action {args.action!r}; use `zoo kernels verify NAME`.")
@@ -94,9 +92,7 @@ def run_kernels(args: argparse.Namespace) -> int:
     interpret = os.environ.get("ZOO_FLASH_TPU_INTERPRET") == "1" and jax.default_backend() != "tpu"
     # Measured on a 2-core CPU: a few seconds a check natively, ~15 s in interpret mode.
     each = 15 if interpret else 2
-    warning = outside_verified_range(kernel.name, kernel.version)
-    if warning:
-        print(f"zoo: {warning}", file=sys.stderr)
+    _warn_outside_verified_range(kernel.name, kernel.version)
     print(
         f"verifying {kernel.name} {kernel.version} on {jax.default_backend()} "
         f"({describe_running_jax()}): {count} checks, "
@@ -121,6 +117,13 @@ def run_kernels(args: argparse.Namespace) -> int:
         return 1
     print(f"{len(rows) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def _warn_outside_verified_range(name: str, version: str) -> None:
+    """One ``zoo:`` line on stderr when the running JAX is outside the kernel's verified range."""
+    warning = outside_verified_range(name, version)
+    if warning:
+        print(f"zoo: {warning}", file=sys.stderr)
 
 
 def _with_verified_jax(row: dict[str, str]) -> dict[str, str]:
