@@ -77,4 +77,4 @@ from .peft import lora_filter as lora_filter
 from .peft import merge_lora as merge_lora
 from .peft import save_adapters as save_adapters
 
-__version__ = "0.9.0"
+__version__ = "0.9.1.dev0"
