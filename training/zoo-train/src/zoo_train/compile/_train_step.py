@@ -244,7 +244,7 @@ def max_batch(
         if lo == top:
             return lo, list(reports.values())
         fitting = sorted(x for x in reports if reports[x].fits)
-        target = 2 * lo
+        target: float = 2 * lo
         if len(fitting) >= 2:
             (b0, b1), (p0, p1) = fitting[-2:], (peak(fitting[-2]), peak(fitting[-1]))
             if p0 is not None and p1 is not None and p1 > p0:

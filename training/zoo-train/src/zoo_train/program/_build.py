@@ -92,7 +92,7 @@ def build_program(spec: StepSpec) -> TrainProgram:
             router_z_loss=config.router_z_loss,
         )
     plan = plan_state(spec.model, config, mesh, rules, trainable=spec.trainable)
-    model_config = getattr(plan.abstract_model, "config", None)
+    model_config: Any = getattr(plan.abstract_model, "config", None)
     if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
         check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
         check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
