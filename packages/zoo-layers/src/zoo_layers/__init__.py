@@ -46,4 +46,4 @@ from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
 from .moe import register_grouped_matmul as register_grouped_matmul
 
-__version__ = "0.4.1"
+__version__ = "0.4.2.dev0"
