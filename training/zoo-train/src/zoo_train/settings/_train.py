@@ -66,7 +66,9 @@ class OptimizerConfig(OptimizerChoice):
 @dataclasses.dataclass(frozen=True)
 class LoopSettings:
     """The settings of the training loop that :class:`TrainConfig` and the command line's
-    settings share, each declared here once."""
+    settings share, each declared here once: its default, its help (shown by ``zoo train
+    --help`` and in ``zoo_train.settings.keys(RunSettings())``), its range or choices (checked
+    when an instance is built) and its config-file key and flag."""
 
     steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)")
     batch_size: int = setting(
