@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
 import types
 import typing
@@ -271,16 +270,20 @@ def refusal(
     return None
 
 
-@functools.cache
-def _declared(cls: type) -> tuple[tuple[str, bool, Range | None, tuple[str, ...] | None], ...]:
+_Declared = tuple[tuple[str, bool, Range | None, tuple[str, ...] | None], ...]
+_DECLARED: dict[type, _Declared] = {}  # by class: read once, checked at every instance
+
+
+def _declared(cls: type) -> _Declared:
     """``(name, may be None, range, choices)`` of each field of ``cls`` that has either."""
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        within, choices = f.metadata.get("within"), _choices(hints[f.name])
-        if within is not None or choices is not None:
-            out.append((f.name, _optional(hints[f.name])[1], within, choices))
-    return tuple(out)
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple(
+            (f.name, _optional(hints[f.name])[1], f.metadata.get("within"), _choices(hints[f.name]))
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("within") is not None or _choices(hints[f.name]) is not None
+        )
+    return _DECLARED[cls]
 
 
 def check(settings: Any, prefix: str = "") -> None:
@@ -355,9 +358,7 @@ def flat(settings: Any) -> dict[str, Any]:
 
 def _declared_default(cls: type, path: tuple[str, ...]) -> Any:
     """The default a settings class declares for the field at ``path``."""
-    field = {f.name: f for f in dataclasses.fields(cls)}[path[0]]
     if len(path) > 1:  # a section: its own class declares the rest
-        return _declared_default(type(field.default_factory()), path[1:])  # type: ignore[misc]
-    if field.default_factory is not dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
+        return _declared_default(typing.get_type_hints(cls)[path[0]], path[1:])
+    field = {f.name: f for f in dataclasses.fields(cls)}[path[0]]
+    return field.default_factory() if callable(field.default_factory) else field.default
