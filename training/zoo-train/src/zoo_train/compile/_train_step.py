@@ -22,13 +22,13 @@ from jax.sharding import Mesh, NamedSharding
 
 import zoo_attention
 import zoo_models
+from zoo_data import rows_to_batch
 
 from .._config import TrainConfig
 from .._loss import make_lm_loss
 from .._plan import plan_state
 from .._precision import resolve_compute_dtype
 from .._step import make_train_step
-from ..data import rows_to_batch
 from ..parallel import batch_shardings, platform_of
 from ._memory import StepMemory, from_compiled, from_oom
 from ._topology import available_hbm

@@ -19,6 +19,7 @@ from jaxtyping import PyTree
 
 import zoo_attention
 import zoo_layers
+from zoo_data import DataSource
 
 from .._config import TrainConfig
 from .._extension import steps_change
@@ -30,7 +31,6 @@ from .._state import TrainState
 from .._step import all_finite, make_eval_step, make_train_step
 from .._step_metrics import StepMetrics, Window
 from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
-from ..data import DataSource
 from ..parallel import (
     BatchLayout,
     MeshFunction,

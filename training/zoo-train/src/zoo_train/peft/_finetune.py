@@ -10,10 +10,11 @@ import jax
 from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
+from zoo_data import DataSource
+
 from .._config import TrainConfig
 from .._loss import LossFn
 from .._precision import cast_model
-from ..data import DataSource
 from ..loop import EvalSource, TrainResult, train
 from ..parallel import is_primary, to_host
 from ._format import check_peft_targets, load_adapters, save_adapters

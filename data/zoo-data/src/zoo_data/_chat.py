@@ -5,7 +5,7 @@ An example is a conversation (``messages``: the format chat datasets use, each m
 ``role``, its ``content`` and any other fields a template reads, such as ``reasoning_content``
 or ``tool_calls``; with the example's ``tools`` and ``documents`` when it has them) or a
 ``prompt``/``completion`` pair. A conversation is rendered with the tokenizer's own chat
-template exactly as ``transformers`` renders it (:class:`zoo_models.ChatTemplate`), else by the
+template exactly as ``transformers`` renders it (:class:`~zoo_data.ChatTemplate`), else by the
 plain fallback ``"{role}: {content}\\n"`` per message. The loss counts only what the model
 should learn to say: where the template marks assistant text with ``{% generation %}`` blocks,
 the tokens those blocks wrote (as ``transformers``' assistant mask marks them); otherwise each
@@ -90,7 +90,7 @@ def render_plain(messages: Sequence[tuple[str, str]], *, add_generation_prompt: 
 
 
 def chat_template(tokenizer: Any) -> Any:
-    """The tokenizer's compiled chat template (:class:`zoo_models.ChatTemplate`), or ``None``
+    """The tokenizer's compiled chat template (:class:`~zoo_data.ChatTemplate`), or ``None``
     (no template: the plain format).
 
     Raises:

@@ -4,9 +4,9 @@ import json
 
 import numpy as np
 import pytest
-from tiny_lm import random_docs
 
-from zoo_train.data import (
+import zoo_data
+from zoo_data import (
     Document,
     PackedLoader,
     byte_tokenizer,
@@ -15,6 +15,7 @@ from zoo_train.data import (
     stdlib_corpus,
     tokenize_documents,
 )
+from zoo_data.testing import random_docs
 
 
 def _take(loader, n, k):
@@ -145,9 +146,8 @@ def test_byte_tokenizer_round_trip_and_eos():
 
 
 def test_fast_byte_path_matches_the_tokenizer():
-    import zoo_models
 
-    tok = zoo_models.ByteTokenizer(bos=True, eos=True)
+    tok = zoo_data.ByteTokenizer(bos=True, eos=True)
     docs = [Document("a", "plain ascii"), Document("b", "ünïcødé ✓ 𝄞")]
     got = tokenize_documents(docs, tok)
     for doc, ids in zip(docs, got, strict=True):

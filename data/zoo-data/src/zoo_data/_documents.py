@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from ._chat import parse_example
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
-logger = logging.getLogger("zoo_train")
+logger = logging.getLogger("zoo_data")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@
 
 from ._blocks import BLOCK_BYTES as BLOCK_BYTES
 from ._blocks import DamagedStoreError as DamagedStoreError
+from ._format import STORE_FORMAT_VERSION as STORE_FORMAT_VERSION
 from ._format import VERSION as VERSION
 from ._format import is_store as is_store
 from ._identity import tokenizer_identity as tokenizer_identity

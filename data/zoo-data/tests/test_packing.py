@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from zoo_train.data import PackedLoader, pack_documents, rows_to_batch
+from zoo_data import PackedLoader, pack_documents, rows_to_batch
 
 
 def reference_rows(docs, seq_len, order, pad_id, drop_remainder):

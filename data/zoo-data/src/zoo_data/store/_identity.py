@@ -9,6 +9,8 @@ import pathlib
 from typing import Any
 
 from .._tokenizer import Tokenizer, byte_tokenizer, is_byte_level, leading_bos
+from .._tokenizers import ByteTokenizer
+from .._tokenizers import load_tokenizer as read_tokenizer
 
 TOKENIZER_DIR = "tokenizer"
 
@@ -31,9 +33,7 @@ def load_tokenizer(spec: str | os.PathLike[str] | Tokenizer | None) -> tuple[Tok
             f"No tokenizer.json at {os.fspath(spec)!r}; pass a tokenizer.json file or a Hugging "
             "Face directory that holds one."
         )
-    import zoo_models
-
-    return zoo_models.load_tokenizer(path), f"the tokenizer at {os.fspath(spec)}"
+    return read_tokenizer(path), f"the tokenizer at {os.fspath(spec)}"
 
 
 def tokenizer_identity(tokenizer: Tokenizer, description: str) -> dict[str, Any]:
@@ -75,16 +75,10 @@ def stored_tokenizer(identity: dict[str, Any], directory: pathlib.Path) -> Token
         ValueError: a store made with a tokenizer object that left no files behind.
     """
     if identity["kind"] == "bytes":
-        import zoo_models
-
-        return zoo_models.ByteTokenizer(
-            bos=identity["bos_id"] is not None, eos=identity["eos_id"] is not None
-        )
+        return ByteTokenizer(bos=identity["bos_id"] is not None, eos=identity["eos_id"] is not None)
     if not (directory / "tokenizer.json").is_file():
         raise ValueError(
             f"The store was made with {identity['description']}, whose files it does not hold; "
             "pass that tokenizer yourself."
         )
-    import zoo_models
-
-    return zoo_models.load_tokenizer(directory)
+    return read_tokenizer(directory)

@@ -20,11 +20,11 @@ import tokenizers.processors
 
 from ._chat_template import ChatTemplate
 
-__all__ = ["ByteTokenizer", "HFTokenizer", "Tokenizer", "load_tokenizer"]
+__all__ = ["ByteTokenizer", "HFTokenizer", "ZooTokenizer", "load_tokenizer"]
 
 
 @runtime_checkable
-class Tokenizer(Protocol):
+class ZooTokenizer(Protocol):
     """What every zoo tokenizer offers."""
 
     @property
@@ -315,7 +315,7 @@ def _token_content(value: object) -> str | None:
     return None
 
 
-def load_tokenizer(path: str | pathlib.Path) -> Tokenizer:
+def load_tokenizer(path: str | pathlib.Path) -> ZooTokenizer:
     """The tokenizer of a local checkpoint directory (or a ``tokenizer.json`` file, read with
     the configuration files beside it, as the directory would be).
 

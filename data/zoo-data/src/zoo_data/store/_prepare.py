@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
-import fcntl
 import hashlib
 import json
 import multiprocessing
 import os
 import pathlib
-import shutil
 import signal
 import sys
 import time
@@ -44,12 +41,12 @@ from ._format import (
     VERSION,
     content_fingerprint,
     read_manifest,
-    sync_dir,
     token_dtype,
     write_json,
 )
 from ._identity import TOKENIZER_DIR, load_tokenizer, save_tokenizer, tokenizer_identity
 from ._info import store_info
+from ._partial import PROGRESS, clear, discard, locked, missing, publish, read_progress
 from ._shards import ShardWriter
 from ._tokenize import Encoded, Encoder
 from ._verify import check_store, shard_problems
@@ -57,7 +54,6 @@ from ._verify import check_store, shard_problems
 CHUNK_CHARS = 1 << 20
 CHUNK_DOCS = 8192
 SHARD_CHARS = 64 << 20
-PROGRESS = "progress.json"
 
 
 def _source_records(stream: DocumentStream) -> list[dict[str, Any]]:
@@ -233,19 +229,6 @@ def _gather(array: Any, pieces: list[slice]) -> Any:
     return np.concatenate([array[p] for p in pieces])
 
 
-@contextlib.contextmanager
-def _locked(partial: pathlib.Path, out: pathlib.Path) -> Iterator[None]:
-    partial.mkdir(parents=True, exist_ok=True)
-    with open(partial / "lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ValueError(
-                f"Another prepare is writing {str(out)!r}; wait for it to finish."
-            ) from None
-        yield
-
-
 def _jax_running() -> bool:
     """Whether this process has started JAX's runtime (its threads make a fork unsafe)."""
     if "jax" not in sys.modules:
@@ -304,7 +287,7 @@ def prepare_store(
         ``"up to date"`` (a store of the same settings and inputs already there: nothing done).
 
     Raises:
-        ValueError: bad sources (see :class:`~zoo_train.data.inputs.DocumentStream`), an
+        ValueError: bad sources (see :class:`~zoo_data.inputs.DocumentStream`), an
             existing store of other settings without ``overwrite``, no documents at all.
     """
     if not 0.0 <= eval_fraction < 1.0:
@@ -338,40 +321,17 @@ def prepare_store(
             "--overwrite to replace it."
         )
     partial = out.with_name(f".{out.name}.partial")
-    made = _missing(partial.parent)
-    with _locked(partial, out):
+    made = missing(partial.parent)
+    with locked(partial, out):
         try:
             status = _write(
                 stream, partial, settings, tok, identity, source_records, workers, progress
             )
         except BaseException:
-            _discard(partial, made)
+            discard(partial, made)
             raise
-        _publish(partial, out)
+        publish(partial, out)
     return {**store_info(out), "status": status}
-
-
-def _missing(directory: pathlib.Path) -> list[pathlib.Path]:
-    """``directory`` and those above it that do not exist yet, deepest first."""
-    out = []
-    while not directory.exists() and directory != directory.parent:
-        out.append(directory)
-        directory = directory.parent
-    return out
-
-
-def _discard(partial: pathlib.Path, made: list[pathlib.Path]) -> None:
-    """After a failed prepare: the partial directory, when it holds nothing a rerun could
-    continue from (no finished shard), and the directories made for it, so that a refused
-    prepare (an unreadable file, bad JSON) leaves nothing behind."""
-    if (partial / PROGRESS).exists():
-        return
-    shutil.rmtree(partial, ignore_errors=True)
-    for directory in made:
-        try:
-            directory.rmdir()
-        except OSError:  # something else was put there meanwhile
-            return
 
 
 def _write(
@@ -389,7 +349,7 @@ def _write(
     dtype = token_dtype(identity["vocab_size"])
     encoder = Encoder(tok, dtype, eval_fraction=settings["eval_fraction"])
     run_settings = {**settings, "sources": source_records}
-    saved = _read_progress(partial)
+    saved = read_progress(partial)
     bar = tqdm(
         total=stream.total_bytes,
         unit="B",
@@ -402,7 +362,7 @@ def _write(
     with bar:
         resuming = saved is not None and saved.get("settings") == run_settings
         if not resuming:
-            _clear(partial)
+            clear(partial)
         run = _Run(partial, run_settings, bar, stream.total_bytes)
         done = run.resume(saved["groups"]) if resuming and saved is not None else 0
         status = "resumed" if done else "prepared"
@@ -476,36 +436,3 @@ def _manifest(
     }
     manifest["fingerprint"] = content_fingerprint(manifest)
     return manifest
-
-
-def _read_progress(partial: pathlib.Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((partial / PROGRESS).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _clear(partial: pathlib.Path) -> None:
-    """Empty the partial directory (its lock file stays)."""
-    for entry in partial.iterdir():
-        if entry.name == "lock":
-            continue
-        if entry.is_dir():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-
-
-def _publish(partial: pathlib.Path, out: pathlib.Path) -> None:
-    """Rename the finished partial directory to ``out`` (replacing what is there)."""
-    (partial / PROGRESS).unlink(missing_ok=True)
-    (partial / "lock").unlink(missing_ok=True)
-    old = out.with_name(f".{out.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
-    if out.exists():
-        os.replace(out, old) if out.is_dir() else out.unlink()
-    os.replace(partial, out)
-    sync_dir(out.parent)
-    if old.exists():
-        shutil.rmtree(old)

@@ -9,7 +9,7 @@ A split's shards read as one token stream. Rows are spans of it, ``seq_len + 1``
   ``truncated``); the rest of a row is padding.
 
 Segment ids and positions come from the documents' starts, as packing makes them
-(:func:`~zoo_train.data.rows_to_batch`), so a target never crosses a document boundary.
+(:func:`~zoo_data.rows_to_batch`), so a target never crosses a document boundary.
 
 Stores of preference pairs are packed by whole pairs (a pair longer than a row is skipped, and
 named, never cut), each side its own segment: in a row, segment ``2k - 1`` is the chosen side
@@ -25,77 +25,17 @@ import bisect
 import dataclasses
 import os
 import pathlib
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._packing import Batch, rows_to_batch, segments_from_starts
 from .._tokenizer import Tokenizer
-from ._blocks import BlockCheck, block_info
+from ._blocks import block_info
 from ._format import MASK, PAIRS, STARTS, TOKENS
 from ._identity import TOKENIZER_DIR, stored_tokenizer, tokenizer_identity
+from ._shard_file import ShardFile, checker, read_whole
 from ._verify import check_store
-
-
-class _ShardFile:
-    """One shard file read by positioned reads (``pread``): what a row needs comes from the page
-    cache or the disk, and the process's memory does not grow with what it has read (a
-    memory map's touched pages count as the reader's resident memory, readahead included).
-    With ``check``, each block of the file is checked against its hash the first time a read
-    touches it."""
-
-    def __init__(
-        self, path: pathlib.Path, dtype: np.dtype, check: Callable[[int], BlockCheck] | None = None
-    ) -> None:
-        self.path, self.dtype = path, np.dtype(dtype)
-        self.fd = os.open(path, os.O_RDONLY)
-        self.blocks = None if check is None else check(self.fd)
-
-    def read_into(self, out: np.ndarray, offset: int) -> None:
-        """Fill ``out`` (contiguous, this file's dtype) from item ``offset`` on.
-
-        Raises:
-            DamagedStoreError: a block read does not match its hash.
-        """
-        start = offset * self.dtype.itemsize
-        if self.blocks is not None and out.nbytes:
-            self.blocks.check(start, start + out.nbytes)
-            if not self.blocks.left:  # every block checked: reads cost nothing more from now
-                self.blocks = None
-        got = os.preadv(self.fd, [out], start)
-        if got != out.nbytes:
-            raise ValueError(
-                f"The shard {str(self.path)!r} is shorter than its manifest says (it changed "
-                "after the store was opened); prepare the store again."
-            )
-
-    def read_all(self) -> np.ndarray:
-        """The whole file as a 1-D array (checked, as :meth:`read_into`)."""
-        out = np.empty(os.fstat(self.fd).st_size // self.dtype.itemsize, self.dtype)
-        self.read_into(out, 0)
-        return out
-
-    def close(self) -> None:
-        """Close the file (reading it again is an error)."""
-        fd, self.fd = getattr(self, "fd", None), None
-        if fd is not None:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        self.close()
-
-
-def _checker(
-    root: pathlib.Path, record: dict[str, Any], blocks: dict[str, Any] | None
-) -> Callable[[int], BlockCheck] | None:
-    """How to check a file of ``record`` (``None``: it carries no block hashes)."""
-    digests = record.get("blocks")
-    if blocks is None or digests is None:
-        return None
-    return lambda fd: BlockCheck(
-        fd, str(root), record["name"], record["bytes"], digests, blocks["bytes"]
-    )
 
 
 class TokenSplit:
@@ -117,8 +57,8 @@ class TokenSplit:
     ) -> None:
         self.key = key  # the store's fingerprint and the split's name: what names it in a run
         self.dtype = np.dtype(dtype)
-        self.tokens: list[_ShardFile] = []
-        self.masks: list[_ShardFile | None] = []
+        self.tokens: list[ShardFile] = []
+        self.masks: list[ShardFile | None] = []
         starts: list[np.ndarray] = []
         pairs: list[np.ndarray] = []
         self.root = root
@@ -127,17 +67,17 @@ class TokenSplit:
         for shard in shards:
             files = {f["name"].rsplit(".", 1)[1]: f for f in shard["files"]}
 
-            def opened(what: str, dtype: Any, files: dict = files) -> _ShardFile:
-                return _ShardFile(
-                    root / files[what]["name"], dtype, _checker(root, files[what], blocks)
+            def opened(what: str, dtype: Any, files: dict = files) -> ShardFile:
+                return ShardFile(
+                    root / files[what]["name"], dtype, checker(root, files[what], blocks)
                 )
 
             self.tokens.append(opened(TOKENS, self.dtype))
             self.masks.append(opened(MASK, np.uint8) if MASK in files else None)
-            starts.append(_read_whole(opened(STARTS, np.int64)) + self.offsets[-1])
+            starts.append(read_whole(opened(STARTS, np.int64)) + self.offsets[-1])
             first = sum(len(s) for s in starts[:-1])
             if PAIRS in files:
-                pairs.append(_read_whole(opened(PAIRS, np.int64)).reshape(-1, 2))
+                pairs.append(read_whole(opened(PAIRS, np.int64)).reshape(-1, 2))
                 self._origins += [(first + d, name) for d, name in shard.get("origins", [])]
             else:
                 pairs.append(np.zeros((len(starts[-1]), 2), np.int64))
@@ -258,13 +198,6 @@ class TokenSplit:
         return np.concatenate([which, which]), np.concatenate([cols, sides]), extra
 
 
-def _read_whole(file: _ShardFile) -> np.ndarray:
-    try:
-        return file.read_all()
-    finally:
-        file.close()
-
-
 def _few_segments(
     rows: int, width: int, which: list[int], cols: list[int]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -376,7 +309,7 @@ def layout(split: TokenSplit, seq_len: int, *, whole: bool) -> RowLayout:
 
 
 class TokenStore:
-    """A token store opened for reading (see :func:`~zoo_train.data.prepare_store`).
+    """A token store opened for reading (see :func:`~zoo_data.prepare_store`).
 
     Opening checks that every shard file has the size the manifest records (a truncated or
     missing shard is named); :meth:`verify` also checks every checksum (a full read). A store
@@ -392,7 +325,7 @@ class TokenStore:
     Raises:
         ValueError: not a store, a damaged store, or another tokenizer than ``tokenizer``;
             reading a block that does not match its hash raises
-            :class:`~zoo_train.data.store.DamagedStoreError` (a ``ValueError``).
+            :class:`~zoo_data.store.DamagedStoreError` (a ``ValueError``).
     """
 
     def __init__(

@@ -15,7 +15,7 @@ from ._files import InputFile, cannot_read, list_inputs
 from ._records import read_jsonl, read_table
 from ._text import PIECE_CHARS, is_text, piece_documents, pieces, read_pieces
 
-logger = logging.getLogger("zoo_train")
+logger = logging.getLogger("zoo_data")
 
 # Files this small are read whole (one read, no separate validation pass).
 _SMALL = 4 * PIECE_CHARS
@@ -24,7 +24,7 @@ _SMALL = 4 * PIECE_CHARS
 class DocumentStream:
     """The documents of ``sources`` (files, directories, globs), read one at a time.
 
-    Iterating yields :class:`~zoo_train.data.Document` s in a deterministic order; plain text
+    Iterating yields :class:`~zoo_data.Document` s in a deterministic order; plain text
     longer than :data:`PIECE_CHARS` characters comes as several documents (ids ``name``,
     ``name#2``, …). Binary and non-UTF-8 files found in a directory or by a glob are skipped
     and listed in :attr:`skipped`, JSON lines that are not UTF-8 likewise (counted by file in
@@ -33,7 +33,7 @@ class DocumentStream:
     got. With ``line_split=(fraction, seed)``, text files too few to
     hold out ``fraction`` of them by the hash of each (fewer than ``2 / fraction``) are held
     out whole where that share of the corpus's bytes allows, in the order of their hash
-    (:func:`~zoo_train.data._split.whole_held_out`): a document is never cut, so one file of
+    (:func:`~zoo_data._split.whole_held_out`): a document is never cut, so one file of
     three is held out by none; :attr:`split_note` says what was done.
 
     Raises (on construction or while iterating):

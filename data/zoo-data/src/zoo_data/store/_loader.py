@@ -74,9 +74,9 @@ class StoreLoader:
     ``(seed, g)``: :meth:`batch` ``(step, n)`` gives step ``step``'s rows with no state; with
     ``rows=(start, stop)`` only those rows of it (one process's part of a global batch), so
     each process reads only what it feeds. :meth:`next_batch` and :meth:`state_dict` (the row
-    position) are the :class:`~zoo_train.data.DataSource` protocol over the same rows.
+    position) are the :class:`~zoo_data.DataSource` protocol over the same rows.
 
-    Batches are the loop's format (:func:`~zoo_train.data.rows_to_batch`): ``input_ids``,
+    Batches are the loop's format (:func:`~zoo_data.rows_to_batch`): ``input_ids``,
     ``targets``, ``positions``, ``segment_ids`` (int32 ``[B, seq_len]``) and ``loss_mask``
     (float32 ``[B, seq_len]``).
 

@@ -1,21 +1,20 @@
 """Reading token stores: rows as windows with document segments, the order as a pure function of
-the step on any number of processes, mixtures, packed examples, damage, and the loop itself."""
+the step on any number of processes, mixtures, packed examples, and damage."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 
 import numpy as np
 import pytest
-from cli_helpers import tiny_tokenizer
 from store_helpers import random_texts, write_format
 
-import zoo_models
-from zoo_train.cli import main
-from zoo_train.data import DataSource, StoreLoader, TokenStore, prepare_store
-from zoo_train.data.store import permute
+import zoo_data
+from zoo_data import DataSource, StoreLoader, TokenStore, prepare_store
+from zoo_data.cli import main
+from zoo_data.store import permute
+from zoo_data.testing import tiny_tokenizer
 
 T = 16
 
@@ -182,7 +181,7 @@ def test_packed_examples_keep_their_loss_masks(tmp_path):
     prepare_store(
         [tmp_path / "c.jsonl"], tmp_path / "s", tokenizer=tok_dir, eval_fraction=0, progress=False
     )
-    store = TokenStore(tmp_path / "s", tokenizer=zoo_models.load_tokenizer(tok_dir))
+    store = TokenStore(tmp_path / "s", tokenizer=zoo_data.load_tokenizer(tok_dir))
     part = store.split("train")
     docs = [part.document(i)[0] for i in range(part.num_documents)]
     masks = [part.document(i)[1] for i in range(part.num_documents)]
@@ -225,7 +224,7 @@ def test_damaged_shards_are_named(tmp_path):
         ValueError, match=r"train/00000.tokens does not match its checksum \(modified\)"
     ):
         TokenStore(path, verify=True)
-    assert main(["data", "info", str(path), "--verify"]) == 2
+    assert main(["info", str(path), "--verify"]) == 2
     shard.write_bytes(bytes(data[:-3]))
     with pytest.raises(
         ValueError, match=r"train/00000.tokens has \d+ bytes instead of \d+ \(truncated"
@@ -239,45 +238,13 @@ def test_another_tokenizer_is_refused_and_the_stores_own_comes_back(stores, tmp_
         ValueError,
         match=r"made with the byte tokenizer \(fingerprint \w+\), not the run's ByteTokenizer\(bos=True, eos=True\)",
     ):
-        TokenStore(path, tokenizer=zoo_models.ByteTokenizer(bos=True, eos=True))
+        TokenStore(path, tokenizer=zoo_data.ByteTokenizer(bos=True, eos=True))
     TokenStore(path, tokenizer=TokenStore(path).tokenizer())
     tok_dir = tiny_tokenizer(tmp_path / "tok")
     (tmp_path / "t.txt").write_text("alpha beta")
     prepare_store([tmp_path / "t.txt"], tmp_path / "bpe", tokenizer=tok_dir, progress=False)
     again = TokenStore(tmp_path / "bpe").tokenizer()
     TokenStore(tmp_path / "bpe", tokenizer=again)
-    TokenStore(tmp_path / "bpe", tokenizer=zoo_models.load_tokenizer(tok_dir))
+    TokenStore(tmp_path / "bpe", tokenizer=zoo_data.load_tokenizer(tok_dir))
     with pytest.raises(ValueError, match="different tokenizers"):
         StoreLoader([path, tmp_path / "bpe"], seq_len=2)
-
-
-def test_the_training_loop_runs_on_a_store_unchanged(stores, tmp_path):
-    from tiny_lm import make_model
-
-    import zoo_train
-
-    path, _ = stores["a"]
-    loader = StoreLoader(path, seq_len=T, seed=0)
-    config = zoo_train.TrainConfig(
-        steps=4,
-        batch_size=4,
-        log_every=2,
-        eval_every=4,
-        checkpoint_every=4,
-        progress=False,
-        plot=False,
-        eval_batches=2,
-    )
-    result = zoo_train.train(
-        make_model(0, vocab=257), loader, config=config, out=tmp_path / "run", eval_data=loader
-    )
-    assert result.step == 4 and np.isfinite(result.last_eval["eval_loss"])
-    # Resuming needs the row position alone; the run's data identity is the store's fingerprint.
-    resumed = zoo_train.train(
-        make_model(0, vocab=257),
-        StoreLoader(path, seq_len=T, seed=0),
-        config=dataclasses.replace(config, steps=6),
-        out=tmp_path / "run",
-        eval_data=loader,
-    )
-    assert resumed.resumed_from == 4 and resumed.step == 6

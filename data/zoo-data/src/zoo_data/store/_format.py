@@ -35,6 +35,9 @@ import numpy as np
 FORMAT = "zoo-token-store"
 VERSION = 1
 PAIRS_VERSION = 2  # a store with preference pairs: readers of version 1 must refuse it
+#: The newest store format this zoo-data writes and reads: zoo-data's contract with every reader
+#: of a store. A change of it is a zoo-data minor (readable by older code) or major release.
+STORE_FORMAT_VERSION = PAIRS_VERSION
 MANIFEST = "manifest.json"
 SPLITS = ("train", "eval")
 TOKENS, STARTS, MASK, PAIRS = "tokens", "starts", "mask", "pairs"
@@ -102,10 +105,10 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     manifest = json.loads(file.read_text())
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{str(file)!r} is not a token store manifest; pass a store directory.")
-    if manifest.get("version", 0) > PAIRS_VERSION:
+    if manifest.get("version", 0) > STORE_FORMAT_VERSION:
         raise ValueError(
             f"The store {os.fspath(path)!r} has format version {manifest['version']}, newer than "
-            f"this zoo reads ({PAIRS_VERSION}); upgrade zoo-train."
+            f"this zoo-data reads ({STORE_FORMAT_VERSION}); upgrade zoo-data."
         )
     return manifest
 

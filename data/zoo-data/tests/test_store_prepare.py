@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import tokenizers
 import zstandard
-from cli_helpers import tiny_tokenizer
 from store_helpers import FORMATS, random_texts, write_format
 
-import zoo_models
-from zoo_train.cli import main
-from zoo_train.data import Document, TokenStore, prepare_store, store_info, tokenize_examples
-from zoo_train.data.store import _prepare
+import zoo_data
+from zoo_data import Document, TokenStore, prepare_store, store_info, tokenize_examples
+from zoo_data.cli import main
+from zoo_data.store import _prepare
+from zoo_data.testing import tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_tokens_equal_the_tokenizers_own_for_every_format(tmp_path, tok_dir, fmt
 
 
 def test_byte_tokenizer_and_long_texts_cut_into_pieces(tmp_path, monkeypatch):
-    from zoo_train.data.inputs import _read, _text
+    from zoo_data.inputs import _read, _text
 
     monkeypatch.setattr(_text, "PIECE_CHARS", 64)
     monkeypatch.setattr(_read, "_SMALL", 100)  # the streaming reader, not the whole-file one
@@ -88,7 +88,7 @@ def test_chat_and_prompt_completion_masks_survive_the_store(tmp_path, tok_dir):
     store = TokenStore(tmp_path / "s")
     part = store.split("train")
     # Today's path (tokenize_examples) is the reference for ids and loss weights.
-    tok = zoo_models.load_tokenizer(tok_dir)
+    tok = zoo_data.load_tokenizer(tok_dir)
     docs = [
         Document(
             "x",
@@ -214,7 +214,7 @@ def test_what_is_not_utf8_is_skipped_alike_in_text_and_json_lines_and_said(tmp_p
     (data / "d.jsonl.zst").write_bytes(
         zstd.compress(b"".join(lines[:2])) + zstd.compress(b"".join(lines[2:]))
     )
-    with caplog.at_level("WARNING", logger="zoo_train"):
+    with caplog.at_level("WARNING", logger="zoo_data"):
         prepare_store(data, tmp_path / "s", eval_fraction=0, workers=1, progress=False)
     docs = sorted(bytes(d[:-1]).decode() for d in _documents(TokenStore(tmp_path / "s")))
     assert docs == ["alpha", "beta", "gamma"]  # neither file nor line turned into mojibake
@@ -284,25 +284,26 @@ def test_cli_prepare_and_info(tmp_path, capsys):
     source = write_format(tmp_path / "in", "text", random_texts(8, seed=9))
     out = tmp_path / "s"
     # Nothing held out: eight files are too few to hold out by file, and would be split by lines.
-    prepare = ["data", "prepare", str(source), "--out", str(out), "--eval-fraction", "0"]
+    prepare = ["prepare", str(source), "--out", str(out), "--eval-fraction", "0"]
     assert main([*prepare, "--no-progress", "--workers", "1"]) == 0
     assert "prepared: 8 documents" in capsys.readouterr().out
     assert main([*prepare, "--no-progress"]) == 0
     assert "is up to date" in capsys.readouterr().out
-    assert main(["data", "info", str(out), "--json"]) == 0
+    assert main(["info", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["documents"] == 8 and summary["tokenizer"]["description"] == "the byte tokenizer"
-    assert main(["data", "info", str(out)]) == 0
+    assert main(["info", str(out)]) == 0
     assert "train" in capsys.readouterr().out
     for argv in (
-        ["data", "prepare", str(tmp_path / "missing"), "--out", str(out)],
-        ["data", "prepare", str(source), "--out", str(out), "--eval-fraction", "1.5"],
-        ["data", "prepare", str(source), "--out", str(out), "--tokenizer", str(tmp_path)],
-        ["data", "info", str(source)],
+        ["prepare", str(tmp_path / "missing"), "--out", str(out)],
+        ["prepare", str(source), "--out", str(out), "--eval-fraction", "1.5"],
+        ["prepare", str(source), "--out", str(out), "--tokenizer", str(tmp_path)],
+        ["info", str(source)],
     ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith(f"zoo-data {argv[0]}: error: "), err
     with pytest.raises(SystemExit) as exit_:
-        main(["data", "prepare", str(source)])  # no --out: argparse's own one line
+        main(["prepare", str(source)])  # no --out: argparse's own one line
     assert exit_.value.code == 2 and capsys.readouterr().err.count("\n") == 1
