@@ -10,7 +10,7 @@ import random
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-import zoo_models
+import zoo_data
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>", "<image>"]
 CHATML = (
@@ -150,7 +150,7 @@ def test_renders_token_for_token_as_transformers(tokenizer_dir, name, messages, 
 
     _write(tokenizer_dir, TEMPLATES[name])
     reference = AutoTokenizer.from_pretrained(tokenizer_dir)
-    tok = zoo_models.load_tokenizer(tokenizer_dir)
+    tok = zoo_data.load_tokenizer(tokenizer_dir)
     template = tok.compiled_chat_template()
     rendered = template.render(messages, **kwargs)
     want_text = reference.apply_chat_template(messages, tokenize=False, **kwargs)
@@ -176,16 +176,16 @@ def test_template_errors_are_one_sentence_naming_the_file(tokenizer_dir):
     bad.mkdir()
     (bad / "tokenizer.json").write_text((tokenizer_dir / "tokenizer.json").read_text())
     (bad / "chat_template.jinja").write_text("{% for m in messages %}{% frobnicate %}{% endfor %}")
-    tok = zoo_models.load_tokenizer(bad)
-    with pytest.raises(zoo_models.ChatTemplateError) as error:
+    tok = zoo_data.load_tokenizer(bad)
+    with pytest.raises(zoo_data.ChatTemplateError) as error:
         tok.compiled_chat_template()
     message = str(error.value)
     assert str(bad / "chat_template.jinja") in message and "frobnicate" in message
     assert "\n" not in message and message.endswith(".")
     refusing = "{{ raise_exception('Roles must alternate user/assistant') }}"
     (bad / "chat_template.jinja").write_text(refusing)
-    with pytest.raises(zoo_models.ChatTemplateError, match="Roles must alternate") as error:
-        zoo_models.load_tokenizer(bad).compiled_chat_template().render(MESSAGES)
+    with pytest.raises(zoo_data.ChatTemplateError, match="Roles must alternate") as error:
+        zoo_data.load_tokenizer(bad).compiled_chat_template().render(MESSAGES)
     assert str(bad / "chat_template.jinja") in str(error.value)
 
 
@@ -194,6 +194,6 @@ def test_sandbox_refuses_what_transformers_refuses(tokenizer_dir):
     rng = random.Random()
     name = f"_x{rng.randrange(1000)}"
     for source in (f"{{% set ns = namespace({name}=1) %}}", "{{ messages.__class__.__mro__ }}"):
-        template = zoo_models.ChatTemplate(source, origin="t.jinja")
-        with pytest.raises(zoo_models.ChatTemplateError, match=r"t\.jinja"):
+        template = zoo_data.ChatTemplate(source, origin="t.jinja")
+        with pytest.raises(zoo_data.ChatTemplateError, match=r"t\.jinja"):
             template.render(MESSAGES)

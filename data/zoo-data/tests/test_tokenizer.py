@@ -9,7 +9,7 @@ import pytest
 import tokenizers
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-import zoo_models
+import zoo_data
 
 TEXTS = ["hello world", "héllo wörld", "你好，世界", "emoji 🦒🦓 and tabs\t\nnewlines", ""]
 
@@ -29,7 +29,7 @@ def _random_text(rng: random.Random, n: int) -> str:
     ("bos", "eos"), [(True, True), (False, False), (True, False), (False, True)]
 )
 def test_byte_tokenizer_round_trip(bos: bool, eos: bool) -> None:
-    tok = zoo_models.ByteTokenizer(bos=bos, eos=eos)
+    tok = zoo_data.ByteTokenizer(bos=bos, eos=eos)
     assert tok.vocab_size == 256 + bos + eos
     rng = random.Random(0)
     for text in [*TEXTS, *(_random_text(rng, 40) for _ in range(20))]:
@@ -44,14 +44,14 @@ def test_byte_tokenizer_round_trip(bos: bool, eos: bool) -> None:
 
 
 def test_byte_tokenizer_specials_and_errors() -> None:
-    tok = zoo_models.ByteTokenizer()
+    tok = zoo_data.ByteTokenizer()
     assert (tok.bos_id, tok.eos_id) == (256, 257)
     ids = tok.encode("ab", add_bos=True, add_eos=True)
     assert tok.decode(ids, skip_special=False) == "<s>ab</s>"
     with pytest.raises(ValueError, match="outside"):
         tok.decode([300])
     with pytest.raises(ValueError, match="BOS"):
-        zoo_models.ByteTokenizer(bos=False).encode("a", add_bos=True)
+        zoo_data.ByteTokenizer(bos=False).encode("a", add_bos=True)
     # A cut multi-byte character decodes to the replacement character, not an exception.
     assert tok.decode(list("é".encode())[:1]) == "\ufffd"
 
@@ -75,8 +75,8 @@ def test_load_tokenizer_json(tmp_path) -> None:
     (tmp_path / "tokenizer_config.json").write_text(
         json.dumps({"bos_token": "<s>", "eos_token": {"content": "</s>", "special": True}})
     )
-    tok = zoo_models.load_tokenizer(tmp_path)
-    assert isinstance(tok, zoo_models.HFTokenizer)
+    tok = zoo_data.load_tokenizer(tmp_path)
+    assert isinstance(tok, zoo_data.HFTokenizer)
     assert tok.vocab_size == reference.get_vocab_size()
     assert (tok.bos_id, tok.eos_id) == (reference.token_to_id("<s>"), reference.token_to_id("</s>"))
     rng = random.Random(1)
@@ -88,43 +88,25 @@ def test_load_tokenizer_json(tmp_path) -> None:
     # Merges learned from the corpus make common words shorter than their bytes.
     assert len(tok.encode("the quick brown fox")) < len(b"the quick brown fox")
     # The file itself is accepted too.
-    assert zoo_models.load_tokenizer(tmp_path / "tokenizer.json").encode("fox") == tok.encode("fox")
+    assert zoo_data.load_tokenizer(tmp_path / "tokenizer.json").encode("fox") == tok.encode("fox")
 
 
 def test_load_tokenizer_falls_back_to_bytes(tmp_path) -> None:
-    tok = zoo_models.load_tokenizer(tmp_path)
-    assert isinstance(tok, zoo_models.ByteTokenizer)
+    tok = zoo_data.load_tokenizer(tmp_path)
+    assert isinstance(tok, zoo_data.ByteTokenizer)
     assert tok.decode(tok.encode("ü")) == "ü"
     with pytest.raises(ValueError, match="does not exist"):
-        zoo_models.load_tokenizer(tmp_path / "nope")
-
-
-def test_save_hf_writes_the_tokenizer(tmp_path) -> None:
-    import jax
-
-    (tmp_path / "src").mkdir()
-    _train_bpe(tmp_path / "src")
-    (tmp_path / "src" / "tokenizer_config.json").write_text(json.dumps({"eos_token": "</s>"}))
-    tok = zoo_models.load_tokenizer(tmp_path / "src")
-    model = zoo_models.build(
-        zoo_models.get("gpt2-tiny").replace(vocab_size=tok.vocab_size), key=jax.random.key(0)
-    )
-    zoo_models.save_hf(model, tmp_path / "ckpt", tokenizer=tok)
-    again = zoo_models.load_tokenizer(tmp_path / "ckpt")
-    assert isinstance(again, zoo_models.HFTokenizer)
-    assert (again.bos_id, again.eos_id) == (None, tok.eos_id)
-    text = "the quick brown 🦊"
-    assert again.encode(text, add_eos=True) == tok.encode(text, add_eos=True)
+        zoo_data.load_tokenizer(tmp_path / "nope")
 
 
 @pytest.mark.parametrize("bos", [True, False])
 def test_byte_tokenizer_saves_a_tokenizer_json_transformers_reads(tmp_path, bos: bool) -> None:
     from transformers import AutoTokenizer
 
-    tok = zoo_models.ByteTokenizer(bos=bos, eos=True)
+    tok = zoo_data.ByteTokenizer(bos=bos, eos=True)
     tok.save(tmp_path)
     theirs = AutoTokenizer.from_pretrained(tmp_path)
-    reloaded = zoo_models.load_tokenizer(tmp_path)
+    reloaded = zoo_data.load_tokenizer(tmp_path)
     assert (reloaded.bos_id, reloaded.eos_id, reloaded.add_bos) == (tok.bos_id, tok.eos_id, bos)
     for text in [*TEXTS, "tab\there \x00 nul"]:
         want = tok.encode(text, add_bos=bos)
@@ -153,7 +135,7 @@ def test_bos_is_what_transformers_puts_first(
     if add_bos_token is not None:
         config["add_bos_token"] = add_bos_token
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
-    ours = zoo_models.load_tokenizer(tmp_path)
+    ours = zoo_data.load_tokenizer(tmp_path)
     theirs = AutoTokenizer.from_pretrained(tmp_path)
     for text in [_random_text(random.Random(seed), 8) for seed in range(3)]:
         assert ours.encode(text, add_bos=ours.add_bos) == theirs(text)["input_ids"]
@@ -171,8 +153,8 @@ def test_bos_is_what_transformers_puts_first(
     ],
 )
 def test_a_damaged_tokenizer_file_is_named(tmp_path, name, content, said) -> None:
-    zoo_models.ByteTokenizer().save(tmp_path)
+    zoo_data.ByteTokenizer().save(tmp_path)
     (tmp_path / name).write_bytes(content)
     with pytest.raises(ValueError, match=said) as raised:
-        zoo_models.load_tokenizer(tmp_path)
+        zoo_data.load_tokenizer(tmp_path)
     assert str(raised.value).startswith(f"{tmp_path / name} ") and said in str(raised.value)
