@@ -67,11 +67,16 @@ def test_prepare_info_verify_without_jax_give_the_byte_tokenizers_ids(no_jax_env
     corpus.mkdir()
     for i, text in enumerate(texts):
         (corpus / f"doc{i:02d}.txt").write_text(text, encoding="utf-8")
+    (corpus / "latin1.txt").write_bytes("caf\u00e9".encode("latin-1"))  # skipped, and said
     store = tmp_path / "store"
     args = ["-m", "zoo_data", "prepare", str(corpus), "--out", str(store), "--eval-fraction", "0"]
     proc = _run(no_jax_env, *args, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert f"prepared: {len(texts)} documents" in proc.stdout
+    assert proc.stderr == (
+        "zoo-data: skipped 1 binary or non-UTF-8 file(s) in the data "
+        f"(e.g. {corpus / 'latin1.txt'})\n"
+    )
 
     # The store read here with numpy alone: each document is its UTF-8 bytes, then EOS 256.
     manifest = json.loads((store / "manifest.json").read_text())

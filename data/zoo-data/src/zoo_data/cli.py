@@ -221,9 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit code: 0 success, 2 a usage or input error or a damaged store (one sentence on stderr,
     no traceback unless ``ZOO_DEBUG=1``), 130 interrupted."""
     args = build_parser().parse_args(argv)
-    handler = _Stderr()
-    handler.setFormatter(logging.Formatter("zoo-data: %(message)s"))
-    logging.root.addHandler(handler)
+    # Skipped files and lines are logged: shown as `zoo-data: …` unless the calling program
+    # has configured logging itself (then its handlers print them, once).
+    handler = None if logging.root.handlers else _Stderr()
+    if handler is not None:
+        handler.setFormatter(logging.Formatter("zoo-data: %(message)s"))
+        logging.root.addHandler(handler)
     try:
         return run(args)
     except KeyboardInterrupt:
@@ -236,4 +239,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"zoo-data {args.data_command}: error: {_one_sentence(err)}", file=sys.stderr)
         return 2
     finally:
-        logging.root.removeHandler(handler)
+        if handler is not None:
+            logging.root.removeHandler(handler)
