@@ -26,7 +26,7 @@ PROMPT, COMPLETION = "prompt", "completion"
 ASSISTANT = "assistant"
 
 
-class Turn(tuple):  # type: ignore[type-arg]
+class Turn(tuple):
     """One message of an example: the pair ``(role, content)`` (``content`` as text), with the
     whole message, every field of it, as :attr:`message`."""
 
@@ -41,7 +41,7 @@ class Turn(tuple):  # type: ignore[type-arg]
         return (Turn, (self[0], self[1], self.message))
 
 
-class Conversation(tuple):  # type: ignore[type-arg]
+class Conversation(tuple):
     """The turns of a conversation, with the ``tools`` and ``documents`` its template is given,
     and ``reply``: how many of its last assistant turns the loss counts (``None``: every one;
     a preference pair's side counts its response alone, not assistant turns of its prompt)."""

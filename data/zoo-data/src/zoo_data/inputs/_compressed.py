@@ -62,5 +62,5 @@ def open_raw(path: pathlib.Path, compression: str) -> tuple[BinaryIO, BinaryIO]:
     if compression == ".gz":
         return gzip.GzipFile(fileobj=raw), raw  # type: ignore[return-value]
     if compression == ".zst":
-        return io.BufferedReader(_ZstdFrames(raw), 1 << 20), raw  # type: ignore[return-value]
+        return io.BufferedReader(_ZstdFrames(raw), 1 << 20), raw
     return raw, raw

@@ -67,7 +67,7 @@ def read_jsonl(
     with raw, stream:
         # surrogateescape: an invalid byte becomes a lone surrogate, which valid UTF-8 never
         # decodes to (JSON's "\udc80" escapes are still text here), so the line can be told.
-        lines = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")  # type: ignore[arg-type]
+        lines = io.TextIOWrapper(stream, encoding="utf-8", errors="surrogateescape")
         for line_no, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

@@ -16,7 +16,7 @@ def _file_holds_pairs(file: InputFile) -> bool:
     if file.kind == "jsonl":
         stream, raw = open_raw(file.path, file.compression)
         with raw, stream:
-            lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")  # type: ignore[arg-type]
+            lines = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
             for line in lines:
                 if line.strip():
                     try:
