@@ -15,8 +15,8 @@ import transformers
 from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer
 
 import zoo_models
+from zoo_data._chat import render_chat, trained_spans
 from zoo_train.cli import main
-from zoo_train.data._chat import render_chat, trained_spans
 from zoo_train.peft import ADAPTER_CONFIG
 
 # Qwen3's thinking blocks, as its template renders them: the reasoning of an assistant turn

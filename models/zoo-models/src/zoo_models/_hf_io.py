@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo_data import ByteTokenizer, HFTokenizer
+from zoo_data import ZooTokenizer as Tokenizer
 from zoo_layers import layer_slot
 
 from ._config import ModelConfig
@@ -27,7 +29,6 @@ from ._hf_weights import GEMMA3_PREFIXES, Rule, ignorable, layer_rules, same, to
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
-from ._tokenizer import ByteTokenizer, HFTokenizer, Tokenizer
 
 __all__ = [
     "from_hf_state_dict",

@@ -158,7 +158,7 @@ def sample_ids(
     The prompt is encoded as the tokenizer's configuration says (BOS first when it adds one),
     as ``transformers`` does, so greedy ids match its ``generate`` on the same model.
     """
-    from .data import leading_bos
+    from zoo_data import leading_bos
 
     ids = tokenizer.encode(prompt)
     bos = leading_bos(tokenizer)  # as the training data had it

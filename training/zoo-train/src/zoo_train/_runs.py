@@ -74,7 +74,7 @@ def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
             "bos": tokenizer.bos_id is not None,
             "eos": tokenizer.eos_id is not None,
         }
-    from .data.store import tokenizer_identity
+    from zoo_data.store import tokenizer_identity
 
     # The fingerprint names a change of tokenizer when a run resumes.
     fingerprint = tokenizer_identity(tokenizer, "")["fingerprint"]
