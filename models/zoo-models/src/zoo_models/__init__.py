@@ -4,9 +4,7 @@ OLMo 2)."""
 from ._chat_template import ChatTemplate as ChatTemplate
 from ._chat_template import ChatTemplateError as ChatTemplateError
 from ._chat_template import RenderedChat as RenderedChat
-from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
-from ._family_defaults import default_lora_targets as default_lora_targets
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
@@ -44,5 +42,7 @@ from ._tokenizer import ByteTokenizer as ByteTokenizer
 from ._tokenizer import HFTokenizer as HFTokenizer
 from ._tokenizer import Tokenizer as Tokenizer
 from ._tokenizer import load_tokenizer as load_tokenizer
+from .families import FAMILIES as FAMILIES
+from .families import default_lora_targets as default_lora_targets
 
-__version__ = "0.6.1"
+__version__ = "0.6.2.dev0"
