@@ -7,8 +7,7 @@ import json
 import math
 from typing import Any
 
-from zoo_layers import RopeScaling
-from zoo_layers._dtype import check_float_dtype
+from zoo_layers import RopeScaling, check_float_dtype
 
 _ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
 
