@@ -177,6 +177,11 @@ def test_every_family_has_presets_a_reader_and_a_writer(family: families.Family)
         # Read back and written again, it is the same config.json.
         assert zoo_models.to_hf_config(zoo_models.from_hf_config(hf)) == hf
     assert set(family.hf_keys) <= {f for f in zoo_models.ModelConfig.__dataclass_fields__}
+    # Weight rules for the whole model, each leaf named once.
+    tiny = next(c for name, c in presets.items() if name.endswith("-tiny"))
+    leaves = [leaf for rule in family.top_rules(tiny) for leaf in rule.ours]
+    leaves += [leaf for rule in family.layer_rules(tiny, 0) for leaf in rule.ours]
+    assert leaves and len(leaves) == len(set(leaves))
     assert zoo_models.default_lora_targets(family.name) == family.lora_targets
 
 
