@@ -70,11 +70,11 @@ from .peft import adapter_arrays as adapter_arrays
 from .peft import apply_lora as apply_lora
 from .peft import count_params as count_params
 from .peft import export_hf as export_hf
-from .peft import finetune as finetune
 from .peft import fit_tokenizer as fit_tokenizer
 from .peft import load_adapters as load_adapters
 from .peft import lora_filter as lora_filter
 from .peft import merge_lora as merge_lora
 from .peft import save_adapters as save_adapters
+from .recipes import finetune as finetune
 
 __version__ = "0.9.1.dev0"
