@@ -97,8 +97,8 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     out["dim_per_head"] = config.dim_per_head
     out["layer_windows"] = [config.layer_window(i) for i in range(config.n_layers)]
     out["attention_scale"] = config.attention_scale
-    rope = ("rope_theta", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor")
-    rope += ("rope_original_max_position", "rope_scaling")
+    rope: tuple[str, ...] = ("rope_theta", "rope_factor", "rope_low_freq_factor")
+    rope += ("rope_high_freq_factor", "rope_original_max_position", "rope_scaling")
     unused: tuple[str, ...] = ()
     if config.positional == "learned":
         unused = rope

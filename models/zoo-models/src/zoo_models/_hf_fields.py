@@ -45,7 +45,7 @@ def as_float(hf: Mapping[str, Any], key: str, default: float | None = None) -> f
     """``hf[key]`` (or ``default``) as a float; ``ValueError`` naming ``key`` if it is none."""
     value = hf.get(key, default)
     try:
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
     except (TypeError, ValueError):
         raise ValueError(f"`{key}` must be a number, got {value!r}.") from None
 
@@ -56,7 +56,7 @@ def activation(name: object, model_type: str) -> str:
         raise ValueError(
             f"unsupported `activation` {name!r} for {model_type}; supported: {', '.join(ACT_IN)}."
         )
-    return ACT_IN[name]  # type: ignore[index]
+    return ACT_IN[name]
 
 
 def _ids(value: object) -> list[int]:

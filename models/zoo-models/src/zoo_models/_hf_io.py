@@ -71,8 +71,8 @@ def _leaves(model: Any) -> tuple[dict[str, Any], Any]:
 def _instances(config: ModelConfig) -> list[tuple[Rule, int | None]]:
     """Every (rule, layer) pair of the checkpoint; ``layer`` is ``None`` for top-level rules."""
     family = lookup(config.family)
-    layers = [(r, i) for i in range(config.n_layers) for r in family.layer_rules(config, i)]
-    return [(r, None) for r in family.top_rules(config)] + layers
+    top: list[tuple[Rule, int | None]] = [(r, None) for r in family.top_rules(config)]
+    return top + [(r, i) for i in range(config.n_layers) for r in family.layer_rules(config, i)]
 
 
 def _leaf_key(config: ModelConfig, rel: str, layer: int | None) -> tuple[str, int | None]:

@@ -56,9 +56,9 @@ def _stack_transposed(xs: Sequence[Array]) -> list[Array]:
 
 def _split_transposed(xs: Sequence[Array]) -> list[Array]:
     (w,) = xs
-    if not isinstance(w, jax.core.Tracer):
-        w = np.asarray(w)  # one transfer, then host slices (not one device op per expert)
-    return [w[e].T for e in range(w.shape[0])]
+    # Host arrays (numpy) or tracers: one transfer, then host slices, not a device op per expert.
+    stacked: Any = w if isinstance(w, jax.core.Tracer) else np.asarray(w)
+    return [stacked[e].T for e in range(stacked.shape[0])]
 
 
 def layer_rules(
