@@ -10,9 +10,7 @@ from zoo_data import RenderedChat as RenderedChat
 from zoo_data import ZooTokenizer as _ZooTokenizer
 from zoo_data import load_tokenizer as load_tokenizer
 
-from ._config import FAMILIES as FAMILIES
 from ._config import ModelConfig as ModelConfig
-from ._family_defaults import default_lora_targets as default_lora_targets
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
@@ -46,6 +44,8 @@ from ._safetensors_files import save_safetensors as save_safetensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter
+from .families import FAMILIES as FAMILIES
+from .families import default_lora_targets as default_lora_targets
 
 #: The protocol every zoo tokenizer meets (``zoo_data.ZooTokenizer``), under its name here.
 Tokenizer = _ZooTokenizer
