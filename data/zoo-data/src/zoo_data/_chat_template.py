@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, cast
 
 import jinja2
 import jinja2.ext
@@ -56,10 +56,10 @@ class RenderedChat:
 class _Generation(jinja2.ext.Extension):
     """``{% generation %}…{% endgeneration %}``: renders its body and notes where it landed."""
 
-    tags: ClassVar[set[str]] = {"generation"}
-
     def __init__(self, environment: jinja2.Environment) -> None:
         super().__init__(environment)
+        # Per instance, as jinja2 declares it (its parser reads the bound extension's tags).
+        self.tags = {"generation"}
         self.tracking: tuple[list[str], list[tuple[int, int]]] | None = None
         self.seen = False  # whether the template compiled holds a generation block
 
@@ -203,7 +203,8 @@ class ChatTemplate:
         self.origin = origin
         self.variables = dict(variables or {})
         env = _environment()
-        self._generation = env.extensions[_Generation.identifier]
+        # The environment keeps its extensions as the base class; this one is ours.
+        self._generation = cast(_Generation, env.extensions[_Generation.identifier])
         try:
             self._template = env.from_string(source)
         except jinja2.TemplateSyntaxError as e:

@@ -154,7 +154,7 @@ def load_documents(
     if skipped:
         (on_skipped or _log_skipped)(len(skipped), str(skipped[0]))
     if not docs:
-        raise ValueError(f"No non-empty documents found in {list(map(os.fspath, sources))!r}.")
+        raise ValueError(f"No non-empty documents found in {[os.fspath(s) for s in sources]!r}.")
     return docs
 
 

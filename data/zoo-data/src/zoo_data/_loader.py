@@ -50,7 +50,7 @@ def tokenize_documents(docs: Sequence[Document], tokenizer: Tokenizer) -> list[n
             else np.asarray(ids, dtype=np.int32)
         )
         if bos is not None:
-            arr = np.concatenate([np.int32([bos]), arr])
+            arr = np.concatenate([np.array([bos], dtype=np.int32), arr])
         if eos is not None:
             arr = np.append(arr, np.int32(eos))
         out.append(arr)
@@ -216,7 +216,7 @@ class PackedLoader:
             lo, hi = max(start, done), min(stop, done + take)
             if lo < hi:
                 first = self._row + lo - done
-                parts.append(tuple(a[first : first + hi - lo] for a in packed))  # type: ignore[arg-type]
+                parts.append(tuple(a[first : first + hi - lo] for a in packed))
             self._row += take
             done += take
             if self._row == self.rows_per_epoch:

@@ -42,11 +42,11 @@ def pack_documents(
     width = seq_len + 1
     if order is None:
         order = np.arange(len(token_docs))
-    docs = [np.asarray(token_docs[i], dtype=np.int32) for i in order]
+    docs = [np.asarray(token_docs[int(i)], dtype=np.int32) for i in order]
     lengths = np.array([len(d) for d in docs], dtype=np.int64)
     stream = np.concatenate(docs) if docs else np.zeros((0,), np.int32)
     # int32 throughout: the temporaries of a re-pack are most of a loader's peak memory.
-    owner = np.repeat(np.arange(len(docs), dtype=np.int32), lengths)
+    owner: np.ndarray = np.repeat(np.arange(len(docs), dtype=np.int32), lengths)
     num_rows = len(stream) // width if drop_remainder else -(-len(stream) // width)
     size = num_rows * width
     if size <= len(stream):

@@ -20,17 +20,29 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-__all__ = ["IGNORABLE", "Rule", "Transform", "array_module", "one", "same", "transpose"]
+__all__ = [
+    "IGNORABLE",
+    "Rule",
+    "Transform",
+    "WeightArray",
+    "array_module",
+    "one",
+    "same",
+    "transpose",
+]
 
-Transform = Callable[[Sequence[Array]], list[Array]]
+#: What a transform takes and gives: numpy arrays when a checkpoint is read on the host, JAX
+#: arrays (or tracers) when a model is saved or its expected shapes are traced.
+WeightArray = Array | np.ndarray
+Transform = Callable[[Sequence[WeightArray]], list[WeightArray]]
 
 
-def same(xs: Sequence[Array]) -> list[Array]:
+def same(xs: Sequence[WeightArray]) -> list[WeightArray]:
     """The identity transform: the tensor is the leaf."""
     return list(xs)
 
 
-def transpose(xs: Sequence[Array]) -> list[Array]:
+def transpose(xs: Sequence[WeightArray]) -> list[WeightArray]:
     """The transpose (GPT-2's ``Conv1D`` stores ``[in, out]``): its own inverse."""
     return [x.T for x in xs]
 

@@ -39,7 +39,7 @@ def load_tokenizer(spec: str | os.PathLike[str] | Tokenizer | None) -> tuple[Tok
 def tokenizer_identity(tokenizer: Tokenizer, description: str) -> dict[str, Any]:
     """What a store records of its tokenizer; ``fingerprint`` changes with anything that changes
     the tokens (vocabulary, merges, normalisation, BOS/EOS and whether BOS leads, chat template)."""
-    inner = getattr(tokenizer, "tokenizer", None)
+    inner: Any = getattr(tokenizer, "tokenizer", None)  # a `tokenizers.Tokenizer`, when any
     if is_byte_level(tokenizer):
         kind = "bytes"
     else:
@@ -65,7 +65,7 @@ def tokenizer_identity(tokenizer: Tokenizer, description: str) -> dict[str, Any]
 def save_tokenizer(tokenizer: Tokenizer, directory: pathlib.Path) -> None:
     """Write the tokenizer's files into ``directory`` (nothing for the byte tokenizer)."""
     if hasattr(tokenizer, "save") and getattr(tokenizer, "tokenizer", None) is not None:
-        tokenizer.save(directory)  # type: ignore[attr-defined]
+        tokenizer.save(directory)
 
 
 def stored_tokenizer(identity: dict[str, Any], directory: pathlib.Path) -> Tokenizer:

@@ -38,7 +38,7 @@ class ShardFile:
             self.blocks.check(start, start + out.nbytes)
             if not self.blocks.left:  # every block checked: reads cost nothing more from now
                 self.blocks = None
-        got = os.preadv(self.fd, [out], start)
+        got = os.preadv(self.fd, [out.data], start)
         if got != out.nbytes:
             raise ValueError(
                 f"The shard {str(self.path)!r} is shorter than its manifest says (it changed "
@@ -53,8 +53,9 @@ class ShardFile:
 
     def close(self) -> None:
         """Close the file (reading it again is an error)."""
-        fd, self.fd = getattr(self, "fd", None), None
-        if fd is not None:
+        # No `fd` when the open in __init__ failed; -1 once closed, so a read fails (EBADF).
+        fd, self.fd = getattr(self, "fd", -1), -1
+        if fd >= 0:
             os.close(fd)
 
     def __del__(self) -> None:

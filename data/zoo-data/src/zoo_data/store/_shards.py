@@ -33,7 +33,7 @@ class _File:
         self.size = 0
 
     def write(self, data: np.ndarray) -> None:
-        view = memoryview(np.ascontiguousarray(data)).cast("B")
+        view = np.ascontiguousarray(data).data.cast("B")
         self.handle.write(view)
         self.digest.update(view)
         self.blocks.update(view)

@@ -8,10 +8,9 @@ from typing import Any
 
 import jax
 import numpy as np
-from jaxtyping import Array
 
 from .._config import ModelConfig
-from .._hf_weights import Rule, array_module, one
+from .._hf_weights import Rule, WeightArray, array_module, one
 from . import _decoder
 
 __all__ = ["layer_rules", "read", "write"]
@@ -49,12 +48,12 @@ def write(c: ModelConfig) -> dict[str, Any]:
     }
 
 
-def _stack_transposed(xs: Sequence[Array]) -> list[Array]:
+def _stack_transposed(xs: Sequence[WeightArray]) -> list[WeightArray]:
     # Per-expert nn.Linear weights [out, in] -> one [E, in, out] leaf.
     return [array_module(xs).stack([x.T for x in xs])]
 
 
-def _split_transposed(xs: Sequence[Array]) -> list[Array]:
+def _split_transposed(xs: Sequence[WeightArray]) -> list[WeightArray]:
     (w,) = xs
     # Host arrays (numpy) or tracers: one transfer, then host slices, not a device op per expert.
     stacked: Any = w if isinstance(w, jax.core.Tracer) else np.asarray(w)

@@ -7,11 +7,9 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jaxtyping import Array
-
 from .._config import ModelConfig
 from .._hf_fields import activation, as_float, require, special_ids
-from .._hf_weights import Rule, array_module, one, transpose
+from .._hf_weights import Rule, WeightArray, array_module, one, transpose
 from ._registry import Family, register
 from ._tiny import TINY
 
@@ -78,21 +76,21 @@ def write(c: ModelConfig) -> dict[str, Any]:
     }
 
 
-def _fused_qkv_in(xs: Sequence[Array]) -> list[Array]:
+def _fused_qkv_in(xs: Sequence[WeightArray]) -> list[WeightArray]:
     # GPT-2's c_attn is Conv1D [D, 3D] ([in, out]); columns are q | k | v.
     (w,) = xs
     return [part.T for part in array_module(xs).split(w, 3, axis=-1)]
 
 
-def _fused_qkv_out(xs: Sequence[Array]) -> list[Array]:
+def _fused_qkv_out(xs: Sequence[WeightArray]) -> list[WeightArray]:
     return [array_module(xs).concatenate([x.T for x in xs], axis=-1)]
 
 
-def _fused_bias_in(xs: Sequence[Array]) -> list[Array]:
+def _fused_bias_in(xs: Sequence[WeightArray]) -> list[WeightArray]:
     return list(array_module(xs).split(xs[0], 3, axis=-1))
 
 
-def _fused_bias_out(xs: Sequence[Array]) -> list[Array]:
+def _fused_bias_out(xs: Sequence[WeightArray]) -> list[WeightArray]:
     return [array_module(xs).concatenate(list(xs), axis=-1)]
 
 
