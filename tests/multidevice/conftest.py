@@ -49,6 +49,3 @@ def one_device_zoo() -> Callable[..., subprocess.CompletedProcess]:
 def _fresh_attention(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
     monkeypatch.delenv("ZOO_FLASH_TPU_INTERPRET", raising=False)
-    zoo_attention.clear_resolutions()
-    yield
-    zoo_attention.clear_resolutions()
