@@ -16,15 +16,7 @@ from typing import Any
 from .._usage import UsageError
 from ._exit import EXIT_DOES_NOT_FIT
 from ._options import add_settings_flags
-
-HELP = "compile the train step for a TPU topology you do not have: does it fit?"
-DESCRIPTION = (
-    "Lower and compile the real train step (forward, backward, optimizer update, with donation "
-    "and shardings) for a TPU topology with libtpu's compile-only devices: no TPU and no weights "
-    "needed. Takes the settings of `zoo train` and prints, per device, argument, output, "
-    "temporary and peak bytes against the chip's HBM. Exit 0: it fits; 3: it does not; 2: a "
-    "usage error."
-)
+from ._train import settings_of
 
 
 def _say(message: str) -> None:
@@ -45,6 +37,7 @@ class _Watch:
         _say(f"zoo: compiling micro-batch {batch} ...")
 
     def searched(self, step: Any) -> None:
+        # The compile package loads JAX and Optax: not on the `zoo compile --help` path.
         from ..compile import gib
 
         r, m = step.report, step.report.memory
@@ -104,6 +97,7 @@ _STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
+    # The compile and parallel packages load JAX: not on the `zoo compile --help` path.
     from .._precision import resolve_compute_dtype
     from ..compile import chip_name, gib
     from ..parallel import describe_mesh, platform_of
@@ -151,6 +145,7 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
 
 
 def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, Any]:
+    # parallel loads JAX: not on the `zoo compile --help` path.
     from ..parallel import mesh_sizes
 
     m = report.memory
@@ -201,6 +196,7 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
+    # The compile, parallel and recipes packages load JAX: not on the `--help` path.
     from ..compile import (
         LibtpuMissingError,
         StepSetup,
@@ -211,7 +207,6 @@ def run_compile(args: argparse.Namespace) -> int:
     )
     from ..parallel import batch_shards
     from ..recipes import check_mesh_fits, mesh_and_rules, preset_config
-    from ._train import settings_of
 
     s = settings_of(args, "compile")
 

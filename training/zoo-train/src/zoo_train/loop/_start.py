@@ -25,7 +25,7 @@ from .._extension import steps_change
 from .._loss import LossFn, loss_unit, make_lm_loss
 from .._plan import StatePlan, is_builder, plan_state
 from .._precision import resolve_compute_dtype
-from .._provenance import attention_resolutions, kernel_label, provenance
+from .._provenance import kernel_label, provenance
 from .._state import TrainState
 from .._step import all_finite, make_eval_step, make_train_step
 from .._step_metrics import StepMetrics, Window
@@ -285,13 +285,16 @@ class _Setup:
     ) -> list[dict[str, Any]]:
         """Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
         for the target and logged first; the resolutions."""
-        zoo_attention.clear_resolutions()
         micro = {
             k: jax.ShapeDtypeStruct((batch_size, *v.shape[1:]), v.dtype) for k, v in shapes.items()
         }
-        with jax.set_mesh(self.mesh), zoo_layers.axis_rules(self.rules):
+        with (
+            zoo_attention.recording() as log,
+            jax.set_mesh(self.mesh),
+            zoo_layers.axis_rules(self.rules),
+        ):
             eqx.filter_eval_shape(self.loss_fn, state.model, micro, jax.random.key(0))
-        return attention_resolutions()
+        return [r.as_dict() for r in log]
 
 
 def _announce(
@@ -328,7 +331,7 @@ def _announce(
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", label)
-    prov = provenance()
+    prov = provenance(attention=kernels)
     record(
         {
             "step": start,

@@ -10,6 +10,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh
 
 #: Mesh axis names, outermost first: ``data`` (replicas), ``fsdp`` (replicas that also shard
@@ -121,7 +122,6 @@ def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = 
         return jax.make_mesh(shape, AXES, axis_types=types, devices=devices)
     except (ValueError, NotImplementedError, AssertionError):
         # Some TPU topologies (v5p 4x4x4) need an axis split across physical axes.
-        from jax.experimental import mesh_utils
 
         grid = mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
         return Mesh(np.asarray(grid), AXES, axis_types=types)
