@@ -9,9 +9,6 @@ from collections.abc import Callable
 # Before jax is imported by anything: a second chance when the suite is run by hand.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
-# zoo-train's test helpers (tiny Hugging Face checkpoints, corpora) serve these tests too.
-sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "training" / "zoo-train" / "tests"))
-
 import jax
 import pytest
 

@@ -1,130 +1,18 @@
-"""Helpers for the command-line tests: running `zoo`, tiny corpora and Hugging Face models."""
+"""Helpers for the command-line tests that need pytest (the others are ``zoo_train.testing``)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import pathlib
 import subprocess
-import sys
 from collections.abc import Iterator
 
-import numpy as np
+import pytest
 
-WORDS = ("def", "return", "class", "import", "alpha", "beta", "gamma", "self", "value", "(x)")
-
-
-def run_zoo(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    """``zoo ARGS`` in a subprocess (the installed console script's entry point)."""
-    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        timeout=300,
-    )
-
-
-def write_corpus(
-    directory: pathlib.Path, *, files: int = 12, lines: int = 40, seed: int = 0
-) -> pathlib.Path:
-    """A directory of small text files of repetitive pseudo-code (easy to learn)."""
-    rng = np.random.default_rng(seed)
-    directory.mkdir(parents=True, exist_ok=True)
-    for i in range(files):
-        text = "\n".join(" ".join(rng.choice(WORDS, 8)) for _ in range(lines))
-        (directory / f"doc{i:02d}.txt").write_text(text + "\n")
-    return directory
-
-
-# A ChatML-style template, as many instruction-tuned checkpoints ship in tokenizer_config.json.
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-SPECIALS = ("<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>")
-
-
-def tiny_tokenizer(
-    directory: pathlib.Path, *, vocab_size: int = 256, add_bos: bool = True
-) -> pathlib.Path:
-    """A BPE ``tokenizer.json`` (Metaspace, as sentencepiece-style checkpoints) trained on the
-    corpus words, with ``<unk>=0, <s>=1, </s>=2``, a BOS-adding post-processor when ``add_bos``,
-    and a ``tokenizer_config.json`` carrying a chat template."""
-    import json
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS))
-    rng = np.random.default_rng(0)
-    lines = [" ".join(rng.choice(WORDS, 8)) for _ in range(200)]
-    lines += ["user assistant system: hello, what is 1 + 2? The answer is 3.\n"]
-    tok.train_from_iterator(lines, trainer)
-    if add_bos:
-        tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    tok.save(str(directory / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>",
-        "eos_token": "</s>",
-        "unk_token": "<unk>",
-        "add_bos_token": add_bos,
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    return directory
-
-
-#: The shape of the tiny Hugging Face checkpoints the tests build (the tiny tokenizer's vocabulary).
-TINY_HF_SHAPE = dict(
-    vocab_size=256,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-)
-
-
-def tiny_hf_llama(
-    directory: pathlib.Path, *, seed: int = 0, tokenizer: bool = True, dtype: str = "float32"
-) -> pathlib.Path:
-    """A random Hugging Face ``LlamaForCausalLM`` (vocab 256) saved with ``save_pretrained``,
-    in ``dtype``, with :func:`tiny_tokenizer` beside it unless ``tokenizer=False``."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        **TINY_HF_SHAPE,
-        bos_token_id=1,
-        eos_token_id=2,
-        max_position_embeddings=128,
-        tie_word_embeddings=False,
-    )
-    LlamaForCausalLM(config).to(getattr(torch, dtype)).save_pretrained(directory)
-    if tokenizer:
-        tiny_tokenizer(directory)
-    return directory
-
-
-def hf_logits(directory: pathlib.Path, ids: np.ndarray) -> np.ndarray:
-    """Logits of the Hugging Face model in ``directory`` (transformers, float32)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(directory, torch_dtype=torch.float32)
-    model.eval()
-    with torch.no_grad():
-        return model(torch.as_tensor(ids, dtype=torch.long)).logits.numpy()
+# The token-store tests import these from here (they move with the data code).
+from zoo_train.testing import WORDS as WORDS
+from zoo_train.testing import tiny_tokenizer as tiny_tokenizer
+from zoo_train.testing import write_corpus as write_corpus
 
 
 @contextlib.contextmanager
@@ -132,8 +20,6 @@ def mounted_tmpfs(directory: pathlib.Path, size: str, *, read_only: bool = False
     """A tmpfs of ``size`` (e.g. ``"700k"``) mounted on ``directory`` for the block: a small
     disk that fills, a read-only one, or a mount point nothing can delete. Skips the test where
     mounting is not allowed (it needs root or CAP_SYS_ADMIN)."""
-    import pytest
-
     directory.mkdir(parents=True, exist_ok=True)
     options = f"size={size}" + (",ro" if read_only else "")
     mount = subprocess.run(

@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import tiny_hf_llama, tiny_tokenizer
 
 import zoo_models
 from zoo_train.cli import main
 from zoo_train.data import Document, PackedLoader, load_documents, tokenize_examples
+from zoo_train.testing import tiny_hf_llama, tiny_tokenizer
 
 MESSAGES = [
     {"role": "system", "content": "be brief"},

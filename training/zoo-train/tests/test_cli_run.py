@@ -17,7 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import mounted_tmpfs, write_corpus
+from cli_helpers import mounted_tmpfs
 from lock_holder import held_lock
 
 import zoo_attention
@@ -27,6 +27,7 @@ from zoo_train._runs import checkpoint_steps
 from zoo_train.cli import main
 from zoo_train.cli._kernels_here import here_rows
 from zoo_train.data import HeldOut, TokenStore, prepare_store
+from zoo_train.testing import write_corpus
 
 CONFIG = """
 model = "llama-tiny"
