@@ -124,9 +124,11 @@ test-integration: install ; $(BIN)/python scripts/run_tests.py integration
 test-multidevice: install ; $(BIN)/python scripts/run_tests.py multidevice
 test-bench: install ; $(BIN)/python scripts/run_tests.py bench
 
+# Ruff, then mypy's type check of what mypy.ini names (every package's src/, scripts/, the benchmarks).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .

@@ -16,6 +16,7 @@ import pathlib
 import resource
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,8 @@ def corpus(directory: str, megabytes: float) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     words = _words()
     target = int(megabytes * 1e6)
-    written, blocks, n = 0, [], 0
+    written, n = 0, 0
+    blocks: list[bytes] = []
     rng = np.random.default_rng(2)
     while written < target:
         if len(blocks) < 16:
@@ -424,13 +426,19 @@ OPS = {
 }
 
 
+def _handler(fn: Callable[..., dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """``fn`` called with a request's arguments (all but its ``op``)."""
+
+    def handle(request: dict[str, Any]) -> dict[str, Any]:
+        return fn(**{k: v for k, v in request.items() if k != "op"})
+
+    return handle
+
+
 def main() -> None:
     """Serve requests: each names an op and its keyword arguments."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    handlers = {
-        name: lambda request, fn=fn: fn(**{k: v for k, v in request.items() if k != "op"})
-        for name, fn in OPS.items()
-    }
+    handlers = {name: _handler(fn) for name, fn in OPS.items()}
     serve(handlers, {"config": json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}})
 
 

@@ -21,13 +21,13 @@ THREADS = {"OMP_NUM_THREADS": "2"}
 
 
 def cases(quick: bool) -> list[dict[str, Any]]:
-    small = {
+    small: dict[str, Any] = {
         "name": "small (4L, d=256, byte vocab)",
         "model": {"d_model": 256, "n_layers": 4, "n_heads": 4, "n_kv_heads": 4,
                   "mlp_hidden": 1024, "vocab_size": 256, "max_position": 256},
         "batch": 8, "seq_len": 256, "chunk": 5, "rounds": 5,
     }  # fmt: skip
-    tiny = {
+    tiny: dict[str, Any] = {
         "name": "tiny (2L, d=64): step under 10 ms",
         "model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
                   "mlp_hidden": 128, "vocab_size": 256, "max_position": 64},

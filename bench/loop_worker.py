@@ -154,7 +154,8 @@ class LoopBench:
             # The loop's own reporter (clock, progress bar, records); its checkpointer is only
             # asked about a non-finite step, and these are all finite.
             reporter = Reporter(
-                config, steps, 0, Window(self.batch * self.seq_len), progress, record, None,
+                config, steps, 0, Window(self.batch * self.seq_len), progress, record,
+                None,  # type: ignore[arg-type]  # the checkpointer, never asked (see above)
                 label="bench", skipped=0,
             )  # fmt: skip
             reader = StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due)

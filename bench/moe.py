@@ -43,6 +43,7 @@ def _flops(fn: Callable[..., Any], *args: Any) -> float:
 
     cost = jax.jit(fn).lower(*args).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
+    assert cost is not None  # XLA:CPU has a cost model
     return float(cost["flops"])
 
 
@@ -93,6 +94,9 @@ def measure_step(setup: dict[str, Any]) -> dict[str, Any]:
     positions = jnp.broadcast_to(jnp.arange(t), (b, t))
 
     def dense_block(block: zl.TransformerBlock, x: jax.Array) -> jax.Array:
+        # As built above: both norms, and a mixture-of-experts layer.
+        assert block.attn_norm is not None and block.mlp_norm is not None
+        assert isinstance(block.mlp, zl.MoE)
         h = x + block.attn(block.attn_norm(x), positions)
         return h + dense_moe(block.mlp, block.mlp_norm(h))
 

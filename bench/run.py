@@ -81,8 +81,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _finish(result: dict[str, Any], directory: Any) -> None:
     """Draw the result's plots (none when it is unavailable) and write its JSON."""
     plot = getattr(BENCHMARKS[result["name"]], "plot", None)
-    ok = plot is not None and result["status"] == "ok"
-    result["plots"] = plot(result, directory) if ok else []
+    result["plots"] = (
+        plot(result, directory) if plot is not None and result["status"] == "ok" else []
+    )
     write_result(result, directory)
 
 

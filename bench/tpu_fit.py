@@ -74,7 +74,11 @@ def run(quick: bool) -> dict[str, Any]:
         return unavailable(NAME, TITLE, quick, why)
     cases = QUICK if quick else FULL
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=2) as pool:
-        reports = list(pool.map(lambda c: _compile(*c, quick, pathlib.Path(tmp)), cases))
+
+        def compile_case(case: tuple[str, str]) -> dict[str, Any]:
+            return _compile(*case, quick, pathlib.Path(tmp))
+
+        reports = list(pool.map(compile_case, cases))
     result = new_result(NAME, TITLE, quick)
     result["data"] = {"seq_len": SEQ_LEN, "reports": reports}
     return report(result)

@@ -30,6 +30,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -150,7 +151,11 @@ def check_release(
     if path.exists():
         subprocess.run(["rm", "-rf", str(path)], check=True)
     start = time.perf_counter()
-    cell = {"distribution": release.distribution, "version": release.version, "jax": jax_version}
+    cell: dict[str, Any] = {
+        "distribution": release.distribution,
+        "version": release.version,
+        "jax": jax_version,
+    }
     interpreter, site = base
     pin = f"{release.distribution}=={release.version}"
     try:
@@ -167,6 +172,7 @@ def check_release(
     cell["seconds"] = round(time.perf_counter() - start, 1)
     if failed is not None:
         return {**cell, "status": "broken", "detail": failed["error"]}
+    assert compiled is not None  # the conformance check passed, so the compile check ran
     return {**cell, "status": "verified", "detail": "", "compiled": compiled["compiled"]}
 
 
@@ -250,7 +256,7 @@ def main(argv: list[str]) -> int:
     old = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
     kept = {(r["distribution"], r["version"]): r["cells"] for r in old.get("releases", [])}
     old_axis = {j["jax"]: j for j in old.get("jax", [])}
-    rows = {
+    rows: dict[tuple[str, str], dict[str, Any]] = {
         (r.distribution, r.version): {
             "distribution": r.distribution,
             "version": r.version,
@@ -259,7 +265,7 @@ def main(argv: list[str]) -> int:
         }
         for r in releases
     }
-    data = {
+    data: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "cases": list(compat_check.MATRIX_CASES),
         "generations": list(compat_check.GENERATIONS),

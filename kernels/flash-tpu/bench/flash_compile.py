@@ -91,7 +91,7 @@ def _mesh(generation: str, devices: int) -> Mesh:
 
     topology = topologies.get_topology_desc(TOPOLOGIES[generation], platform="tpu")
     shape = (2, 2) if devices == 4 else (1, 1)
-    grid = np.asarray(topology.devices[: shape[0] * shape[1]]).reshape(shape)
+    grid: np.ndarray = np.asarray(topology.devices[: shape[0] * shape[1]]).reshape(shape)
     return Mesh(grid, ("data", "model"))
 
 
@@ -154,6 +154,7 @@ def compile_case(case: CompileCase) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     memory = compiled.memory_analysis()
     text = compiled.as_text()
+    assert memory is not None and text is not None  # a TPU compile reports both
     return {
         "label": case.label,
         "generation": case.generation,

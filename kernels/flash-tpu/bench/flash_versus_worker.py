@@ -144,15 +144,15 @@ def compile_cell(kernel: str, chip: str, seq_len: int, group: int, backward: boo
         compiled = jax.jit(fn).lower(*specs).compile()
     seconds = time.perf_counter() - set_up
     memory = compiled.memory_analysis()
+    text = compiled.as_text()
+    assert memory is not None and text is not None  # a TPU compile reports both
     out = {
         "setup_s": round(set_up - start, 2),
         "compile_s": round(seconds, 2),
         "temp_bytes": int(memory.temp_size_in_bytes),
         "argument_bytes": int(memory.argument_size_in_bytes),
         "output_bytes": int(memory.output_size_in_bytes),
-        "mosaic_calls": len(
-            re.findall(r'custom_call_target="tpu_custom_call"', compiled.as_text())
-        ),
+        "mosaic_calls": len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
     }
     if on_tpu():
         out["ms"] = round(_time_ms(compiled, specs), 3)
@@ -166,7 +166,7 @@ def zoo_plan(chip: str, seq_len: int, heads: int) -> dict[str, Any]:
     import zoo_flash_tpu as flash
 
     kind = mesh_for(chip).devices.flat[0].device_kind
-    extra = (
+    extra: dict[str, Any] = (
         {"heads": heads}
         if "heads" in inspect.signature(flash.choose_block_sizes).parameters
         else {}

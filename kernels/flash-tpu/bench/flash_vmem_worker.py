@@ -52,7 +52,8 @@ class Compiler:
     def __init__(self, chip: str, shape: tuple[int, int, int, int]):
         from jax.experimental import topologies
 
-        self.device = topologies.get_topology_desc(TOPOLOGIES[chip], platform="tpu").devices[0]
+        topology = topologies.get_topology_desc(TOPOLOGIES[chip], platform="tpu")
+        self.device: jax.Device = topology.devices[0]
         self.shape = shape
 
     def specs(self, group: int) -> tuple[jax.ShapeDtypeStruct, jax.ShapeDtypeStruct]:
@@ -91,7 +92,8 @@ def measure(
 ) -> dict[str, Any]:
     """Bisect one cell: the smallest limit (MiB) accepted, the policy's estimate, and what
     refused the limit 1 MiB below."""
-    sizes = zoo_flash_tpu.BlockSizes(*blocks, compute, compute)
+    block_q, block_kv, block_q_bwd, block_kv_bwd = blocks  # the four DMA blocks
+    sizes = zoo_flash_tpu.BlockSizes(block_q, block_kv, block_q_bwd, block_kv_bwd, compute, compute)
     policy_mib = generation.vmem_limit_bytes // MiB
     seconds: dict[int, float] = {}
     refusals: dict[int, str] = {}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel
 from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as mask_lib
@@ -53,8 +54,9 @@ def forward_mask_info(seq_len: int, num_heads: int, blocks: kernel.BlockSizes) -
     return info
 
 
-def _per_head(table: np.ndarray, num_heads: int) -> np.ndarray:
+def _per_head(table: np.ndarray | jax.Array | None, num_heads: int) -> np.ndarray:
     """A mask-info table ``[1 or heads, rows, width]`` as one ``[rows, width]`` per head."""
+    assert table is not None  # typed optional; a static mask always has these tables
     table = np.asarray(table, dtype=np.int32)
     return np.broadcast_to(table, (num_heads, *table.shape[1:]))
 
@@ -87,8 +89,9 @@ def forward_figures(
     blocks = blocks or default_blocks()
     bq, bkv = blocks.block_q, blocks.block_kv
     info = forward_mask_info(seq_len, num_heads, blocks)
-    working = batch * int(np.count_nonzero(_per_head(info.block_mask, num_heads)))
-    rows, width = np.shape(info.block_mask)[1:]
+    block_mask = _per_head(info.block_mask, num_heads)
+    working = batch * int(np.count_nonzero(block_mask))
+    rows, width = block_mask.shape[1:]
     q_side = batch * num_heads * seq_len * head_dim * itemsize
     kv = working * 2 * bkv * head_dim * itemsize
     positions = 0 if info.q_sequence is None else batch * num_heads * seq_len * LANES * 4

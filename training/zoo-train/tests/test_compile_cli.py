@@ -71,6 +71,12 @@ RUNS = {
         "--model", "llama-tiny", "--seq-len", "128", "--set", "model_config.vocab_size=131072",
         "--batch-size", "640", "--max-batch",
     ],
+    # What `zoo finetune` would run on a Hugging Face mixture of experts: LoRA adapters and
+    # DPO against the base with the adapters off (the directory holds only config.json).
+    "lora-dpo": [
+        "--from-hf", "{tmp}/moe-hf", "--lora-rank", "8", "--objective", "dpo", "--seq-len",
+        "256", "--batch-size", "8", "--mesh", "fsdp=2,expert=2",
+    ],
     # A mixture of experts, widened like WIDE: experts split over `expert`, the rest over fsdp.
     "moe": [
         "--model", "mixtral-tiny", "--seq-len", "256", "--batch-size", "8", "--mesh",
@@ -80,10 +86,15 @@ RUNS = {
 }  # fmt: skip
 
 
+MOE = zoo_models.get("mixtral-tiny").replace(d_model=512, mlp_hidden=1024, n_heads=4)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, dict]]:
-    """The four compiles, side by side (each is mostly one thread of XLA)."""
+    """The five compiles, side by side (each is mostly one thread of XLA)."""
     tmp = tmp_path_factory.mktemp("compile")
+    (tmp / "moe-hf").mkdir()
+    (tmp / "moe-hf" / "config.json").write_text(json.dumps(zoo_models.to_hf_config(MOE)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
     procs = {
         name: subprocess.Popen(
@@ -94,7 +105,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
                 "compile",
                 "--topology",
                 "v5e:2x2",
-                *args,
+                *(a.format(tmp=tmp) for a in args),
                 "--json",
                 str(tmp / f"{name}.json"),
             ],
@@ -151,6 +162,34 @@ def test_a_mixture_of_experts_splits_its_experts_over_the_expert_axis(runs):
     assert report["fits"] is True and report["collectives"]["all-to-all"] == 0
 
 
+def _lora_params(config: zoo_models.ModelConfig, rank: int) -> int:
+    """Adapter parameters of LoRA on q, k, v and o of every layer: ``A [rank, in]`` and
+    ``B [out, rank]`` per projection."""
+    d, width = config.d_model, config.dim_per_head
+    q, kv = config.n_heads * width, config.kv_heads * width
+    per_layer = rank * ((d + q) + 2 * (d + kv) + (q + d))
+    return config.n_layers * per_layer
+
+
+def test_a_lora_preference_fine_tune_of_a_hugging_face_moe_compiles(runs):
+    """The step `zoo finetune --lora-rank 8 --objective dpo` takes on that model: AdamW moments
+    of the adapters alone, against those of every parameter."""
+    code, stdout, report = runs["lora-dpo"]
+    assert code == 0, stdout
+    assert report["lora"]["rank"] == 8 and report["objective"] == "dpo"
+    assert report["fits"] is True
+    assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
+    total = zoo_models.num_params(MOE)
+    experts = len(MOE.moe_layers) * MOE.n_experts * 3 * MOE.d_model * MOE.expert_width
+    # Two float32 moments of every parameter: experts split four ways, the rest two ways.
+    full = 2 * 4 * (experts / 4 + (total - experts) / 2)
+    assert full <= report["optimizer_bytes_full_finetune"] <= 1.01 * full
+    # Of the adapters alone: at most all of them on each device, at least a quarter.
+    adapters = 2 * 4 * _lora_params(MOE, 8)
+    assert adapters / 4 <= report["optimizer_bytes"] <= adapters + 4096
+    assert "LoRA saves" in stdout and "dpo fine-tuning step" in stdout
+
+
 def test_a_step_built_not_to_fit_exits_3_with_figures(runs):
     code, stdout, report = runs["no-fit"]
     assert code == 3, stdout
@@ -180,8 +219,9 @@ def test_max_batch_finds_the_largest_batch_that_fits(runs):
         (["--topology", "v5e:3x7"], ["TPU topology 'v5e:3x7' is not one libtpu knows"]),
         (["--topology", "v5e:2x2", "--mesh", "data=3"], ["which does not divide 4"]),
         (["--topology", "v5e:2x2", "--mesh", "tensor=4"], ["2 key/value heads"]),
+        (["--topology", "v5e:2x2", "--export-hf", "x"], ["takes no --export-hf"]),
     ],
-    ids=["unknown-generation", "unknown-shape", "mesh", "tensor"],
+    ids=["unknown-generation", "unknown-shape", "mesh", "tensor", "export"],
 )
 def test_bad_topologies_and_meshes_are_usage_errors(args, needles, tmp_path: pathlib.Path):
     _usage_error(_zoo(_tpu_python(), *args, "--model", "llama-tiny", cwd=tmp_path), *needles)

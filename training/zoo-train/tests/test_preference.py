@@ -370,12 +370,14 @@ def test_lora_dpo_starts_at_ln2_learns_and_exports_for_peft(tiny, lora_run, caps
     assert code == 0
     records = read_metrics(root / "run" / "metrics.jsonl")
     first = next(r for r in records if r.get("step") == 1 and "loss" in r)
-    # Zero-initialised adapters: the policy is its reference, bit for bit.
-    assert first["loss"] == float(np.float32(math.log(2)))
-    assert first["rewards/chosen"] == first["rewards/rejected"] == first["rewards/margins"] == 0
+    # Zero-initialised adapters: the policy computes what its reference does, up to the order
+    # XLA sums the two forward passes in (which depends on the CPU it compiles for).
+    assert first["loss"] == pytest.approx(math.log(2), rel=1e-6)
+    for name in ("rewards/chosen", "rewards/rejected", "rewards/margins"):
+        assert first[name] == pytest.approx(0.0, abs=1e-6), name
     assert first["pairs"] > 0 and "tokens" not in first
     evals = [r for r in records if "eval_rewards/accuracies" in r]
-    assert evals[0]["step"] == 0 and evals[0]["eval_loss"] == float(np.float32(math.log(2)))
+    assert evals[0]["step"] == 0 and evals[0]["eval_loss"] == pytest.approx(math.log(2), rel=1e-6)
     assert evals[-1]["step"] == 12 and evals[-1]["eval_rewards/accuracies"] > 0.8
     assert evals[-1]["eval_rewards/margins"] > 0 and evals[-1]["eval_pairs"] == 12
     # The adapter loads in peft, and merged it is the export.

@@ -16,4 +16,4 @@ from ._policy import resolve_block_sizes as resolve_block_sizes
 from ._policy import split_length as split_length
 from ._vjp import chunked_attention as chunked_attention
 
-__version__ = "0.2.1"
+__version__ = "0.2.2.dev0"

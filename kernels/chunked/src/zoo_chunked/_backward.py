@@ -113,8 +113,10 @@ def backward(
     def query_block(i: jax.Array) -> _QueryBlock:
         return _QueryBlock(qb[i], qtb[i], dob[i], dotb[i], lse[i], deltab[i])
 
-    segmented = q_ids is not None and kv_ids is not None
-    if segmented:
+    # Tested on the ids themselves, not on `segmented`, so that their types narrow.
+    segmented = False
+    if q_ids is not None and kv_ids is not None:
+        segmented = True
         qidb = block_ids(q_ids, plan.block_q, plan.num_q_blocks)
         kvidb = block_ids(kv_ids, plan.block_kv, plan.num_kv_blocks)
         q_rng, kv_rng = id_ranges(qidb), id_ranges(kvidb)
@@ -135,7 +137,7 @@ def backward(
                         mask = block_mask(i, j, q_ids_i, kv_ids_j, plan)
                     return _block_grads(query_block(i), k_j, kt_j, vt_j, mask, plan)
 
-                if masked and segmented:
+                if masked and kv_r is not None:  # segmented
                     q_r = (q_rng[0][i], q_rng[1][i])
                     # Skipped blocks contribute zeros; dQ itself stays out of the branch so
                     # the large accumulator is updated in place, never copied.

@@ -64,8 +64,10 @@ def forward(
     qb = block_queries(query, plan)
     ktb = block_keys_transposed(key, plan)
     vb = block_keys(value, plan)
-    segmented = q_ids is not None and kv_ids is not None
-    if segmented:
+    # Tested on the ids themselves, not on `segmented`, so that their types narrow.
+    segmented = False
+    if q_ids is not None and kv_ids is not None:
+        segmented = True
         qidb = block_ids(q_ids, plan.block_q, plan.num_q_blocks)
         kvidb = block_ids(kv_ids, plan.block_kv, plan.num_kv_blocks)
         q_rng, kv_rng = id_ranges(qidb), id_ranges(kvidb)
@@ -86,7 +88,7 @@ def forward(
                     mask = block_mask(i, j, q_ids_i, kv_ids_j, plan)
                     return _attend_block(state, q_i, ktb[j], vb[j], mask, plan)
 
-                if not segmented:
+                if q_r is None:  # not segmented
                     return run(state)
                 kv_r = (kv_rng[0][j], kv_rng[1][j])
                 return jax.lax.cond(segments_overlap(q_r, kv_r), run, lambda s: s, state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -25,7 +26,7 @@ DQ_REFUSAL = (
 )
 
 
-def _scan(accepts, top: int) -> int | None:
+def _scan(accepts: Callable[[int], bool], top: int) -> int | None:
     return next((n for n in range(1, top + 1) if accepts(n)), None)
 
 

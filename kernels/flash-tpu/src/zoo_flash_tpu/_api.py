@@ -49,8 +49,8 @@ def _device_kind() -> str | None:
 
 
 def make_config(
-    query: jax.Array,
-    key: jax.Array,
+    query: jax.Array | jax.ShapeDtypeStruct,
+    key: jax.Array | jax.ShapeDtypeStruct,
     *,
     scale: float,
     is_causal: bool,
@@ -67,7 +67,7 @@ def make_config(
     ``device_kind`` picks the table row (``None``: the current TPU, or the interpret-mode
     row off TPU); ``interpret`` is ``None`` (Mosaic), ``pltpu.InterpretParams`` (Pallas TPU
     interpret mode) or ``True`` (generic interpret mode); ``vmem_limit_bytes`` replaces the
-    row's scoped VMEM limit.
+    row's scoped VMEM limit. Only the shapes and dtype of ``query`` and ``key`` are read.
     """
     b, t, n, h = query.shape
     _, s, k, _ = key.shape

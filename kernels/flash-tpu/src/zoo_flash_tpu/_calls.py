@@ -33,10 +33,12 @@ from ._dq_kernel import dq_kernel
 from ._fwd_kernel import forward_kernel
 from ._mask_info import BlockRanges, SegmentBounds, kv_ranges, q_ranges, segment_bounds
 from ._policy import LANES
-from ._refs import Operands, call
+from ._refs import Operands, Semantics, call
 
 SegmentIds = tuple[jax.Array, jax.Array] | None
-QUERY_MAJOR = ("parallel", "parallel", "parallel", "arbitrary")
+#: The forward's residuals in the kernel layout: q, k, v, out, lse.
+KernelLayout = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+QUERY_MAJOR: Semantics = ("parallel", "parallel", "parallel", "arbitrary")
 
 
 def kv_head_block(c: jax.Array, cfg: FlashConfig) -> jax.Array:
@@ -49,6 +51,9 @@ def visited(lo: jax.Array, hi: jax.Array, row: jax.Array, step: jax.Array) -> ja
     start = lo[row]
     return jnp.minimum(start + step, jnp.maximum(hi[row], start))
 
+
+#: An index map's block index: grid indices (traced scalars), values made from them, constants.
+BlockIndex = tuple[jax.Array | int, ...]
 
 #: ``visit(row, step, prefetch_refs)``: the inner block a row's step loads.
 Visit = Callable[[Any, Any, Sequence[Any]], Any]
@@ -98,13 +103,13 @@ def _query_major(
     ops = Operands()
     visit = _prefetch(ops, ranges, seg)
 
-    def q_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+    def q_map(b: jax.Array, c: jax.Array, i: jax.Array, j: jax.Array, *pre: Any) -> BlockIndex:
         return b, i, c
 
-    def kv_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+    def kv_map(b: jax.Array, c: jax.Array, i: jax.Array, j: jax.Array, *pre: Any) -> BlockIndex:
         return b, visit(b * nq + i, j, pre), kv_head_block(c, cfg)
 
-    def row_map(b, c, i, j, *pre):  # type: ignore[no-untyped-def]
+    def row_map(b: jax.Array, c: jax.Array, i: jax.Array, j: jax.Array, *pre: Any) -> BlockIndex:
         return b, c, 0, i
 
     if seg is not None:
@@ -128,7 +133,7 @@ def _query_major(
 
 def forward(
     query: jax.Array, key: jax.Array, value: jax.Array, segment_ids: SegmentIds, cfg: FlashConfig
-) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+) -> tuple[jax.Array, KernelLayout]:
     """Forward pass.
 
     Args:
@@ -286,13 +291,19 @@ def backward_dkdv(
     ops = Operands()
     visit = _prefetch(ops, ranges, seg)
 
-    def kv_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
+    def kv_map(
+        b: jax.Array, h: jax.Array, jb: jax.Array, gi: jax.Array, i: jax.Array, *pre: Any
+    ) -> BlockIndex:
         return b, jb, h
 
-    def q_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
+    def q_map(
+        b: jax.Array, h: jax.Array, jb: jax.Array, gi: jax.Array, i: jax.Array, *pre: Any
+    ) -> BlockIndex:
         return b, visit(b * nk + jb, i, pre), h * g + gi
 
-    def row_map(b, h, jb, gi, i, *pre):  # type: ignore[no-untyped-def]
+    def row_map(
+        b: jax.Array, h: jax.Array, jb: jax.Array, gi: jax.Array, i: jax.Array, *pre: Any
+    ) -> BlockIndex:
         return b, h * g + gi, 0, visit(b * nk + jb, i, pre)
 
     ops.inputs += [

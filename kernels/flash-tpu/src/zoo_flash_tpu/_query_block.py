@@ -120,12 +120,12 @@ def each_sub_block(
                 continue
             first = at.kv_first + start
             seen = block_any_visible(at.q_first, q_last, first, first + block_compute - 1, cfg)
+
             # Bind this sub-block's offsets now: pl.when calls the body while tracing.
-            pl.when(seen)(
-                lambda keys=keys, start=start: body(
-                    keys, step_mask(r, cfg, at, block_q, start, block_compute)
-                )
-            )
+            def masked(keys: slice = keys, start: int = start) -> None:
+                body(keys, step_mask(r, cfg, at, block_q, start, block_compute))
+
+            pl.when(seen)(masked)
 
     pl.when(at.active & at.full)(full)
     pl.when(at.active & jnp.logical_not(at.full))(partial)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
 from ._config import FlashConfig
+
+# Pallas's own name for these (its LiteralDimensionSemantics) is private; the two the kernels use.
+Semantics = tuple[Literal["parallel", "arbitrary"], ...]
 
 
 class Refs:
@@ -60,7 +63,7 @@ def call(
     ops: Operands,
     *,
     grid: tuple[int, ...],
-    semantics: tuple[str, ...],
+    semantics: Semantics,
     cfg: FlashConfig,
     cost: pl.CostEstimate,
     name: str,

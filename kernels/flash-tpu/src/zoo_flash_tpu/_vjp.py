@@ -15,7 +15,15 @@ import jax
 from . import _calls, _layout
 from ._config import FlashConfig
 
-Residuals = tuple[jax.Array | None, ...]
+# The kernel-layout q, k, v, out and lse, then the segment ids.
+Residuals = tuple[
+    jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array | None, jax.Array | None
+]
+
+
+def _segment_ids(q_ids: jax.Array | None, kv_ids: jax.Array | None) -> _calls.SegmentIds:
+    # The caller passes both or neither; they travel apart only as custom_vjp arguments.
+    return None if q_ids is None or kv_ids is None else (q_ids, kv_ids)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
@@ -28,7 +36,7 @@ def flash_attention_vjp(
     cfg: FlashConfig,
 ) -> jax.Array:
     """Differentiable flash attention ``[B, T, N, H]`` (see ``_calls.forward``)."""
-    ids = None if q_ids is None else (q_ids, kv_ids)
+    ids = _segment_ids(q_ids, kv_ids)
     return _calls.forward(query, key, value, ids, cfg)[0]
 
 
@@ -40,14 +48,14 @@ def _fwd(
     kv_ids: jax.Array | None,
     cfg: FlashConfig,
 ) -> tuple[jax.Array, Residuals]:
-    ids = None if q_ids is None else (q_ids, kv_ids)
+    ids = _segment_ids(q_ids, kv_ids)
     out, kernel_layout = _calls.forward(query, key, value, ids, cfg)
     return out, (*kernel_layout, q_ids, kv_ids)
 
 
 def _bwd(cfg: FlashConfig, res: Residuals, d_out: jax.Array) -> tuple[jax.Array | None, ...]:
     q, k, v, out, lse, q_ids, kv_ids = res
-    ids = None if q_ids is None else (q_ids, kv_ids)
+    ids = _segment_ids(q_ids, kv_ids)
     do = _layout.to_kernel(d_out.astype(q.dtype), cfg.q_len_padded, cfg.head_dim_padded)
     delta = _calls.backward_delta(out, do, cfg)
     dq = _calls.backward_dq(q, k, v, do, lse, delta, ids, cfg)

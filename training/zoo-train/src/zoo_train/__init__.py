@@ -77,7 +77,7 @@ _EXPORTS: dict[str, str] = {
     "apply_lora": ".peft",
     "count_params": ".peft",
     "export_hf": ".peft",
-    "finetune": ".peft",
+    "finetune": ".recipes",
     "fit_tokenizer": ".peft",
     "load_adapters": ".peft",
     "lora_filter": ".peft",

@@ -106,9 +106,11 @@ COMMANDS: tuple[Command, ...] = (
         (
             "Lower and compile the real train step (forward, backward, optimizer update, with"
             " donation and shardings) for a TPU topology with libtpu's compile-only devices: "
-            "no TPU and no weights needed. Takes the settings of `zoo train` and prints, per "
-            "device, argument, output, temporary and peak bytes against the chip's HBM. Exit "
-            "0: it fits; 3: it does not; 2: a usage error."
+            "no TPU and no weights needed. The step is the one `zoo train` or `zoo finetune` "
+            "takes with the same settings (--from-hf DIR reads only its config.json; LoRA and"
+            " --objective as there). Prints, per device, argument, output, temporary and peak"
+            " bytes against the chip's HBM, and the optimizer state. Exit 0: it fits; 3: it "
+            "does not; 2: a usage error."
         ),
         "_compile",
         "add_compile_arguments",

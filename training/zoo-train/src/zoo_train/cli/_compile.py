@@ -96,7 +96,9 @@ class _Watch:
 _STOPS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
+def _describe(
+    report: Any, setup: Any, topology: str, name: str, full_optimizer: int | None
+) -> list[str]:
     # The compile and parallel packages load JAX: not on the `zoo compile --help` path.
     from .._precision import resolve_compute_dtype
     from ..compile import chip_name, gib
@@ -106,7 +108,7 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
     rows = report.batch_size * config.grad_accum
     compute = resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)).name
     lines = [
-        f"zoo: {preset} train step for {topology} "
+        f"zoo: {name} step for {topology} "
         f"({setup.mesh.devices.size} x {chip_name(topology)}), "
         f"mesh {describe_mesh(setup.mesh)}",
         f"  global batch {rows} x {setup.seq_len} tokens (micro-batch {report.batch_size}, "
@@ -138,13 +140,26 @@ def _describe(report: Any, setup: Any, topology: str, preset: str) -> list[str]:
         else f"does not fit: {gib(-m.spare_bytes)} over"
     )
     lines.append(f"  HBM {gib(m.hbm_bytes)} per device: {verdict}")
+    if report.optimizer_bytes is not None:
+        lines.append(_optimizer_line(report.optimizer_bytes, full_optimizer))
     lines.append(f"  compiled in {report.compile_s:.1f} s")
     if not m.fits and not model.remat:
         lines.append("  (rematerialising layers often fits: --set model_config.remat=true)")
     return lines
 
 
-def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, Any]:
+def _optimizer_line(optimizer: int, full: int | None) -> str:
+    """``optimizer state 0.01 GiB per device (every parameter trained: 1.20 GiB; LoRA saves
+    1.19 GiB)``."""
+    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
+
+    line = f"  optimizer state {gib(optimizer)} per device"
+    if full is None:
+        return line
+    return f"{line} (every parameter trained: {gib(full)}; LoRA saves {gib(full - optimizer)})"
+
+
+def _as_json(report: Any, setup: Any, topology: str, s: Any) -> dict[str, Any]:
     # parallel loads JAX: not on the `zoo compile --help` path.
     from ..parallel import mesh_sizes
 
@@ -154,7 +169,10 @@ def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, A
         "devices": int(setup.mesh.devices.size),
         "device_kind": setup.mesh.devices.flat[0].device_kind,
         "mesh": mesh_sizes(setup.mesh),
-        "model": preset,
+        "model": s.model if s.from_hf is None else s.from_hf,
+        "lora": None if setup.lora is None else setup.lora.to_dict(),
+        "objective": s.objective,
+        "optimizer_bytes": report.optimizer_bytes,
         "seq_len": setup.seq_len,
         "batch_size": report.batch_size,
         "grad_accum": setup.config.grad_accum,
@@ -166,6 +184,18 @@ def _as_json(report: Any, setup: Any, topology: str, preset: str) -> dict[str, A
         "compile_s": round(report.compile_s, 2),
         "error": report.error,
     }
+
+
+def _step_name(s: Any) -> str:
+    """What is compiled, as the first line names it: ``llama-tiny train step``, or ``llama
+    model from DIR, LoRA rank 8, dpo fine-tuning step``."""
+    if s.from_hf is None and s.lora.rank == 0 and s.lora.from_ is None and s.objective == "sft":
+        return f"{s.model} train"
+    parts = [s.model if s.from_hf is None else f"model from {s.from_hf}"]
+    if s.lora.rank or s.lora.from_:
+        parts.append("LoRA" + (f" rank {s.lora.rank}" if s.lora.rank else ""))
+    parts.append(f"{s.objective} fine-tuning")
+    return ", ".join(parts)
 
 
 def add_compile_arguments(p: argparse.ArgumentParser) -> None:
@@ -202,11 +232,11 @@ def run_compile(args: argparse.Namespace) -> int:
         StepSetup,
         compile_step,
         default_batch_limit,
-        max_batch,
+        optimizer_state_bytes,
         topology_devices,
     )
     from ..parallel import batch_shards
-    from ..recipes import check_mesh_fits, mesh_and_rules, preset_config
+    from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
 
     s = settings_of(args, "compile")
 
@@ -215,9 +245,12 @@ def run_compile(args: argparse.Namespace) -> int:
     except (LibtpuMissingError, ValueError) as e:
         raise UsageError.from_error(e) from None
     mesh, rules = mesh_and_rules(s.mesh_text, s.sharding, devices=devices)
-    model = preset_config(s)  # the preset's own vocabulary, unlike a byte-level `zoo train`
+    model = compiled_model_config(s)  # type: ignore[arg-type]
     check_mesh_fits(mesh, rules, model, batch_size=s.batch_size)
-    setup = StepSetup(model, s.train_config(), s.seq_len, mesh, rules)
+    spec, lora, full = compiled_step(s, model, mesh)  # type: ignore[arg-type]
+    setup = StepSetup(spec, model, s.seq_len, lora)
+    name = _step_name(s)
+    full_optimizer = None if lora is None else optimizer_state_bytes(full)
     extra: dict[str, Any] = {}
     shards = batch_shards(mesh, rules)
     if args.max_batch_limit is not None and args.max_batch_limit < shards:
@@ -228,42 +261,12 @@ def run_compile(args: argparse.Namespace) -> int:
     limit = args.max_batch_limit or default_batch_limit(s.seq_len, shards)
     watch = _Watch()
     if args.max_batch:
-        _say(
-            f"zoo: searching for the largest micro-batch that fits, from {s.batch_size} "
-            f"up to {limit} rows (--max-batch-limit); each compile takes seconds to minutes"
-        )
-        with watch.one_line_on_sigterm():
-            best, reports = max_batch(
-                setup,
-                s.batch_size,
-                shards=shards,
-                limit=limit,
-                on_compile=watch.compiling,
-                on_step=watch.searched,
-            )
-        fitting = [r for r in reports if r.fits]
-        report = (
-            max(fitting, key=lambda r: r.batch_size)
-            if fitting
-            else min(reports, key=lambda r: r.batch_size)
-        )
-        extra = {
-            "max_batch": best,
-            "search": [
-                {
-                    "batch_size": r.batch_size,
-                    "fits": r.fits,
-                    "peak_bytes": None if r.memory is None else r.memory.peak_bytes,
-                    "compile_s": round(r.compile_s, 2),
-                }
-                for r in sorted(reports, key=lambda r: r.batch_size)
-            ],
-        }
+        report, extra = _search(setup, s.batch_size, shards, limit, watch)
     else:
         _say(f"zoo: compiling for {args.topology} ...")
         with watch.one_line_on_sigterm():
             report = compile_step(setup, s.batch_size)
-    for line in _describe(report, setup, args.topology, s.model):
+    for line in _describe(report, setup, args.topology, name, full_optimizer):
         print(line)
     if args.max_batch:
         tried = ", ".join(
@@ -276,10 +279,47 @@ def run_compile(args: argparse.Namespace) -> int:
         if extra["max_batch"] == limit:
             print(f"  (the limit {limit} fits: raise --max-batch-limit to search further)")
     if args.json_file:
-        path = pathlib.Path(args.json_file)
-        path.write_text(
-            json.dumps({**_as_json(report, setup, args.topology, s.model), **extra}, indent=1)
-        )
+        figures = _as_json(report, setup, args.topology, s)
+        figures["optimizer_bytes_full_finetune"] = full_optimizer
+        pathlib.Path(args.json_file).write_text(json.dumps({**figures, **extra}, indent=1))
     if args.max_batch:
         return 0 if extra["max_batch"] > 0 else EXIT_DOES_NOT_FIT
     return 0 if report.fits else EXIT_DOES_NOT_FIT
+
+
+def _search(
+    setup: Any, start: int, shards: int, limit: int, watch: _Watch
+) -> tuple[Any, dict[str, Any]]:
+    """``--max-batch``: the report to print (the largest that fit, else the smallest tried)
+    and the search's figures for the JSON."""
+    from ..compile import max_batch
+
+    _say(
+        f"zoo: searching for the largest micro-batch that fits, from {start} "
+        f"up to {limit} rows (--max-batch-limit); each compile takes seconds to minutes"
+    )
+    with watch.one_line_on_sigterm():
+        best, reports = max_batch(
+            setup,
+            start,
+            shards=shards,
+            limit=limit,
+            on_compile=watch.compiling,
+            on_step=watch.searched,
+        )
+    fitting = [r for r in reports if r.fits]
+    report = (
+        max(fitting, key=lambda r: r.batch_size)
+        if fitting
+        else min(reports, key=lambda r: r.batch_size)
+    )
+    search = [
+        {
+            "batch_size": r.batch_size,
+            "fits": r.fits,
+            "peak_bytes": None if r.memory is None else r.memory.peak_bytes,
+            "compile_s": round(r.compile_s, 2),
+        }
+        for r in sorted(reports, key=lambda r: r.batch_size)
+    ]
+    return report, {"max_batch": best, "search": search}

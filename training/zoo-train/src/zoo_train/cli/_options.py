@@ -47,8 +47,10 @@ def add_settings_flags(p: argparse.ArgumentParser, command: str) -> None:
         help="set any setting, e.g. --set optimizer.warmup_steps=20 --set model_config.n_layers=4",
     )
     # finetune takes its model from its source: --model is still parsed there, to be refused
-    # with a sentence, but not offered with a default it would never use.
-    add_flags(p, defaults(command), hidden={"model"} if command == "finetune" else ())
+    # with a sentence, but not offered with a default it would never use; compile likewise
+    # refuses the fine-tuning flags that say where a model goes.
+    hidden = {"finetune": ("model",), "compile": ("from_run", "export_hf", "overwrite")}
+    add_flags(p, defaults(command), hidden=hidden.get(command, ()))
     add_mesh_flag(p)
 
 

@@ -5,6 +5,8 @@ slice?" without the slice: libtpu's compile-only devices stand in for the chips 
 train step is compiled for them.
 """
 
+# The abstract batch moved to the step factory; compile code that named it here keeps working.
+from ..program import abstract_batch as abstract_batch
 from ._memory import StepMemory as StepMemory
 from ._memory import gib as gib
 from ._topology import KNOWN_TOPOLOGIES as KNOWN_TOPOLOGIES
@@ -16,8 +18,9 @@ from ._topology import topology_devices as topology_devices
 from ._train_step import SearchStep as SearchStep
 from ._train_step import StepReport as StepReport
 from ._train_step import StepSetup as StepSetup
-from ._train_step import abstract_batch as abstract_batch
+from ._train_step import bytes_per_device as bytes_per_device
 from ._train_step import compile_step as compile_step
 from ._train_step import count_collectives as count_collectives
 from ._train_step import default_batch_limit as default_batch_limit
 from ._train_step import max_batch as max_batch
+from ._train_step import optimizer_state_bytes as optimizer_state_bytes

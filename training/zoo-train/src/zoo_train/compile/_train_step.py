@@ -1,9 +1,10 @@
-"""The real train step, lowered and compiled for a mesh of compile-only devices.
+"""The run's train step, lowered and compiled for a mesh of compile-only devices.
 
-Nothing here is special to ahead-of-time compilation: the state, the optimizer, the loss and
-the step are those ``zoo train`` builds (``make_train_step`` with the mesh and sharding rules),
-only the arguments are abstract (``ShapeDtypeStruct``s carrying their shardings), so no weight
-is ever allocated.
+Nothing here is special to ahead-of-time compilation: the step is the one ``zoo train`` and
+``zoo finetune`` take, built by the same factory (:func:`zoo_train.program.build_program`) from
+the same :class:`~zoo_train.program.StepSpec` (LoRA adapters, preference losses and mixtures
+of experts included); only the arguments are abstract (``ShapeDtypeStruct``s carrying their
+shardings), so no weight is ever allocated.
 """
 
 from __future__ import annotations
@@ -17,37 +18,58 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
 import zoo_attention
 import zoo_models
 
 from .._config import TrainConfig
-from .._loss import make_lm_loss
 from .._plan import plan_state
-from .._precision import resolve_compute_dtype
-from .._step import make_train_step
-from ..data import rows_to_batch
-from ..parallel import batch_shardings, platform_of
+from ..parallel import make_mesh, make_rules
+from ..peft import LoRAConfig
+from ..program import StepSpec, abstract_batch, build_program
 from ._memory import StepMemory, from_compiled, from_oom
 from ._topology import available_hbm
 
 
 @dataclasses.dataclass(frozen=True)
 class StepSetup:
-    """What the compiled step is: the model, the run settings, the sequence length and layout."""
+    """What the compiled step is.
 
+    Attributes:
+        spec: the run's step, as the run builds it (its model a builder: nothing allocated).
+        model: the model's configuration.
+        seq_len: tokens per row.
+        lora: the LoRA adapters trained, if any (for the optimizer-state comparison).
+    """
+
+    spec: StepSpec
     model: zoo_models.ModelConfig
-    config: TrainConfig
     seq_len: int
-    mesh: Mesh
-    rules: Mapping[str, Any]
+    lora: LoRAConfig | None = None
+
+    @property
+    def config(self) -> TrainConfig:
+        """The run's config (at the micro-batch the settings give)."""
+        return self.spec.config
+
+    @property
+    def mesh(self) -> Mesh:
+        """The mesh of compile-only devices."""
+        return make_mesh(self.config.mesh) if self.spec.mesh is None else self.spec.mesh
+
+    @property
+    def rules(self) -> Mapping[str, Any]:
+        """The sharding rules."""
+        return make_rules(self.config.sharding)
 
 
 @dataclasses.dataclass(frozen=True)
 class StepReport:
-    """One compile: the figures, or XLA's reason it did not compile."""
+    """One compile: the figures, or XLA's reason it did not compile.
+
+    ``optimizer_bytes`` is the optimizer state's share of the arguments, per device.
+    """
 
     batch_size: int
     memory: StepMemory | None
@@ -56,6 +78,7 @@ class StepReport:
     mosaic_calls: int
     error: str | None = None
     collectives: dict[str, int] = dataclasses.field(default_factory=dict)
+    optimizer_bytes: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -63,24 +86,22 @@ class StepReport:
         return self.memory is not None and self.memory.fits
 
 
-def abstract_batch(rows: int, seq_len: int, mesh: Mesh, rules: Mapping[str, Any]) -> dict:
-    """A batch of ``rows`` packed rows as ``ShapeDtypeStruct``s, split by the batch rule."""
-    tokens = np.zeros((1, seq_len + 1), np.int32)
-    example = rows_to_batch(tokens, tokens + 1, tokens)
-    shapes = {k: jax.ShapeDtypeStruct((rows, seq_len), v.dtype) for k, v in example.items()}
-    shardings = batch_shardings(shapes, mesh, rules)
-    return {
-        k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=shardings[k]) for k, v in shapes.items()
-    }
-
-
-def _bytes_per_device(tree: Any) -> int:
+def bytes_per_device(tree: Any) -> int:
+    """Bytes of the abstract arrays of ``tree`` that one device holds (by their shardings)."""
     total = 0
     for x in jax.tree.leaves(tree):
-        sharding = x.sharding
+        sharding = getattr(x, "sharding", None)
         shard = sharding.shard_shape(x.shape) if isinstance(sharding, NamedSharding) else x.shape
         total += math.prod(shard) * jnp.dtype(x.dtype).itemsize
     return total
+
+
+def optimizer_state_bytes(spec: StepSpec) -> int:
+    """Per-device bytes of the optimizer state of ``spec``'s run (planned, not allocated)."""
+    mesh = make_mesh(spec.config.mesh) if spec.mesh is None else spec.mesh
+    rules = make_rules(spec.config.sharding)
+    plan = plan_state(spec.model, spec.config, mesh, rules, trainable=spec.trainable)
+    return bytes_per_device(plan.template.opt_state)
 
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -104,45 +125,30 @@ def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[s
 def compile_step(
     setup: StepSetup, batch_size: int, *, on_compile: Callable[[int], None] | None = None
 ) -> StepReport:
-    """Lower and compile the train step for a global micro-batch of ``batch_size`` rows.
+    """Lower and compile the run's train step for a global micro-batch of ``batch_size`` rows.
 
     An out-of-memory compile error becomes a report with the figures XLA gave; any other error
     propagates.
     """
     if on_compile is not None:
         on_compile(batch_size)
-    config = dataclasses.replace(setup.config, batch_size=batch_size)
-    key = jax.random.key(config.seed)
-    plan = plan_state(
-        lambda: zoo_models.build(setup.model, key=key), config, setup.mesh, setup.rules
-    )
-    state = plan.template
-    loss_fn = make_lm_loss(
-        z_loss=config.z_loss,
-        router_aux_loss=config.router_aux_loss,
-        router_z_loss=config.router_z_loss,
-        compute_dtype=resolve_compute_dtype(config.compute_dtype, platform_of(setup.mesh)),
-    )
-    step = make_train_step(
-        plan.optimizer,
-        loss_fn,
-        plan.schedule,
-        grad_accum=config.grad_accum,
-        mesh=setup.mesh,
-        rules=setup.rules,
-    )
-    batch = abstract_batch(batch_size * config.grad_accum, setup.seq_len, setup.mesh, setup.rules)
-    hbm = available_hbm(setup.mesh.devices.flat[0])
+    program = build_program(setup.spec.with_batch_size(batch_size))
+    state = program.plan.template
+    rows = batch_size * program.spec.config.grad_accum
+    batch = abstract_batch(rows, setup.seq_len, program.mesh, program.rules, program.loss_fn)
+    hbm = available_hbm(program.mesh.devices.flat[0])
+    optimizer = bytes_per_device(state.opt_state)
     start = time.perf_counter()
     try:
         with zoo_attention.recording() as resolved:
-            compiled = step.lower(batch, state).compile()
+            compiled = program.train_step.lower(batch, state).compile()
     except Exception as err:
-        memory = from_oom(err, _bytes_per_device((state, batch)))
+        memory = from_oom(err, bytes_per_device((state, batch)))
         if memory is None:
             raise
         first = str(err).strip().splitlines()[0]
-        return StepReport(batch_size, memory, time.perf_counter() - start, [], 0, first[:300])
+        seconds = time.perf_counter() - start
+        return StepReport(batch_size, memory, seconds, [], 0, first[:300], {}, optimizer)
     seconds = time.perf_counter() - start
     text = compiled.as_text()
     return StepReport(
@@ -152,6 +158,7 @@ def compile_step(
         _kernels_in(text, resolved),
         len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
         collectives=count_collectives(text),
+        optimizer_bytes=optimizer,
     )
 
 
@@ -237,7 +244,7 @@ def max_batch(
         if lo == top:
             return lo, list(reports.values())
         fitting = sorted(x for x in reports if reports[x].fits)
-        target = 2 * lo
+        target: float = 2 * lo
         if len(fitting) >= 2:
             (b0, b1), (p0, p1) = fitting[-2:], (peak(fitting[-2]), peak(fitting[-1]))
             if p0 is not None and p1 is not None and p1 > p0:

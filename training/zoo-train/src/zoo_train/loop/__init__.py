@@ -19,6 +19,10 @@ from ._progress import rows_per_epoch as rows_per_epoch
 from ._reporter import Reporter as Reporter
 from ._result import EvalSource as EvalSource
 from ._result import TrainResult as TrainResult
+from ._spec import TrainSpec as TrainSpec
+from ._start import Position as Position
+from ._start import Run as Run
 from ._stop import StopRequest as StopRequest
 from ._stop import stop_requests as stop_requests
+from ._train import run_training as run_training
 from ._train import train as train

@@ -97,15 +97,15 @@ def standard_hooks(run: Run, eval_data: EvalData | None) -> Hooks:
 def _start_profile(run: Run, step: int) -> None:
     if run.profile.starts(step):
         run.metrics.drain()
-        jax.block_until_ready(run.state)  # the device idle: the trace holds the window alone
+        jax.block_until_ready(run.now.state)  # the device idle: the trace holds the window alone
         run.profile.start()
 
 
 def _capture_profile(run: Run, end: StepEnd) -> None:
     if not run.profile.due(end.step):
         return
-    jax.block_until_ready(run.state)
-    hlo = functools.partial(run.train_step.hlo, run.batch, run.state)
+    jax.block_until_ready(run.now.state)
+    hlo = functools.partial(run.train_step.hlo, run.now.batch, run.now.state)
     capture = run.profile.after(end.step, [hlo], run.profile_meta)
     steps = run.config.profile or (0, 0)
     run.progress.write(
@@ -119,9 +119,14 @@ def _evaluate(run: Run, eval_data: EvalData, end: StepEnd) -> None:
     t_eval = time.perf_counter()
     with host_annotation("eval"):
         evaluated = evaluate(
-            run.eval_step, run.state, eval_data, run.eval_rows, run.config.eval_batches, run.unit
+            run.eval_step,
+            run.now.state,
+            eval_data,
+            run.eval_rows,
+            run.config.eval_batches,
+            run.unit,
         )
-    run.last_eval = report_evaluation(end.step, evaluated, run.record, run.progress)
+    run.now.last_eval = report_evaluation(end.step, evaluated, run.record, run.progress)
     run.window.pause(time.perf_counter() - t_eval)  # evaluation is not training time
     end.evaluated = evaluated
 

@@ -9,25 +9,18 @@ import dataclasses
 import logging
 import math
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import equinox as eqx
 import jax
-from jax.sharding import Mesh
 from jaxtyping import PyTree
-
-import zoo_attention
-import zoo_layers
 
 from .._config import TrainConfig
 from .._extension import steps_change
-from .._loss import LossFn, loss_unit, make_lm_loss
-from .._plan import StatePlan, is_builder, plan_state
-from .._precision import resolve_compute_dtype
+from .._plan import is_builder
 from .._provenance import kernel_label, provenance
 from .._state import TrainState
-from .._step import all_finite, make_eval_step, make_train_step
+from .._step import all_finite
 from .._step_metrics import StepMetrics, Window
 from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
 from ..data import DataSource
@@ -36,66 +29,72 @@ from ..parallel import (
     MeshFunction,
     PackedBatch,
     batch_reader,
-    check_batch,
-    check_experts,
-    check_heads,
     describe_mesh,
     init_sharded,
     is_primary,
-    make_mesh,
-    make_rules,
     mesh_record,
-    platform_of,
 )
 from ..profile import ProfileWindow
+from ..program import TrainProgram, build_program
 from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
-from ._evaluate import EvalData, evaluate
+from ._evaluate import evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
 from ._metrics import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter
+from ._spec import TrainSpec
 from ._stop import StopRequest, stop_requests
 
 logger = logging.getLogger("zoo_train")
 
 
 @dataclasses.dataclass
+class Position:
+    """Where a run in progress stands: the one part of a run that changes as it goes.
+
+    Attributes:
+        step, state: the last step taken and the state after it.
+        batch, data_state: the next step's batch and the loader's position after it.
+        last_eval: the last evaluation record.
+    """
+
+    step: int
+    state: TrainState
+    batch: Any
+    data_state: Any
+    last_eval: dict[str, Any] | None
+
+
+@dataclasses.dataclass(frozen=True)
 class Run:
-    """A run in progress: what the step loop and its hooks read and change.
+    """A run in progress: what the step loop and its hooks read. Only :attr:`now` changes.
 
     Attributes:
         config, out: the run's settings and output directory.
         start, end: the step this call started from and the last step it takes.
-        step, state: the last step taken and the state after it.
-        batch, data_state: the next step's batch and the loader's position after it.
+        now: where the run stands (:class:`Position`).
         resumed: whether the run resumed from a checkpoint.
         skipped: reports of unreadable checkpoints passed over on resume.
-        train_step, eval_step: the compiled steps.
+        program: the compiled steps and where they run (:class:`~zoo_train.program.TrainProgram`).
         eval_rows: the layout of an evaluation batch.
         feed: the batches made ahead of the device.
         checkpointer, progress, window, metrics: saves, the bar, the throughput clock and the
             step metrics read late.
         record: writes a metrics record (process 0) and hands it to the caller's watcher.
         meta: what every checkpoint records besides the loader's position and last evaluation.
-        last_eval: the last evaluation record.
         stop: the stop request (SIGTERM, Ctrl-C, SIGHUP).
         profile, profile_meta: the traced window and what its capture records.
-        unit: what the loss's weight counts (``"tokens"``; ``"pairs"`` for preferences).
     """
 
     config: TrainConfig
     out: pathlib.Path
     start: int
     end: int
-    step: int
-    state: TrainState
-    batch: Any
-    data_state: Any
+    now: Position
     resumed: bool
     skipped: list[str]
-    train_step: MeshFunction
-    eval_step: MeshFunction
+    program: TrainProgram
     eval_rows: BatchLayout
     feed: Prefetcher
     checkpointer: Checkpointer
@@ -104,11 +103,24 @@ class Run:
     metrics: StepMetrics
     record: Callable[[dict[str, Any]], None]
     meta: dict[str, Any]
-    last_eval: dict[str, Any] | None
     stop: StopRequest
     profile: ProfileWindow
     profile_meta: dict[str, Any]
-    unit: str = "tokens"
+
+    @property
+    def train_step(self) -> MeshFunction:
+        """The jitted train step."""
+        return self.program.train_step
+
+    @property
+    def eval_step(self) -> MeshFunction:
+        """The jitted evaluation step."""
+        return self.program.eval_step
+
+    @property
+    def unit(self) -> str:
+        """What the loss's weight counts (``"tokens"``; ``"pairs"`` for preferences)."""
+        return self.program.unit
 
     def save(self, step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
         """Start saving the state as checkpoint ``step`` (ranked by ``evaluated``'s loss)."""
@@ -118,34 +130,23 @@ class Run:
         with host_annotation("checkpoint"):
             self.checkpointer.save(
                 step,
-                self.state,
-                {**self.meta, "data_state": data_state, "last_eval": self.last_eval},
+                self.now.state,
+                {**self.meta, "data_state": data_state, "last_eval": self.now.last_eval},
                 eval_loss=None if evaluated is None else evaluated["eval_loss"],
             )
 
 
-def start_run(
-    model: PyTree,
-    data: DataSource,
-    resources: contextlib.ExitStack,
-    *,
-    config: TrainConfig,
-    out: pathlib.Path,
-    eval_data: EvalData | None,
-    loss_fn: LossFn | None,
-    trainable: Any,
-    run_info: dict[str, Any] | None,
-    stop_at: int | None,
-    on_record: Callable[[dict[str, Any]], None] | None,
-    mesh: Mesh | None,
-    start_info: dict[str, Any] | None,
-) -> Run:
-    """Everything :func:`~zoo_train.train` needs before its first step (arguments as there)."""
-    if stop_at is not None and not 1 <= stop_at <= config.steps:
-        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {stop_at}.")
-    end = config.steps if stop_at is None else stop_at
+def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
+    """Everything :func:`~zoo_train.train` needs before its first step: the steps built, the
+    state restored or initialised, the kernel resolved and the start record written. What it
+    opens is closed by ``resources``."""
+    config, out, data = spec.step.config, spec.out, spec.data
+    if spec.stop_at is not None and not 1 <= spec.stop_at <= config.steps:
+        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {spec.stop_at}.")
+    end = config.steps if spec.stop_at is None else spec.stop_at
     out.mkdir(parents=True, exist_ok=True)
-    setup = _Setup.of(model, config, mesh, loss_fn, trainable)
+    program = build_program(spec.step)
+    run_info = dict(spec.run_info or {})
     identity = run_identity(config, data, run_info)
     checkpointer = Checkpointer(
         out / CHECKPOINT_DIR, keep=config.keep, async_save=config.async_checkpointing
@@ -155,33 +156,34 @@ def start_run(
     profile = ProfileWindow(config.profile, out, last=end, enabled=is_primary())
     resources.callback(profile.close)
     # The template is abstract: resuming builds no model at all.
-    restored = checkpointer.restore(setup.plan.template, check=resume_check(identity, config, out))
-    state = _initial_state(model, data, setup, restored)
+    restored = checkpointer.restore(
+        program.plan.template, check=resume_check(identity, config, out)
+    )
+    state = _initial_state(spec.step.model, data, program, restored)
     start = 0 if restored is None else restored.step
-    record = _recorder(out, start, on_record, resources)
-    train_step, eval_step = setup.steps(config)
-    checks = BatchChecks(start + 1, model_vocab_size(setup.plan.abstract_model), data)
-    feed = _feed(data, setup, config, max(end - start, 1), resources, checks)
+    record = _recorder(out, start, spec.on_record, resources)
+    checks = BatchChecks(start + 1, model_vocab_size(program.plan.abstract_model), data)
+    feed = _feed(data, program, max(end - start, 1), resources, checks)
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()
     shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
-    kernels = setup.resolve_kernels(state, shapes, config.batch_size)
+    kernels = program.resolve_kernels(shapes)
     primary = is_primary()
     progress = Progress(config.steps, start, enabled=config.progress and primary, quiet=not primary)
     resources.callback(progress.close)
     meta = _announce(
-        progress, record, setup, restored, identity, config, run_info, start_info, kernels, end
+        progress, record, program, restored, identity, run_info, spec.start_info, kernels, end
     )
-    eval_rows = BatchLayout(setup.mesh, setup.rules, config.batch_size)
+    eval_rows = BatchLayout(program.mesh, program.rules, config.batch_size)
     last_eval = None
-    if restored is None and eval_data is not None:  # the curve starts at the untrained model
+    if restored is None and spec.eval_data is not None:  # the curve starts untrained
         evaluated = evaluate(
-            eval_step, state, eval_data, eval_rows, config.eval_batches, loss_unit(setup.loss_fn)
+            program.eval_step, state, spec.eval_data, eval_rows, config.eval_batches, program.unit
         )
         last_eval = report_evaluation(start, evaluated, record, progress)
     label = kernel_label(kernels)
     tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
-    window = Window(tokens_per_step, loss_unit(setup.loss_fn))
+    window = Window(tokens_per_step, program.unit)
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
         skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
@@ -192,14 +194,10 @@ def start_run(
         out=out,
         start=start,
         end=end,
-        step=start,
-        state=state,
-        batch=batch,
-        data_state=data_state,
+        now=Position(start, state, batch, data_state, last_eval),
         resumed=restored is not None,
         skipped=[] if restored is None else restored.skipped,
-        train_step=train_step,
-        eval_step=eval_step,
+        program=program,
         eval_rows=eval_rows,
         feed=feed,
         checkpointer=checkpointer,
@@ -208,7 +206,6 @@ def start_run(
         metrics=StepMetrics(reporter, on_ready=reporter.finished, due=reporter.due),
         record=record,
         meta=meta,
-        last_eval=last_eval,
         stop=stop,
         profile=profile,
         profile_meta={
@@ -217,95 +214,22 @@ def start_run(
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
-        unit=loss_unit(setup.loss_fn),
     )
     vocab = checks.vocab_size
     reporter.diagnose = lambda step: nonfinite_cause(
-        checks.facts(step), vocab, bool(jax.device_get(all_finite(run.state.params)))
+        checks.facts(step), vocab, bool(jax.device_get(all_finite(run.now.state.params)))
     )
     return run
-
-
-@dataclasses.dataclass(frozen=True)
-class _Setup:
-    """Where and how the run computes: the mesh and its rules, the compute dtype, the loss and
-    the plan of the state."""
-
-    mesh: Mesh
-    rules: Any
-    compute_dtype: Any
-    loss_fn: LossFn
-    plan: StatePlan
-
-    @classmethod
-    def of(
-        cls,
-        model: PyTree,
-        config: TrainConfig,
-        mesh: Mesh | None,
-        loss_fn: LossFn | None,
-        trainable: Any,
-    ) -> _Setup:
-        mesh = make_mesh(config.mesh) if mesh is None else mesh
-        rules = make_rules(config.sharding)
-        check_batch(config.batch_size, mesh, rules)
-        compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
-        if loss_fn is None:
-            loss_fn = make_lm_loss(
-                z_loss=config.z_loss,
-                compute_dtype=compute_dtype,
-                router_aux_loss=config.router_aux_loss,
-                router_z_loss=config.router_z_loss,
-            )
-        plan = plan_state(model, config, mesh, rules, trainable=trainable)
-        model_config = getattr(plan.abstract_model, "config", None)
-        if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
-            check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
-            check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
-        return cls(mesh, rules, compute_dtype, loss_fn, plan)
-
-    def steps(self, config: TrainConfig) -> tuple[MeshFunction, MeshFunction]:
-        """The train step and the evaluation step."""
-        train_step = make_train_step(
-            self.plan.optimizer,
-            self.loss_fn,
-            self.plan.schedule,
-            grad_accum=config.grad_accum,
-            mesh=self.mesh,
-            rules=self.rules,
-            packed_metrics=True,
-        )
-        eval_step = make_eval_step(
-            self.loss_fn, mesh=self.mesh, rules=self.rules, optimizer=self.plan.optimizer
-        )
-        return train_step, eval_step
-
-    def resolve_kernels(
-        self, state: TrainState, shapes: Any, batch_size: int
-    ) -> list[dict[str, Any]]:
-        """Trace the loss once (abstractly, under the mesh) so the attention kernel is resolved
-        for the target and logged first; the resolutions."""
-        micro = {
-            k: jax.ShapeDtypeStruct((batch_size, *v.shape[1:]), v.dtype) for k, v in shapes.items()
-        }
-        with (
-            zoo_attention.recording() as log,
-            jax.set_mesh(self.mesh),
-            zoo_layers.axis_rules(self.rules),
-        ):
-            eqx.filter_eval_shape(self.loss_fn, state.model, micro, jax.random.key(0))
-        return [r.as_dict() for r in log]
 
 
 def _announce(
     progress: Progress,
     record: Callable[[dict[str, Any]], None],
-    setup: _Setup,
+    program: TrainProgram,
     restored: Restored | None,
     identity: dict[str, Any],
-    config: TrainConfig,
-    run_info: dict[str, Any] | None,
-    start_info: dict[str, Any] | None,
+    run_info: Mapping[str, Any],
+    start_info: Mapping[str, Any] | None,
     kernels: list[dict[str, Any]],
     end: int,
 ) -> dict[str, Any]:
@@ -313,10 +237,11 @@ def _announce(
     start record; the metadata every checkpoint of the run records."""
     start = 0 if restored is None else restored.step
     saved = {} if restored is None else restored.meta
-    label, layout = kernel_label(kernels), mesh_record(setup.mesh)
+    config = program.spec.config
+    label, layout = kernel_label(kernels), mesh_record(program.mesh)
     progress.write(
         f"zoo: {'resuming from step ' + str(start) if restored else 'starting'}"
-        f" → step {end}; attention kernel: {label}; mesh {describe_mesh(setup.mesh)}"
+        f" → step {end}; attention kernel: {label}; mesh {describe_mesh(program.mesh)}"
     )
     changed = mesh_change(saved.get("mesh"), layout) if restored else None
     if changed is not None:
@@ -345,15 +270,15 @@ def _announce(
             "mesh_changed": changed,
             "steps_changed": extended,
             "config": jsonable(config.to_dict()),
-            "compute_dtype": str(setup.compute_dtype),
-            "run_info": jsonable(run_info or {}),
-            **jsonable(start_info or {}),
+            "compute_dtype": str(program.compute_dtype),
+            "run_info": jsonable(dict(run_info)),
+            **jsonable(dict(start_info or {})),
         }
     )
     return {
         "identity": identity,
         "config": jsonable(config.to_dict()),
-        "run_info": jsonable(run_info or {}),
+        "run_info": jsonable(dict(run_info)),
         "provenance": prov,
         "mesh": layout,
         "extensions": extensions,
@@ -383,15 +308,15 @@ def report_evaluation(
 
 def _feed(
     data: DataSource,
-    setup: _Setup,
-    config: TrainConfig,
+    program: TrainProgram,
     count: int,
     resources: contextlib.ExitStack,
     checks: BatchChecks,
 ) -> Prefetcher:
     """``count`` batches of a step's rows with the loader's position after each, made in a
     background thread while the device runs, each host batch checked first (``checks``)."""
-    rows = BatchLayout(setup.mesh, setup.rules, config.batch_size * config.grad_accum)
+    config = program.spec.config
+    rows = BatchLayout(program.mesh, program.rules, config.batch_size * config.grad_accum)
     next_batch = batch_reader(data, rows, checks)
     feed = Prefetcher(lambda: (next_batch(), data.state_dict()), count)
     resources.callback(feed.close)
@@ -411,16 +336,16 @@ def _source_tokens(
 
 
 def _initial_state(
-    model: PyTree, data: DataSource, setup: _Setup, restored: Restored | None
+    model: PyTree, data: DataSource, program: TrainProgram, restored: Restored | None
 ) -> TrainState:
     """The restored state (the loader moved to its position), or a fresh one built sharded."""
     if restored is not None:
         data.load_state_dict(restored.meta["data_state"])
         return restored.state
-    plan = setup.plan
+    plan, mesh = program.plan, program.mesh
     if is_builder(model):
-        return init_sharded(lambda: plan.fresh(model()), mesh=setup.mesh, shardings=plan.shardings)
-    return init_sharded(plan.fresh, model, mesh=setup.mesh, shardings=plan.shardings)
+        return init_sharded(lambda: plan.fresh(model()), mesh=mesh, shardings=plan.shardings)
+    return init_sharded(plan.fresh, model, mesh=mesh, shardings=plan.shardings)
 
 
 def _recorder(

@@ -15,18 +15,19 @@ from jaxtyping import PyTree
 from .._config import TrainConfig
 from .._errors import StoppedBySignalError
 from .._loss import LossFn
-from ..checkpoint import holds_run_lock
+from ..checkpoint import run_lock
 from ..data import DataSource
 from ..parallel import is_primary
 from ..profile import step_annotation
+from ..program import StepSpec
 from ._evaluate import EvalData
 from ._hooks import StepEnd, standard_hooks
 from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
+from ._spec import TrainSpec
 from ._start import Run, start_run
 
 
-@holds_run_lock
 def train(
     model: PyTree,
     data: DataSource,
@@ -87,42 +88,47 @@ def train(
         NonFiniteLossError: a NaN/inf loss with ``on_nonfinite="stop"``; the last good checkpoint
             is kept.
     """
-    with contextlib.ExitStack() as resources:
-        run = start_run(
-            model,
-            data,
-            resources,
-            config=config,
-            out=pathlib.Path(out),
-            eval_data=eval_data,
-            loss_fn=loss_fn,
-            trainable=trainable,
-            run_info=run_info,
-            stop_at=stop_at,
-            on_record=on_record,
-            mesh=mesh,
-            start_info=start_info,
-        )
-        between_steps = standard_hooks(run, eval_data)
-        for fn, every in hooks:
+    spec = TrainSpec(
+        step=StepSpec(model, config, loss_fn=loss_fn, trainable=trainable, mesh=mesh),
+        data=data,
+        out=pathlib.Path(out),
+        eval_data=eval_data,
+        run_info=run_info,
+        stop_at=stop_at,
+        on_record=on_record,
+        start_info=start_info,
+        hooks=tuple(hooks),
+    )
+    return run_training(spec)
+
+
+def run_training(spec: TrainSpec) -> TrainResult:
+    """The loop of :func:`train` on one :class:`TrainSpec`: start, take steps with the hooks
+    between them, finish. Process 0 holds the output directory's run lock throughout (one
+    lock per directory however many processes write it)."""
+    with run_lock(spec.out, enabled=is_primary()), contextlib.ExitStack() as resources:
+        run = start_run(spec, resources)
+        between_steps = standard_hooks(run, spec.eval_data)
+        for fn, every in spec.hooks:
             between_steps.add(fn, every=every)
         if run.stop.signum is not None and jax.process_count() == 1:  # before any step ran
-            raise StoppedBySignalError(step=run.step, signum=run.stop.signum, saved=False)
-        while run.step < run.end:
-            between_steps.before_step(run.step + 1)
+            raise StoppedBySignalError(step=run.start, signum=run.stop.signum, saved=False)
+        while run.now.step < run.end:
+            between_steps.before_step(run.now.step + 1)
             between_steps.after_step(take_step(run))
         return finish(run)
 
 
 def take_step(run: Run) -> StepEnd:
     """Dispatch the next step, then make the batch after it while the device runs."""
-    with step_annotation(run.step + 1):
-        run.state, metrics = run.train_step(run.batch, run.state)
-    run.step += 1
-    end = StepEnd(run.step, data_state=run.data_state)  # the loader's position after this batch
-    if run.step < run.end:
-        run.batch, run.data_state = run.feed.next()
-    run.metrics.push(run.step, metrics)
+    now = run.now
+    with step_annotation(now.step + 1):
+        now.state, metrics = run.train_step(now.batch, now.state)
+    now.step += 1
+    end = StepEnd(now.step, data_state=now.data_state)  # the loader's position after this batch
+    if now.step < run.end:
+        now.batch, now.data_state = run.feed.next()
+    run.metrics.push(now.step, metrics)
     return end
 
 
@@ -134,12 +140,12 @@ def finish(run: Run) -> TrainResult:
     if run.config.plot and is_primary():
         plot_loss_curve(read_metrics(run.out / METRICS_FILE), run.out / PLOT_FILE)
     return TrainResult(
-        state=run.state,
-        step=run.step,
+        state=run.now.state,
+        step=run.now.step,
         start_step=run.start,
         resumed_from=run.start if run.resumed else None,
         skipped_checkpoints=run.skipped,
-        last_eval=run.last_eval,
+        last_eval=run.now.last_eval,
         out=run.out,
         checkpoint_steps=run.checkpointer.steps(),
         best_step=run.checkpointer.best_step(),

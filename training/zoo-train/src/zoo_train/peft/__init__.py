@@ -1,13 +1,16 @@
-"""Parameter-efficient fine-tuning: LoRA adapters, their PEFT file format, and fine-tuning runs.
+"""Parameter-efficient fine-tuning: the LoRA model transform and the PEFT file format.
 
 Three layers, imported one way: the LoRA maths (``_lora``), the PEFT adapter format over it
-(``_format``), and the fine-tuning and export glue over both (``_finetune``).
+(``_format``), and the transform a fine-tune trains (``_adapt``) and the export (``_export``)
+over both. The fine-tuning run itself is a recipe (:func:`zoo_train.finetune`).
 """
 
-from ._finetune import ADAPTER_DIR as ADAPTER_DIR
-from ._finetune import export_hf as export_hf
-from ._finetune import finetune as finetune
-from ._finetune import fit_tokenizer as fit_tokenizer
+from typing import Any
+
+from ._adapt import add_adapters as add_adapters
+from ._export import ADAPTER_DIR as ADAPTER_DIR
+from ._export import export_hf as export_hf
+from ._export import fit_tokenizer as fit_tokenizer
 from ._format import ADAPTER_CONFIG as ADAPTER_CONFIG
 from ._format import ADAPTER_FILE as ADAPTER_FILE
 from ._format import PREFIX as PREFIX
@@ -28,3 +31,13 @@ from ._lora import count_params as count_params
 from ._lora import lora_filter as lora_filter
 from ._lora import merge_lora as merge_lora
 from ._lora import without_adapters as without_adapters
+
+
+def __getattr__(name: str) -> Any:
+    # `zoo_train.peft.finetune` was the fine-tuning run before it moved to the recipes; the
+    # name keeps working (imported late: the recipes sit above this package).
+    if name == "finetune":
+        from ..recipes._finetuning import finetune
+
+        return finetune
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,6 +48,12 @@ class PreferenceLoss:
         self.reference = reference if config.needs_reference else None
         self.compute_dtype = None if compute_dtype is None else jnp.dtype(compute_dtype)
 
+    @property
+    def extra_inputs(self) -> dict[str, str]:
+        """The batch fields it reads besides those of packed rows, with their dtypes: the
+        reference log-probabilities ``ref_logps`` ``[B, T]`` with ``reference="batch"``."""
+        return {"ref_logps": "float32"} if self.reference == "batch" else {}
+
     def __call__(
         self, model: PyTree, batch: dict[str, Array], key: Any
     ) -> tuple[Array, dict[str, Array]]:

@@ -3,11 +3,15 @@ steps (the mesh, the model, the data, the LoRA adapters, the run, the export and
 and the steps other commands share (loading a model, building data)."""
 
 from ._checks import finetune_model_error as finetune_model_error
+from ._compiled import compiled_model_config as compiled_model_config
+from ._compiled import compiled_step as compiled_step
 from ._data import Data as Data
 from ._data import build_data as build_data
 from ._data import check_data_paths as check_data_paths
 from ._data import eval_sources as eval_sources
 from ._finetune import finetune_recipe as finetune_recipe
+from ._finetuning import finetune as finetune
+from ._finetuning import finetune_step as finetune_step
 from ._mesh import check_mesh_fits as check_mesh_fits
 from ._mesh import check_positions as check_positions
 from ._mesh import mesh_and_rules as mesh_and_rules

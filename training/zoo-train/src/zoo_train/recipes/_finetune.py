@@ -25,7 +25,8 @@ def finetune_recipe(s: FinetuneSettings) -> int:
     import jax
 
     from .._runs import read_generation
-    from ..peft import ADAPTER_DIR, finetune
+    from ..peft import ADAPTER_DIR
+    from ._finetuning import finetune
 
     check_finetune(s)
     out = pathlib.Path(s.out)

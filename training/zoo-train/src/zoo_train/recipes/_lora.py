@@ -18,20 +18,25 @@ def lora_config(s: FinetuneSettings, model: Model) -> LoRAConfig | None:
         lora = _adapter_settings(s)
         model.init["adapter"] = str(pathlib.Path(s.lora.from_).resolve())
         return lora
+    return lora_settings(s, model.config)
+
+
+def lora_settings(s: FinetuneSettings, config: object) -> LoRAConfig | None:
+    """The adapters of ``--lora-rank`` and ``--lora-targets`` (default: the family's) on a
+    model of ``config``, or those of the adapter ``--lora-from`` continues; ``None``: full
+    fine-tuning."""
+    import zoo_models
+
+    if s.lora.from_ is not None:
+        return _adapter_settings(s)
     if s.lora.rank == 0:
         return None
     try:
         targets = tuple(t for item in s.lora.targets for t in item.split(",") if t)
-        targets = targets or _default_targets(model.config)
+        targets = targets or zoo_models.default_lora_targets(config)  # type: ignore[arg-type]
         return LoRAConfig(rank=s.lora.rank, alpha=s.lora.alpha, targets=targets)
     except ValueError as e:
         raise UsageError(str(e)) from None
-
-
-def _default_targets(config: object) -> tuple[str, ...]:
-    import zoo_models
-
-    return zoo_models.default_lora_targets(config)  # type: ignore[arg-type]
 
 
 def _adapter_settings(s: FinetuneSettings) -> LoRAConfig:

@@ -33,7 +33,7 @@ class Model:
     provenance: dict[str, Any] | None = None
 
 
-def _check_model_changes(changes: dict[str, Any]) -> None:
+def check_model_changes(changes: dict[str, Any]) -> None:
     import zoo_models
 
     unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(zoo_models.ModelConfig)})
@@ -90,7 +90,7 @@ def preset_config(s: RunSettings, tokenizer: Any | None = None) -> Any:
     except ValueError as e:
         raise UsageError.from_error(e) from None
     changes = dict(s.model_config)
-    _check_model_changes(changes)
+    check_model_changes(changes)
     if tokenizer is not None:
         changes.setdefault("vocab_size", vocabulary_for(tokenizer))
         if changes["vocab_size"] < tokenizer.vocab_size:
@@ -164,7 +164,7 @@ def _from_hf(s: FinetuneSettings, mesh: Any, rules: Any) -> Model:
             f"{s.from_hf!r} is not a Hugging Face model directory (no config.json); pass one."
         )
     changes = dict(s.model_config)
-    _check_model_changes(changes)
+    check_model_changes(changes)
     # Float32 master weights whatever the checkpoint's dtype (see _precision).
     changes.setdefault("param_dtype", "float32")
     model, tokenizer = load_hf_on_mesh(

@@ -65,6 +65,40 @@ def _reference_model(s: FinetuneSettings, model: Model, lora: LoRAConfig | None)
     return merge_lora(load_adapters(adapted, s.lora.from_))
 
 
+def objective_loss(
+    s: FinetuneSettings, lora: LoRAConfig | None, mesh: Any
+) -> tuple[Any, str] | None:
+    """``(loss, described)`` of ``s.objective`` as ``zoo finetune`` trains it (``None`` for
+    ``sft``, the loop's default loss): its reference the base with the LoRA adapters off, the
+    batch's ``ref_logps`` (computed before training), or none. ``zoo compile`` compiles this
+    loss; :func:`preference_loss` first makes the reference tables it reads.
+
+    Raises:
+        UsageError: a bad ``--beta``.
+    """
+    if s.objective == "sft":
+        return None
+    from .._precision import resolve_compute_dtype
+    from ..parallel import platform_of
+    from ..preference import PreferenceConfig, PreferenceLoss
+
+    try:
+        config = PreferenceConfig(s.objective, s.beta, s.simpo_gamma)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    if not config.needs_reference:
+        reference = None
+    elif lora is not None and s.lora.from_ is None:
+        reference = "adapters"
+    else:
+        reference = "batch"
+    dtype = resolve_compute_dtype(s.compute_dtype, platform_of(mesh))
+    described = f"{s.objective} (beta {config.beta:g}" + (
+        f", gamma {config.simpo_gamma:g})" if s.objective == "simpo" else ")"
+    )
+    return PreferenceLoss(config, reference=reference, compute_dtype=dtype), described
+
+
 def preference_loss(
     s: FinetuneSettings,
     model: Model,
@@ -81,37 +115,27 @@ def preference_loss(
     Raises:
         UsageError: a bad ``--beta``, or no pair that fits a row.
     """
-    if s.objective == "sft":
+    made = objective_loss(s, lora, mesh)
+    if made is None:
         return None
-    from .._precision import resolve_compute_dtype
-    from ..parallel import platform_of
     from ..preference import (
         REFERENCE_DIR,
-        PreferenceConfig,
-        PreferenceLoss,
         keep_reference,
         packing_report,
         read_reference,
         reference_logps,
     )
 
-    try:
-        config = PreferenceConfig(s.objective, s.beta, s.simpo_gamma)
-    except ValueError as e:
-        raise UsageError.from_error(e) from None
+    loss, beta = made
     splits, layouts = _pair_splits(data)
     _report_skips(data, layouts, s.seq_len)
     say(f"zoo: {packing_report(layouts[: len(data.train.layouts)]).sentence()}")
-    dtype = resolve_compute_dtype(s.compute_dtype, platform_of(mesh))
-    beta = f"{s.objective} (beta {config.beta:g}" + (
-        f", gamma {config.simpo_gamma:g})" if s.objective == "simpo" else ")"
-    )
-    if not config.needs_reference:
+    if loss.reference is None:
         say(f"zoo: {beta}, no reference model")
-        return PreferenceLoss(config, reference=None, compute_dtype=dtype)
-    if lora is not None and s.lora.from_ is None:
+        return loss
+    if loss.reference == "adapters":
         say(f"zoo: {beta}, reference: the base model with the LoRA adapters switched off")
-        return PreferenceLoss(config, reference="adapters", compute_dtype=dtype)
+        return loss
     where = out / REFERENCE_DIR
     if read_reference(out, splits):
         say(f"zoo: {beta}, reference log-probabilities read from {where}")
@@ -124,7 +148,7 @@ def preference_loss(
             batch_size=s.batch_size,
             mesh=mesh,
             rules=rules,
-            compute_dtype=dtype,
+            compute_dtype=loss.compute_dtype,
             pad_id=data.train.pad_id,
         )
         keep_reference(out, splits, tables)
@@ -133,4 +157,4 @@ def preference_loss(
             f"zoo: {beta}, reference log-probabilities of {pairs:,} pairs computed in "
             f"{time.perf_counter() - started:.1f} s with the starting weights, kept in {where}"
         )
-    return PreferenceLoss(config, reference="batch", compute_dtype=dtype)
+    return loss

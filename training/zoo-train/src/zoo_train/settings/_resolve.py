@@ -19,12 +19,16 @@ from typing import Any
 
 from .._usage import UsageError
 from ._fields import Key, coerce, keys, replace, sections, tables
-from ._run import RunSettings, finetune_defaults
+from ._run import FinetuneSettings, RunSettings, finetune_defaults
 
 
 def defaults(command: str) -> RunSettings:
-    """The settings of ``command`` (``train``, ``finetune`` or ``compile``) before any source."""
-    return finetune_defaults() if command == "finetune" else RunSettings()
+    """The settings of ``command`` (``train``, ``finetune`` or ``compile``) before any source.
+    ``compile`` takes those of ``train`` and the fine-tuning ones (LoRA, the objective,
+    ``--from-hf``), at their defaults: it compiles the step either command takes."""
+    if command == "finetune":
+        return finetune_defaults()
+    return FinetuneSettings() if command == "compile" else RunSettings()
 
 
 def unknown_key(key: str, known: Mapping[str, Key]) -> UsageError:
@@ -169,7 +173,7 @@ def resolve_settings(
 
     Args:
         command: ``"train"``, ``"finetune"`` or ``"compile"`` (fine-tuning settings are refused
-            for ``train`` and ``compile``).
+            for ``train``).
         config_file: a TOML/JSON path, or ``None``.
         assignments: ``--set KEY=VALUE`` texts.
         flags: dotted key → value for the flags given on the command line (already typed);

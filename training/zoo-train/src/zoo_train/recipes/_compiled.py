@@ -1,0 +1,72 @@
+"""The step ``zoo compile`` compiles: the one ``zoo train`` or ``zoo finetune`` would take
+with the same settings, its model a builder (no weight is read or allocated)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+from .._usage import UsageError
+from ..settings import FinetuneSettings
+from ._finetuning import finetune_step
+from ._lora import lora_settings
+from ._model import check_model_changes, preset_config
+from ._preference import objective_loss
+
+# Settings of `zoo finetune` that say where a model comes from or goes, which compiling needs
+# none of (a zoo run's model is compiled through its Hugging Face export).
+NOT_COMPILED = {"from_run": "--from-run", "export_hf": "--export-hf", "overwrite": "--overwrite"}
+
+
+def compiled_model_config(s: FinetuneSettings) -> Any:
+    """The ``ModelConfig`` compiled: the preset's (``--model``), or that of the Hugging Face
+    directory ``--from-hf`` (its ``config.json`` alone, float32 master weights as ``zoo
+    finetune`` trains them), with ``model_config`` and the attention kernel set."""
+    import zoo_models
+
+    if s.from_hf is None:
+        return preset_config(s)  # the preset's own vocabulary, unlike a byte-level `zoo train`
+    source = pathlib.Path(s.from_hf) / "config.json"
+    try:
+        hf = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--from-hf {s.from_hf!r}: cannot read its config.json ({e}).") from None
+    changes = dict(s.model_config)
+    check_model_changes(changes)
+    changes.setdefault("param_dtype", "float32")
+    changes["attention_implementation"] = s.attention.implementation
+    try:
+        return zoo_models.from_hf_config(hf, source=str(source), **changes)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+
+
+def compiled_step(s: FinetuneSettings, model_config: Any, mesh: Any) -> tuple[Any, Any, Any]:
+    """``(spec, lora, full)``: the :class:`~zoo_train.program.StepSpec` of the run the
+    settings describe, on ``mesh`` (LoRA adapters and the preference objective as ``zoo
+    finetune`` builds them), its LoRA settings (``None``: every parameter trains), and the
+    same step with every parameter trained (what LoRA is compared with)."""
+    import jax
+
+    import zoo_models
+
+    given = [flag for key, flag in NOT_COMPILED.items() if getattr(s, key)]
+    if given:
+        raise UsageError(
+            f"zoo compile takes no {given[0]}: it compiles a step from --model or --from-hf "
+            "and writes nothing."
+        )
+    lora = lora_settings(s, model_config)
+    made = objective_loss(s, lora, mesh)
+    key = jax.random.key(s.seed)
+
+    def build() -> Any:
+        return zoo_models.build(model_config, key=key)
+
+    config, loss_fn = s.train_config(), None if made is None else made[0]
+    try:
+        spec = finetune_step(build, config, lora=lora, key=key, loss_fn=loss_fn, mesh=mesh)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+    return spec, lora, finetune_step(build, config, loss_fn=loss_fn, mesh=mesh)
