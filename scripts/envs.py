@@ -25,6 +25,7 @@ PACKAGES = {
     "zoo-flash-tpu": "kernels/flash-tpu",
     "zoo-chunked": "kernels/chunked",
     "zoo-layers": "packages/zoo-layers",
+    "zoo-data": "data/zoo-data",
     "zoo-models": "models/zoo-models",
     "zoo-train": "training/zoo-train",
 }

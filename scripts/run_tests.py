@@ -55,6 +55,7 @@ SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
     "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
+    "zoo-data": ("data/zoo-data/tests", [], {}),
     # The harness and training benchmarks, and the flash-kernel benchmarks beside their kernel.
     "bench": ("bench/tests", ["kernels/flash-tpu/bench/tests"], {}),
 }

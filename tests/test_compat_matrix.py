@@ -46,7 +46,7 @@ def _pinned_flash() -> str:
 PINNED_FLASH = _pinned_flash()
 # flash_tpu serves on CPU in Pallas TPU interpret mode; the training run asks for it first.
 FLASH = {"ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_ATTENTION": "flash_tpu,xla"}
-NON_KERNEL = ["zoo-attention", "zoo-layers", "zoo-models", "zoo-train"]
+NON_KERNEL = ["zoo-attention", "zoo-layers", "zoo-data", "zoo-models", "zoo-train"]
 
 
 def _drive(python: Path, tmp: Path, env: dict[str, str]) -> dict:

@@ -17,7 +17,8 @@ QUICK_CAP_BYTES = 4 * 2**30
 _RESERVE_BYTES = 2 * 2**30  # left for everything else running on the machine
 _PACKAGES = (
     "jax", "jaxlib", "equinox", "optax", "orbax-checkpoint", "torch", "transformers", "numpy",
-    "zoo-attention", "zoo-chunked", "zoo-flash-tpu", "zoo-layers", "zoo-models", "zoo-train",
+    "zoo-attention", "zoo-chunked", "zoo-flash-tpu", "zoo-layers", "zoo-data", "zoo-models",
+    "zoo-train",
 )  # fmt: skip
 
 

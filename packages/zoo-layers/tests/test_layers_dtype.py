@@ -20,6 +20,18 @@ def test_policy_resolves_and_validates():
         zl.DTypePolicy(compute_dtype="int8")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_check_float_dtype_passes_floating_dtypes(dtype):
+    assert zl.check_float_dtype("param_dtype", dtype) == dtype
+    assert jnp.issubdtype(jnp.dtype(dtype), jnp.floating)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "bool", "float8_e4m3fn", "fp32", ""])
+def test_check_float_dtype_names_the_field(dtype):
+    with pytest.raises(ValueError, match=f"`weights_dtype` must be one of .*got '{dtype}'"):
+        zl.check_float_dtype("weights_dtype", dtype)
+
+
 def test_bfloat16_compute_is_close_and_params_stay_float32(key):
     k1, k2 = jax.random.split(key)
 

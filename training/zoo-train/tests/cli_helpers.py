@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-# The token-store tests import these from here (they move with the data code).
-from zoo_train.testing import WORDS as WORDS
-from zoo_train.testing import tiny_tokenizer as tiny_tokenizer
-from zoo_train.testing import write_corpus as write_corpus
+# The token-store tests import these from here.
+from zoo_data.testing import WORDS as WORDS
+from zoo_data.testing import tiny_tokenizer as tiny_tokenizer
+from zoo_data.testing import write_corpus as write_corpus
 
 
 @contextlib.contextmanager

@@ -47,16 +47,27 @@ def test_no_jax_for_help_and_listings(args):
     assert _zoo(*args) == {"code": 0, "heavy": []}
 
 
-def test_no_jax_to_describe_a_token_store(tmp_path):
+def test_no_jax_to_prepare_and_describe_a_token_store(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "a.txt").write_text("def f(x):\n    return x + 1\n" * 50)
     store = tmp_path / "store"
-    # Preparing loads the byte tokenizer from zoo_models (and so JAX) today: not asserted here.
-    assert _zoo("data", "prepare", str(corpus), "--out", str(store))["code"] == 0
+    assert _zoo("data", "prepare", str(corpus), "--out", str(store)) == {"code": 0, "heavy": []}
     assert _zoo("data", "info", str(store)) == {"code": 0, "heavy": []}
 
 
 def test_the_check_sees_jax_when_a_command_loads_it():
     # The same child, on a command that needs JAX: the assertion above can fail.
     assert set(_zoo("kernels", "--here")["heavy"]) >= {"jax", "jaxlib"}
+
+
+def test_the_table_holds_zoo_datas_help_for_zoo_data():
+    # The table repeats it so that `zoo --help` need not import zoo_data.cli (and numpy).
+    from zoo_data.cli import DESCRIPTION, HELP
+    from zoo_train.cli._commands import COMMANDS
+
+    (data,) = [c for c in COMMANDS if c.name == "data"]
+    assert (data.help, data.description) == (
+        HELP,
+        DESCRIPTION.replace("`zoo-data ", "`zoo data "),
+    )

@@ -14,8 +14,8 @@ import torch
 import transformers
 
 import zoo_models
+from zoo_data._chat import render_chat, trained_spans
 from zoo_train.cli import main
-from zoo_train.data._chat import render_chat, trained_spans
 from zoo_train.peft import ADAPTER_CONFIG
 from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer
 

@@ -131,7 +131,7 @@ def test_pretraining_with_a_bpe_tokenizer_rounds_the_vocabulary_and_keeps_the_to
 def _held_out_name(fraction: float, pattern: str, id_suffix: str = "") -> str:
     """A file name (``pattern`` with a number) whose first document the hash holds out: its
     id is the name itself inside a directory, ``name:1`` for a JSON lines file's first line."""
-    from zoo_train.data._split import held_out
+    from zoo_data._split import held_out
 
     names = (pattern.format(i) for i in range(10_000))
     return next(n for n in names if held_out(n + id_suffix, fraction))

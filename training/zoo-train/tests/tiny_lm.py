@@ -5,10 +5,10 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 import zoo_attention
-from zoo_train.data import PackedLoader
+from zoo_data import PackedLoader
+from zoo_data.testing import random_docs as random_docs
 
 
 class TinyLM(eqx.Module):
@@ -65,17 +65,6 @@ class TinyLM(eqx.Module):
 def make_model(seed: int = 0, **kwargs: int) -> TinyLM:
     """A ``TinyLM`` initialised under one jit (eager init would compile every op)."""
     return eqx.filter_jit(lambda k: TinyLM(**kwargs, key=k))(jax.random.key(seed))
-
-
-def random_docs(
-    seed: int, n: int = 40, vocab: int = 64, lo: int = 3, hi: int = 40
-) -> list[np.ndarray]:
-    """Random token documents ending in EOS = vocab - 1."""
-    rng = np.random.default_rng(seed)
-    return [
-        np.append(rng.integers(0, vocab - 1, rng.integers(lo, hi)), vocab - 1).astype(np.int32)
-        for _ in range(n)
-    ]
 
 
 def loaders(seed: int = 0, seq_len: int = 16, vocab: int = 64) -> tuple[PackedLoader, PackedLoader]:

@@ -76,6 +76,27 @@ def _block_grads(
     return dq, dkt, dvt
 
 
+def _query_blocks(
+    query: jax.Array, out: jax.Array, lse: jax.Array, d_out: jax.Array, plan: Plan
+) -> tuple[Callable[[jax.Array], _QueryBlock], tuple[int, ...]]:
+    """``(query_block, shape)``: query block ``i`` as the backward pass reads it (queries and
+    output cotangents, both also transposed, the log-sum-exp and ``D = rowsum(dO * O)``), and
+    the shape of the blocked queries (that of the dQ accumulator)."""
+    acc_dtype = accumulator_dtype(query.dtype)
+    delta = jnp.sum(d_out.astype(acc_dtype) * out.astype(acc_dtype), axis=-1)  # [B, T, N]
+    deltab = block_query_rows(delta, plan)
+    d_out = d_out.astype(query.dtype)
+    qb = block_queries(query, plan)
+    qtb = block_queries_transposed(query, plan)
+    dob = block_queries(d_out, plan)
+    dotb = block_queries_transposed(d_out, plan)
+
+    def query_block(i: jax.Array) -> _QueryBlock:
+        return _QueryBlock(qb[i], qtb[i], dob[i], dotb[i], lse[i], deltab[i])
+
+    return query_block, tuple(qb.shape)
+
+
 def backward(
     query: jax.Array,
     key: jax.Array,
@@ -99,19 +120,10 @@ def backward(
         ``(dq, dk, dv)`` in the dtypes of query, key and value.
     """
     acc_dtype = accumulator_dtype(query.dtype)
-    delta = jnp.sum(d_out.astype(acc_dtype) * out.astype(acc_dtype), axis=-1)  # [B, T, N]
-    deltab = block_query_rows(delta, plan)
-    d_out = d_out.astype(query.dtype)
-    qb = block_queries(query, plan)
-    qtb = block_queries_transposed(query, plan)
-    dob = block_queries(d_out, plan)
-    dotb = block_queries_transposed(d_out, plan)
+    query_block, dq_shape = _query_blocks(query, out, lse, d_out, plan)
     kb = block_keys(key, plan)
     ktb = block_keys_transposed(key, plan)
     vtb = block_keys_transposed(value, plan)
-
-    def query_block(i: jax.Array) -> _QueryBlock:
-        return _QueryBlock(qb[i], qtb[i], dob[i], dotb[i], lse[i], deltab[i])
 
     # Tested on the ids themselves, not on `segmented`, so that their types narrow.
     segmented = False
@@ -173,7 +185,7 @@ def backward(
         return dq, ((dk * scale).astype(key.dtype), dv.astype(value.dtype))
 
     scale = jnp.asarray(plan.spec.scale, acc_dtype)
-    dq0 = jnp.zeros(qb.shape, acc_dtype)
+    dq0 = jnp.zeros(dq_shape, acc_dtype)
     indices = jnp.arange(plan.num_kv_blocks, dtype=jnp.int32)
     dq, (dkb, dvb) = jax.lax.scan(kv_block, dq0, indices)
     dq = unblock_queries(dq * scale, plan).astype(query.dtype)

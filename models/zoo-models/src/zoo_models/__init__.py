@@ -1,12 +1,16 @@
 """zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
 OLMo 2)."""
 
-from ._chat_template import ChatTemplate as ChatTemplate
-from ._chat_template import ChatTemplateError as ChatTemplateError
-from ._chat_template import RenderedChat as RenderedChat
-from ._config import FAMILIES as FAMILIES
+# Tokenizers and chat templates live in zoo-data (no JAX); these names stay for user code.
+from zoo_data import ByteTokenizer as ByteTokenizer
+from zoo_data import ChatTemplate as ChatTemplate
+from zoo_data import ChatTemplateError as ChatTemplateError
+from zoo_data import HFTokenizer as HFTokenizer
+from zoo_data import RenderedChat as RenderedChat
+from zoo_data import ZooTokenizer as _ZooTokenizer
+from zoo_data import load_tokenizer as load_tokenizer
+
 from ._config import ModelConfig as ModelConfig
-from ._family_defaults import default_lora_targets as default_lora_targets
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate
 from ._generate import left_pad as left_pad
@@ -40,9 +44,10 @@ from ._safetensors_files import save_safetensors as save_safetensors
 from ._sampling import sample_logits as sample_logits
 from ._sampling import top_k_filter as top_k_filter
 from ._sampling import top_p_filter as top_p_filter
-from ._tokenizer import ByteTokenizer as ByteTokenizer
-from ._tokenizer import HFTokenizer as HFTokenizer
-from ._tokenizer import Tokenizer as Tokenizer
-from ._tokenizer import load_tokenizer as load_tokenizer
+from .families import FAMILIES as FAMILIES
+from .families import default_lora_targets as default_lora_targets
 
-__version__ = "0.6.1"
+#: The protocol every zoo tokenizer meets (``zoo_data.ZooTokenizer``), under its name here.
+Tokenizer = _ZooTokenizer
+
+__version__ = "0.6.2.dev0"

@@ -5,24 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Literal, get_args
+from typing import Any
 
-from zoo_layers import RopeScaling
-from zoo_layers._dtype import check_float_dtype
+from zoo_layers import RopeScaling, check_float_dtype
 
-Family = Literal[
-    "gpt2",
-    "llama",
-    "mistral",
-    "qwen2",
-    "gemma2",
-    "qwen3",
-    "gemma3_text",
-    "olmo2",
-    "mixtral",
-    "qwen3_moe",
-]
-FAMILIES: tuple[str, ...] = get_args(Family)
 _ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
 
 # Fields added after configurations were first stored in runs: `to_dict` leaves them out while
@@ -42,6 +28,13 @@ _LATER_DEFAULTS: dict[str, Any] = {
 _TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers")
 
 
+def _family_names() -> tuple[str, ...]:
+    # Imported when first asked: the family modules import this one, so the registry loads after.
+    from .families import family_names
+
+    return family_names()
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
     """Shapes and semantics of a decoder-only language model.
@@ -50,8 +43,9 @@ class ModelConfig:
     architecture the weights map to, every behaviour is set by the fields below.
 
     Attributes:
-        family: ``"gpt2"``, ``"llama"``, ``"mistral"``, ``"qwen2"``, ``"gemma2"``, ``"qwen3"``,
-            ``"gemma3_text"``, ``"olmo2"``, ``"mixtral"`` or ``"qwen3_moe"``.
+        family: a registered family (:mod:`zoo_models.families`): ``"gpt2"``, ``"llama"``,
+            ``"mistral"``, ``"qwen2"``, ``"gemma2"``, ``"qwen3"``, ``"gemma3_text"``,
+            ``"olmo2"``, ``"mixtral"``, ``"qwen3_moe"``, or one registered since.
         vocab_size, d_model, n_layers, n_heads: the usual shapes.
         n_kv_heads: key/value heads (GQA/MQA); ``None`` means ``n_heads``.
         head_dim: per-head width; ``None`` means ``d_model // n_heads``.
@@ -184,8 +178,9 @@ class ModelConfig:
                 f"`qk_norm` must be False, True (per head) or 'projection', got {self.qk_norm!r}."
             )
         object.__setattr__(self, "qk_norm", qk)
-        if self.family not in FAMILIES:
-            raise ValueError(f"`family` must be one of {', '.join(FAMILIES)}, got {self.family!r}.")
+        families = _family_names()
+        if self.family not in families:
+            raise ValueError(f"`family` must be one of {', '.join(families)}, got {self.family!r}.")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_hidden", "max_position"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import pathlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,15 +20,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from zoo_data import ByteTokenizer, HFTokenizer
+from zoo_data import ZooTokenizer as Tokenizer
 from zoo_layers import layer_slot
 
 from ._config import ModelConfig
 from ._hf_config import from_hf_config, to_hf_config
-from ._hf_weights import GEMMA3_PREFIXES, Rule, ignorable, layer_rules, same, top_rules, transpose
+from ._hf_weights import IGNORABLE, Rule, same, transpose
 from ._memory import check_fits_host
 from ._model import Transformer, build
 from ._safetensors_files import FLOAT_DTYPES, TensorFiles, write_tensor_files
-from ._tokenizer import ByteTokenizer, HFTokenizer, Tokenizer
+from .families import lookup
 
 __all__ = [
     "from_hf_state_dict",
@@ -68,8 +71,9 @@ def _leaves(model: Any) -> tuple[dict[str, Any], Any]:
 
 def _instances(config: ModelConfig) -> list[tuple[Rule, int | None]]:
     """Every (rule, layer) pair of the checkpoint; ``layer`` is ``None`` for top-level rules."""
-    layers = [(r, i) for i in range(config.n_layers) for r in layer_rules(config, i)]
-    return [(r, None) for r in top_rules(config)] + layers
+    family = lookup(config.family)
+    top: list[tuple[Rule, int | None]] = [(r, None) for r in family.top_rules(config)]
+    return top + [(r, i) for i in range(config.n_layers) for r in family.layer_rules(config, i)]
 
 
 def _leaf_key(config: ModelConfig, rel: str, layer: int | None) -> tuple[str, int | None]:
@@ -127,19 +131,12 @@ def _note_casts(casts: dict[tuple[str, str], list[str]], source: str) -> None:
         )
 
 
-def _aliases(config: ModelConfig, names: set[str]) -> dict[str, str]:
-    """Expected name → stored name, for checkpoints saved from a bare base model.
-
-    The original GPT-2 checkpoints store ``wte.weight`` rather than ``transformer.wte.weight``;
-    an image-and-text Gemma 3 checkpoint keeps its language model under a prefix.
-    """
-    if config.family == "gpt2" and "transformer.wte.weight" not in names and "wte.weight" in names:
-        return {f"transformer.{n}": n for n in names if not n.startswith("lm_head.")}
-    if config.family == "gemma3_text" and "model.embed_tokens.weight" not in names:
-        for prefix in GEMMA3_PREFIXES:
-            if f"{prefix}embed_tokens.weight" in names:
-                return {f"model.{n[len(prefix) :]}": n for n in names if n.startswith(prefix)}
-    return {}
+def _ignorable(name: str, config: ModelConfig) -> bool:
+    """Whether tensor ``name`` may be present in a checkpoint without a model leaf."""
+    if config.tie_embeddings and name in ("lm_head.weight", "language_model.lm_head.weight"):
+        return True  # a tied head stored next to the embedding
+    patterns = (*IGNORABLE, *lookup(config.family).ignorable)
+    return any(re.fullmatch(p, name) for p in patterns)
 
 
 def _first_few(items: list[str], *, sep: str = ", ", shown: int = 3) -> str:
@@ -169,7 +166,8 @@ def from_hf_state_dict(
     abstract = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
     shapes, treedef = _leaves(abstract)
     names = set(tensors)
-    alias = _aliases(config, names)
+    # Expected name → stored name, for checkpoints that store the family's tensors otherwise.
+    alias = lookup(config.family).aliases(names)
     instances = _instances(config)
 
     missing: list[str] = []
@@ -190,7 +188,7 @@ def from_hf_state_dict(
             dtype = _dtype_of(tensors, stored)
             if dtype not in FLOAT_DTYPES:
                 wrong.append(f"{stored} holds {dtype} values, not float16/bfloat16/float32 weights")
-    unexpected = sorted(n for n in names - used if not ignorable(n, config))
+    unexpected = sorted(n for n in names - used if not _ignorable(n, config))
     problems = []
     if missing:
         problems.append(f"missing tensor(s) {_first_few(missing)}")

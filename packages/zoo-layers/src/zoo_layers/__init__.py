@@ -6,6 +6,7 @@ from ._block import TransformerBlock as TransformerBlock
 from ._cache import KVCache as KVCache
 from ._dropout import Dropout as Dropout
 from ._dtype import DTypePolicy as DTypePolicy
+from ._dtype import check_float_dtype as check_float_dtype
 from ._dtype import default_compute_dtype as default_compute_dtype
 from ._embedding import Embedding as Embedding
 from ._linear import Linear as Linear
@@ -46,4 +47,4 @@ from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
 from .moe import register_grouped_matmul as register_grouped_matmul
 
-__version__ = "0.4.1"
+__version__ = "0.4.2.dev0"

@@ -31,7 +31,7 @@ def _qk_norm_kind(qk_norm: bool | str | None) -> QKNorm | None:
         return "head"
     if qk_norm not in ("head", "projection"):
         raise ValueError(f"`qk_norm` must be False, True, 'head' or 'projection', got {qk_norm!r}.")
-    return qk_norm  # type: ignore[return-value]
+    return qk_norm
 
 
 class Attention(eqx.Module):
@@ -111,19 +111,24 @@ class Attention(eqx.Module):
         if soft_cap is not None and not soft_cap > 0:
             raise ValueError(f"`soft_cap` must be > 0 or None, got {soft_cap!r}.")
         kq, kk, kv, ko = jax.random.split(key, 4)
-        kw = dict(init_std=init_std, dtype=dtype)
         # Projections to heads are [heads * head_dim, embed]: sharding the fused out dimension
         # over a mesh axis that divides the head count keeps whole heads on each device.
         q_axes, kv_axes = (HEADS, EMBED), (KV_HEADS, EMBED)
-        self.q_proj = Linear(
-            dim, num_heads * head_dim, use_bias=qkv_bias, axes=q_axes, key=kq, **kw
-        )
-        self.k_proj = Linear(
-            dim, num_kv_heads * head_dim, use_bias=qkv_bias, axes=kv_axes, key=kk, **kw
-        )
-        self.v_proj = Linear(
-            dim, num_kv_heads * head_dim, use_bias=qkv_bias, axes=kv_axes, key=kv, **kw
-        )
+
+        def projection(out_features: int, axes: tuple[str, str], k: PRNGKeyArray) -> Linear:
+            return Linear(
+                dim,
+                out_features,
+                use_bias=qkv_bias,
+                init_std=init_std,
+                dtype=dtype,
+                axes=axes,
+                key=k,
+            )
+
+        self.q_proj = projection(num_heads * head_dim, q_axes, kq)
+        self.k_proj = projection(num_kv_heads * head_dim, kv_axes, kk)
+        self.v_proj = projection(num_kv_heads * head_dim, kv_axes, kv)
         self.o_proj = Linear(
             num_heads * head_dim,
             dim,
@@ -134,14 +139,19 @@ class Attention(eqx.Module):
             key=ko,
         )
         kind = _qk_norm_kind(qk_norm)
-        norm = dict(eps=qk_norm_eps, unit_offset=qk_norm_unit_offset, dtype=dtype)
+
+        def norm(size: int, axis: str) -> RMSNorm:
+            return RMSNorm(
+                size, eps=qk_norm_eps, unit_offset=qk_norm_unit_offset, dtype=dtype, axis=axis
+            )
+
         if kind == "projection":
             # Named like the projection's output so the norm shards with it.
-            self.q_norm = RMSNorm(num_heads * head_dim, axis=HEADS, **norm)
-            self.k_norm = RMSNorm(num_kv_heads * head_dim, axis=KV_HEADS, **norm)
+            self.q_norm = norm(num_heads * head_dim, HEADS)
+            self.k_norm = norm(num_kv_heads * head_dim, KV_HEADS)
         elif kind == "head":
-            self.q_norm = RMSNorm(head_dim, axis=HEAD_DIM, **norm)
-            self.k_norm = RMSNorm(head_dim, axis=HEAD_DIM, **norm)
+            self.q_norm = norm(head_dim, HEAD_DIM)
+            self.k_norm = norm(head_dim, HEAD_DIM)
         else:
             self.q_norm = self.k_norm = None
         self.qk_norm = kind
@@ -173,15 +183,27 @@ class Attention(eqx.Module):
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 
-    def _attend(self, q: Array, k: Array, v: Array, **mask: object) -> Array:
+    def _attend(
+        self,
+        q: Array,
+        k: Array,
+        v: Array,
+        *,
+        is_causal: bool = False,
+        segment_ids: Array | tuple[Array, Array] | None = None,
+        local_window_size: int | tuple[int, int] | None = None,
+    ) -> Array:
+        # The mask arguments' defaults are the contract's.
         return zoo_attention.dot_product_attention(
             q,
             k,
             v,
             scale=self.scale,
+            is_causal=is_causal,
+            segment_ids=segment_ids,
+            local_window_size=local_window_size,
             logits_soft_cap=self.soft_cap,
             implementation=self.implementation,
-            **mask,
         )
 
     def _out(self, o: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:

@@ -16,7 +16,7 @@ import contextvars
 import dataclasses
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import equinox as eqx
 import jax
@@ -25,6 +25,8 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, PyTree
 
 import zoo_attention
+
+_M = TypeVar("_M", bound=eqx.Module)
 
 # The logical names zoo's layers use.
 BATCH = "batch"
@@ -91,14 +93,18 @@ def logical_axes(tree: PyTree) -> PyTree:
     return jax.tree.map(visit, tree, is_leaf=_annotated)
 
 
-def with_names(module: eqx.Module, **fields: tuple[Name, ...]) -> eqx.Module:
+def with_names(module: _M, **fields: tuple[Name, ...]) -> _M:
     """``module`` with the named array fields replaced by their :class:`LogicalAxes` (fields
     that hold ``None`` are skipped). Helper for ``logical_axes()`` methods."""
     present = {k: v for k, v in fields.items() if getattr(module, k) is not None}
-    return eqx.tree_at(
-        lambda m: tuple(getattr(m, k) for k in present),
-        module,
-        tuple(LogicalAxes(tuple(v)) for v in present.values()),
+    # ``tree_at`` is untyped; replacing leaves keeps the module's class.
+    return cast(
+        _M,
+        eqx.tree_at(
+            lambda m: tuple(getattr(m, k) for k in present),
+            module,
+            tuple(LogicalAxes(tuple(v)) for v in present.values()),
+        ),
     )
 
 

@@ -59,19 +59,29 @@ class MLP(eqx.Module):
     ) -> None:
         activation_fn(activation)
         k_up, k_down, k_gate = jax.random.split(key, 3)
-        kw = dict(use_bias=use_bias, dtype=dtype)
         up_axes = (MLP_AXIS, EMBED)
-        self.up = Linear(dim, hidden, init_std=init_std, axes=up_axes, key=k_up, **kw)
+        self.up = Linear(
+            dim, hidden, use_bias=use_bias, init_std=init_std, dtype=dtype, axes=up_axes, key=k_up
+        )
         self.down = Linear(
             hidden,
             dim,
+            use_bias=use_bias,
             init_std=init_std if out_init_std is None else out_init_std,
+            dtype=dtype,
             axes=(EMBED, MLP_AXIS),
             key=k_down,
-            **kw,
         )
         self.gate = (
-            Linear(dim, hidden, init_std=init_std, axes=up_axes, key=k_gate, **kw)
+            Linear(
+                dim,
+                hidden,
+                use_bias=use_bias,
+                init_std=init_std,
+                dtype=dtype,
+                axes=up_axes,
+                key=k_gate,
+            )
             if gated
             else None
         )

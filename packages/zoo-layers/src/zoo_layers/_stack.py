@@ -20,6 +20,7 @@ each stacked with a leading axis of one, applied unrolled after the scan.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import equinox as eqx
 import jax
@@ -31,6 +32,12 @@ import zoo_attention
 from ._block import TransformerBlock
 from ._logical import BATCH, logical_axes, logical_constraint, stacked_axes
 from .moe import RouterStats
+
+_T = TypeVar("_T")
+# A scan's carry, its per-group inputs and its per-group outputs.
+_C = TypeVar("_C")
+_X = TypeVar("_X")
+_Y = TypeVar("_Y")
 
 
 def _split(key: PRNGKeyArray, n_layers: int, period: int) -> tuple[Array, Array]:
@@ -62,7 +69,7 @@ def layer_slot(layer: int, n_layers: int, period: int) -> tuple[str, int]:
     return f"tail.{layer - whole}", 0
 
 
-def _index(tree: eqx.Module, i: int) -> eqx.Module:
+def _index(tree: _T, i: int) -> _T:
     return jax.tree_util.tree_map(lambda a: a[i] if eqx.is_array(a) else a, tree)
 
 
@@ -75,7 +82,7 @@ def scan_by_default() -> bool:
     return zoo_attention.find_target().platform != "cpu"
 
 
-def _unstack(tree: object, n: int) -> list[object]:
+def _unstack(tree: _T, n: int) -> list[_T]:
     """``n`` trees holding the slices ``[i]`` of every leaf of ``tree``.
 
     One ``lax.split`` per leaf: its transpose is a single concatenate, where indexing each
@@ -190,7 +197,8 @@ class LayerStack(eqx.Module):
             raise ValueError(f"layer index {i} is out of range for {self.n_layers} layers.")
         path, index = layer_slot(i, self.n_layers, self.period)
         kind, phase = path.split(".")
-        return _index(getattr(self, kind)[int(phase)], index)
+        block: TransformerBlock = getattr(self, kind)[int(phase)]
+        return _index(block, index)
 
     def layers(self) -> list[TransformerBlock]:
         """Every layer as a plain block, in order."""
@@ -203,11 +211,11 @@ class LayerStack(eqx.Module):
 
     def _apply(
         self,
-        body: Callable,
-        carry: object,
-        xs: object,
+        body: Callable[[tuple[TransformerBlock, ...], _C, _X], tuple[_C, _Y]],
+        carry: _C,
+        xs: _X,
         blocks: tuple[TransformerBlock, ...] | None = None,
-    ) -> tuple[object, object]:
+    ) -> tuple[_C, _Y]:
         """``lax.scan(body)`` over the groups, scanned or unrolled; ``xs`` leaves are per group.
 
         ``blocks`` (default: the scanned groups) may be the tail, one group applied unrolled.
@@ -216,7 +224,8 @@ class LayerStack(eqx.Module):
         dynamic, static = eqx.partition(self.blocks if blocks is None else blocks, eqx.is_array)
         groups = 1 if tail else self.groups
 
-        def step(c: object, inputs: tuple[object, object]) -> tuple[object, object]:
+        # ``params``: the blocks holding only their arrays (``None`` elsewhere), still blocks.
+        def step(c: _C, inputs: tuple[tuple[TransformerBlock, ...], _X]) -> tuple[_C, _Y]:
             params, x_in = inputs
             return body(eqx.combine(params, static), c, x_in)
 
@@ -224,7 +233,7 @@ class LayerStack(eqx.Module):
             step = jax.checkpoint(step)
         if self.scans and not tail:
             return jax.lax.scan(step, carry, (dynamic, xs), length=groups)
-        ys = []
+        ys: list[_Y] = []
         for g, params in enumerate(_unstack(dynamic, groups)):
             x_in = jax.tree_util.tree_map(lambda a, g=g: a[g], xs)
             carry, y = step(carry, (params, x_in))
@@ -277,7 +286,7 @@ class LayerStack(eqx.Module):
             return h, tuple(stats)
 
         out, ys = self._apply(body, x, keys)
-        tail_ys: tuple = ()
+        tail_ys: tuple[RouterStats | None, ...] = ()
         if self.tail:
             out, tail_ys = self._apply(body, out, tail_keys, self.tail)
         whole = self.groups * self.period

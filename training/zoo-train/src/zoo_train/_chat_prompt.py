@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .data import render_chat
+from zoo_data import render_chat
 
 # A reply no template writes by itself, to find what a template puts after a reply.
 _PROBE = "zoo-probe-reply"

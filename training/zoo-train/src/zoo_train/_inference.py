@@ -12,11 +12,11 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 
 import zoo_models
+from zoo_data import leading_bos
 
 from ._capacity import free_memory
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
-from .data import leading_bos
 from .loop import EvalData
 from .parallel import (
     BatchLayout,

@@ -16,6 +16,7 @@ ZOO_DISTRIBUTIONS = (
     "zoo-flash-tpu",
     "zoo-chunked",
     "zoo-layers",
+    "zoo-data",
     "zoo-models",
     "zoo-train",
 )

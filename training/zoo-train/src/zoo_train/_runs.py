@@ -21,13 +21,13 @@ import jax
 from jax.sharding import Mesh
 
 import zoo_models
+from zoo_data.store import tokenizer_identity
 
 from ._config import TrainConfig
 from ._errors import NoUsableCheckpointError
 from ._plan import plan_state
 from ._usage import UsageError
 from .checkpoint import CHECKPOINT_DIR, LOCK_FILE, Checkpointer
-from .data.store import tokenizer_identity
 from .loop import METRICS_FILE
 from .parallel import make_mesh, make_rules
 from .peft import LoRAConfig, apply_lora, lora_filter

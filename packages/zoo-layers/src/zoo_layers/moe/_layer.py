@@ -17,6 +17,8 @@ device computes only its own experts' share.
 
 from __future__ import annotations
 
+from typing import cast
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -135,8 +137,14 @@ class MoE(eqx.Module):
         if layout is None:
             return self._local(x, mask, *weights, keep_logits=keep_logits, layout=None)
         x_spec = layout.token_spec(x.ndim)
+        # The output specs mirror the stats' pytree, so a RouterStats holds them in place of
+        # its arrays (hence the casts).
         stats_spec = RouterStats(
-            P(), P(), P(), P(), layout.token_spec(x.ndim) if keep_logits else None
+            cast(Array, P()),
+            cast(Array, P()),
+            cast(Array, P()),
+            cast(Array, P()),
+            cast(Array, layout.token_spec(x.ndim)) if keep_logits else None,
         )
         run = jax.shard_map(
             lambda *a: self._local(*a, keep_logits=keep_logits, layout=layout),

@@ -8,10 +8,11 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+from zoo_data import DataSource
+
 from .._config import RESUME_SAFE_FIELDS, TrainConfig
 from .._errors import CheckpointMismatchError
 from .._extension import run_changes
-from ..data import DataSource
 
 
 def jsonable(value: Any) -> Any:

@@ -9,8 +9,9 @@ from typing import Any, Protocol
 
 from jaxtyping import PyTree
 
+from zoo_data import Batch
+
 from .._state import TrainState
-from ..data import Batch
 
 
 class EvalSource(Protocol):

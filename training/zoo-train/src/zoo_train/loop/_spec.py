@@ -7,7 +7,8 @@ import pathlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..data import DataSource
+from zoo_data import DataSource
+
 from ..program import StepSpec
 from ._evaluate import EvalData
 
@@ -21,7 +22,7 @@ class TrainSpec:
 
     Attributes:
         step: what the steps compute (:class:`~zoo_train.program.StepSpec`).
-        data: a :class:`~zoo_train.data.DataSource`; each step draws
+        data: a :class:`~zoo_data.DataSource`; each step draws
             ``grad_accum * batch_size`` rows.
         out: the output directory: ``metrics.jsonl``, ``loss_curve.png``, ``checkpoints/``.
         eval_data: held-out data, evaluated every ``eval_every`` steps and at the end.

@@ -15,6 +15,8 @@ from typing import Any
 import jax
 from jaxtyping import PyTree
 
+from zoo_data import DataSource
+
 from .._config import TrainConfig
 from .._extension import steps_change
 from .._plan import is_builder
@@ -23,7 +25,6 @@ from .._state import TrainState
 from .._step import all_finite
 from .._step_metrics import StepMetrics, Window
 from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
-from ..data import DataSource
 from ..parallel import (
     BatchLayout,
     MeshFunction,

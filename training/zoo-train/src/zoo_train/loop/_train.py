@@ -12,11 +12,12 @@ import jax
 from jax.sharding import Mesh
 from jaxtyping import PyTree
 
+from zoo_data import DataSource
+
 from .._config import TrainConfig
 from .._errors import StoppedBySignalError
 from .._loss import LossFn
 from ..checkpoint import run_lock
-from ..data import DataSource
 from ..parallel import is_primary
 from ..profile import step_annotation
 from ..program import StepSpec
@@ -57,7 +58,7 @@ def train(
             model is then created directly sharded (no full copy on any device), and not at all
             when resuming. With the default loss it is called as
             ``model(input_ids [B,T], *, positions, segment_ids) -> logits [B,T,V]``.
-        data: a :class:`~zoo_train.data.DataSource` (e.g. :class:`~zoo_train.data.PackedLoader`);
+        data: a :class:`~zoo_data.DataSource` (e.g. :class:`~zoo_data.PackedLoader`);
             each step draws ``grad_accum * batch_size`` rows.
         config: the run settings.
         out: the output directory: ``metrics.jsonl``, ``loss_curve.png``, ``checkpoints/``.

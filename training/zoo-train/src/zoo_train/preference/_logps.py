@@ -1,7 +1,7 @@
 """Log-probabilities of the sides of packed pairs: per token, then summed per side.
 
 In a row of pairs, segment ``2k - 1`` is the chosen side of the row's ``k``-th pair and segment
-``2k`` its rejected side (:mod:`zoo_train.data.store._reader`); the attention contract keeps
+``2k`` its rejected side (:mod:`zoo_data.store._reader`); the attention contract keeps
 segments apart and positions restart in each, so a side's log-probability is the same however
 many pairs share its row.
 """

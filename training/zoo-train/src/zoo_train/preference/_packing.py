@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..data.store import RowLayout
+from zoo_data.store import RowLayout
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PyTree
 
-from ..data.store import TokenSplit, layout
+from zoo_data.store import TokenSplit, layout
+
 from ..parallel import (
     BatchLayout,
     MeshFunction,

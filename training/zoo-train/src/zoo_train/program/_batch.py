@@ -9,8 +9,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from zoo_data import rows_to_batch
+
 from .._loss import LossFn
-from ..data import rows_to_batch
 from ..parallel import batch_shardings
 
 

@@ -49,7 +49,7 @@ def finetune_model_error() -> UsageError:
 def check_objective(s: FinetuneSettings) -> None:
     """The objective, and data of its kind: preference pairs for a preference objective, none
     for ``sft``. Each source is read up to its first record, before any model is loaded."""
-    from ..data import holds_pairs
+    from zoo_data import holds_pairs
 
     if s.objective not in OBJECTIVES:
         raise UsageError(

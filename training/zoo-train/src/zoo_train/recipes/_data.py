@@ -96,7 +96,7 @@ def build_data(s: RunSettings, tokenizer: Any) -> Data:
     Raises:
         UsageError: a store of another tokenizer, too little data for one row, bad weights.
     """
-    from ..data import HeldOut, StoreLoader, TokenStore
+    from zoo_data import HeldOut, StoreLoader, TokenStore
 
     sources = training_stores(s, tokenizer)
     try:
@@ -156,7 +156,8 @@ def eval_sources(
     Raises:
         UsageError: a held-out split too small to evaluate.
     """
-    from ..data import HeldOut, TokenStore, is_store, stdlib_files
+    from zoo_data import HeldOut, TokenStore, is_store, stdlib_files
+
     from ._stores import prepared
 
     whole = bool(paths) and val_fraction is None

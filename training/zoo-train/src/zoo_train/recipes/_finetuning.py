@@ -11,9 +11,10 @@ import jax
 from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray, PyTree
 
+from zoo_data import DataSource
+
 from .._config import TrainConfig
 from .._loss import LossFn
-from ..data import DataSource
 from ..loop import EvalSource, TrainResult, TrainSpec, run_training
 from ..parallel import is_primary, to_host
 from ..peft import ADAPTER_DIR, LoRAConfig, add_adapters, save_adapters

@@ -51,7 +51,7 @@ VOCAB_MULTIPLE = 128
 def vocabulary_for(tokenizer: Any) -> int:
     """The model vocabulary a tokenizer asks for: its own size, rounded up to a multiple of
     :data:`VOCAB_MULTIPLE` unless it is the byte tokenizer (whose small models stay exact)."""
-    from ..data import is_byte_level
+    from zoo_data import is_byte_level
 
     n = int(tokenizer.vocab_size)
     return n if is_byte_level(tokenizer) else -(-n // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
@@ -60,8 +60,9 @@ def vocabulary_for(tokenizer: Any) -> int:
 def run_tokenizer(s: RunSettings, out: pathlib.Path) -> Any:
     """The tokenizer ``zoo train`` trains with: ``--tokenizer`` (its files copied into the run,
     so it travels into generate, eval and exports), else the byte tokenizer."""
+    from zoo_data import byte_tokenizer
+
     from .._runs import TOKENIZER_DIR, copy_tokenizer_files
-    from ..data import byte_tokenizer
 
     if s.tokenizer is None:
         return byte_tokenizer()

@@ -32,7 +32,7 @@ def _pair_splits(data: Data) -> tuple[list[Any], list[Any]]:
 
 def _report_skips(data: Data, layouts: list[Any], seq_len: int) -> None:
     """A line per kind of pair left out: at prepare time (no preference) and here (too long)."""
-    from ..data import skipped_sentence
+    from zoo_data import skipped_sentence
 
     stores = [*data.train.stores, *(part.store for part in (data.val or {}).values())]
     seen: set[str] = set()

@@ -28,7 +28,7 @@ def data_cache(s: RunSettings) -> pathlib.Path:
 
 
 def _key(sources: Sequence[str], tokenizer: Any, text_field: str, eval_fraction: float) -> str:
-    from ..data.store import VERSION, tokenizer_identity
+    from zoo_data.store import VERSION, tokenizer_identity
 
     facts = {
         "sources": [os.path.abspath(s) for s in sources],
@@ -56,7 +56,7 @@ def prepared(
     Raises:
         UsageError: bad sources, or a cache that the other processes cannot see.
     """
-    from ..data import is_store, prepare_store
+    from zoo_data import is_store, prepare_store
 
     key = _key(sources, tokenizer, text_field, eval_fraction)
     target = cache / f"{name}-{key[:16]}"
@@ -97,7 +97,7 @@ def training_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.P
     Raises:
         UsageError: a weight count that does not match ``--data``.
     """
-    from ..data import is_store, stdlib_files
+    from zoo_data import is_store, stdlib_files
 
     prepare = {
         "tokenizer": tokenizer,
@@ -130,7 +130,7 @@ def training_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.P
 def eval_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.Path]]:
     """``(name, store)`` of each source of ``--eval-data`` (evaluated whole); raw sources
     prepared with nothing held out."""
-    from ..data import is_store
+    from zoo_data import is_store
 
     out = []
     for path in s.eval_data:

@@ -1,8 +1,11 @@
-"""Run settings: declared once, as dataclasses, and read from files, ``--set`` and flags.
+"""Settings: declared once, as dataclasses, and read from files, ``--set`` and flags.
 
-The classes in ``_run`` are the single source of truth: each setting's key, type, default, help
-and flag are read off them (``_fields``), config files and ``--set`` are merged over the
-defaults (``_resolve``), and the command line's flags are made from them (``_flags``).
+The run config of the training loop (``TrainConfig``, ``OptimizerConfig``, ``MeshConfig``, in
+``_train`` and ``_mesh``) declares each of its settings: default, help, range, flag and key.
+The command line's settings (``_run``) take those declarations as they are and add what only
+the command line has. Each setting's key, type, default and help are read off the classes
+(``_fields``), config files and ``--set`` are merged over the defaults (``_resolve``), and the
+command line's flags are made from them (``_flags``). Nothing here imports JAX.
 """
 
 from ._fields import Key as Key
@@ -10,6 +13,9 @@ from ._fields import flat as flat
 from ._fields import keys as keys
 from ._flags import add_flags as add_flags
 from ._flags import given_flags as given_flags
+from ._mesh import AXES as AXES
+from ._mesh import MeshConfig as MeshConfig
+from ._mesh import shown_axes as shown_axes
 from ._ranges import Range as Range
 from ._ranges import bounded as bounded
 from ._resolve import defaults as defaults
@@ -17,7 +23,6 @@ from ._resolve import parse_assignment as parse_assignment
 from ._resolve import read_config_file as read_config_file
 from ._resolve import resolve_settings as resolve_settings
 from ._run import OBJECTIVES as OBJECTIVES
-from ._run import SEEDS as SEEDS
 from ._run import AttentionSettings as AttentionSettings
 from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings
@@ -25,3 +30,8 @@ from ._run import OptimizerSettings as OptimizerSettings
 from ._run import RunSettings as RunSettings
 from ._run import WandbSettings as WandbSettings
 from ._run import finetune_defaults as finetune_defaults
+from ._train import SEEDS as SEEDS
+from ._train import LoopSettings as LoopSettings
+from ._train import OptimizerChoice as OptimizerChoice
+from ._train import OptimizerConfig as OptimizerConfig
+from ._train import TrainConfig as TrainConfig

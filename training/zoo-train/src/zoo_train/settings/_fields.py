@@ -4,7 +4,10 @@ A settings class is a frozen dataclass whose fields are made with :func:`setting
 :func:`section` (a nested settings class, a TOML table such as ``[optimizer]``) or :func:`table`
 (a free table of names to values, such as ``[model_config]``). Their dotted keys
 (``optimizer.warmup_steps``) are what config files, ``--set KEY=VALUE`` and the command-line flags
-name; the type of each comes from its annotation. Nothing here knows a particular setting.
+name; the type of each comes from its annotation (a ``Literal`` of strings gives its choices).
+A value is checked against its declaration by :func:`check` when a settings class is built
+(``ValueError``) and by :func:`coerce` when a setting is read (``UsageError``), in the same
+words. Nothing here knows a particular setting.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import math
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .._usage import UsageError
 from ._ranges import Range
@@ -32,6 +35,7 @@ def setting(
     switch: bool | None = None,
     flag_help: str | None = None,
     within: str | None = None,
+    later: bool = False,
 ) -> Any:
     """A field holding one setting.
 
@@ -44,6 +48,8 @@ def setting(
         switch: the flag takes no value and sets the setting to this.
         flag_help: the flag's help, when it must say more than ``help``.
         within: the interval a number must lie in, e.g. ``"[0, 1)"`` (see :class:`Range`).
+        later: added after runs were first recorded: :func:`flat` leaves it out while it holds
+            ``default``, so a run recorded before it compares as the same run.
     """
     metadata = {
         "help": help,
@@ -54,10 +60,25 @@ def setting(
         "switch": switch,
         "flag_help": flag_help,
         "within": None if within is None else Range.parse(within),
+        "later": later,
     }
     if isinstance(default, list | dict):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def declared(cls: type, name: str) -> Any:
+    """The field ``name`` of the settings class ``cls``, as it is declared there (default, help,
+    range, flag), for a class that holds the same setting in another place (the command line's
+    top-level ``lr`` is the optimizer's peak learning rate).
+
+    Raises:
+        KeyError: ``cls`` has no such field (a rename there is an error here, at import).
+    """
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if field.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=field.default_factory, metadata=field.metadata)
+    return dataclasses.field(default=field.default, metadata=field.metadata)
 
 
 def section(cls: type) -> Any:
@@ -80,7 +101,8 @@ class Key:
         kind: ``int``, ``float``, ``str``, ``bool`` or ``list``; ``?`` appended when it may be
             ``None``.
         default: its default in the class it was read from.
-        help, flag, metavar, nargs, switch, flag_help, within: see :func:`setting`.
+        help, flag, metavar, nargs, switch, flag_help, within, later: see :func:`setting`.
+        choices: the values a string may take (from a ``Literal`` annotation), or ``None``.
     """
 
     name: str
@@ -94,20 +116,33 @@ class Key:
     switch: bool | None = None
     flag_help: str | None = None
     within: Range | None = None
+    later: bool = False
+    choices: tuple[str, ...] | None = None
+
+
+def _optional(annotation: Any) -> tuple[Any, bool]:
+    """``annotation`` without ``| None``, and whether it had it."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return inner, True
+    return annotation, False
 
 
 def _kind(annotation: Any) -> str:
-    args = typing.get_args(annotation)
-    optional = (
-        typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args
-    )
-    if optional:
-        (annotation,) = [a for a in args if a is not type(None)]
+    annotation, optional = _optional(annotation)
     base = typing.get_origin(annotation) or annotation
     if base is list and typing.get_args(annotation) == (float,):
         return "floats" + ("?" if optional else "")
+    if base is Literal:
+        return "str" + ("?" if optional else "")
     name = {int: "int", float: "float", str: "str", bool: "bool", list: "list"}[base]
     return name + ("?" if optional else "")
+
+
+def _choices(annotation: Any) -> tuple[str, ...] | None:
+    annotation, _ = _optional(annotation)
+    return typing.get_args(annotation) if typing.get_origin(annotation) is Literal else None
 
 
 def keys(settings: Any) -> dict[str, Key]:
@@ -128,6 +163,7 @@ def keys(settings: Any) -> dict[str, Key]:
                     path=(f.name, g.name),
                     kind=_kind(inner_hints[g.name]),
                     default=getattr(value, g.name),
+                    choices=_choices(inner_hints[g.name]),
                     **_flag_metadata(meta),
                 )
             continue
@@ -137,13 +173,14 @@ def keys(settings: Any) -> dict[str, Key]:
             path=(f.name,),
             kind=_kind(hints[f.name]),
             default=value,
+            choices=_choices(hints[f.name]),
             **_flag_metadata(f.metadata),
         )
     return out
 
 
 def _flag_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    fields = ("help", "flag", "metavar", "nargs", "switch", "flag_help", "within")
+    fields = ("help", "flag", "metavar", "nargs", "switch", "flag_help", "within", "later")
     return {k: meta.get(k) for k in fields if meta.get(k) is not None or k == "help"}
 
 
@@ -209,19 +246,61 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         value = [float(v) for v in value]
         if not all(math.isfinite(v) for v in value):
             raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {value}.")
-    if key.within is not None:
-        _check_range(key, value if base == "floats" else [value])
+    flag = f" ({key.flag})" if key.flag and not key.switch else ""
+    for item in value if base == "floats" else [value]:
+        problem = refusal(f"Setting `{key.name}`{flag}", item, key.within, key.choices)
+        if problem is not None and base == "floats":
+            problem = problem.replace(" must be ", " must hold numbers ", 1)
+        if problem is not None:
+            raise UsageError(problem)
     return value
 
 
-def _check_range(key: Key, values: list[float]) -> None:
-    bad = [v for v in values if v not in key.within]  # type: ignore[operator]
-    if bad:
-        flag = f" ({key.flag})" if key.flag and not key.switch else ""
-        what = "must be" if key.kind.rstrip("?") != "floats" else "must hold numbers"
-        raise UsageError(
-            f"Setting `{key.name}`{flag} {what} {key.within.describe()}, got {bad[0]}."  # type: ignore[union-attr]
+def refusal(
+    label: str, value: Any, within: Range | None, choices: tuple[str, ...] | None
+) -> str | None:
+    """The sentence refusing ``value`` for the setting ``label`` names (```steps```), or
+    ``None`` when ``value`` lies within its range and choices: the library's configs and the
+    command line refuse a value in these words."""
+    if choices is not None and value not in choices:
+        allowed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+        return f"{label} must be {allowed}, got {value!r}."
+    if within is not None and value not in within:
+        return f"{label} must be {within.describe()}, got {value}."
+    return None
+
+
+_Declared = tuple[tuple[str, bool, Range | None, tuple[str, ...] | None], ...]
+_DECLARED: dict[type, _Declared] = {}  # by class: read once, checked at every instance
+
+
+def _declared(cls: type) -> _Declared:
+    """``(name, may be None, range, choices)`` of each field of ``cls`` that has either."""
+    if cls not in _DECLARED:
+        hints = typing.get_type_hints(cls)
+        _DECLARED[cls] = tuple(
+            (f.name, _optional(hints[f.name])[1], f.metadata.get("within"), _choices(hints[f.name]))
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("within") is not None or _choices(hints[f.name]) is not None
         )
+    return _DECLARED[cls]
+
+
+def check(settings: Any, prefix: str = "") -> None:
+    """Refuse a settings instance whose fields lie outside their declared ranges and choices
+    (``prefix``: the section's, ``optimizer.``, so a message names the key as a file would).
+
+    Raises:
+        ValueError: naming the first such field, in the words :func:`coerce` uses.
+    """
+    for name, optional, within, choices in _declared(type(settings)):
+        value = getattr(settings, name)
+        if value is None and optional:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            problem = refusal(f"`{prefix}{name}`", item, within, choices)
+            if problem is not None:
+                raise ValueError(problem)
 
 
 def _parse_text(key: Key, base: str, text: str) -> Any:
@@ -265,14 +344,21 @@ def replace(settings: Any, values: Mapping[tuple[str, ...], Any]) -> Any:
 
 def flat(settings: Any) -> dict[str, Any]:
     """Every setting by dotted key, the free tables' entries as ``table.name`` (what the
-    processes of a run compare to agree they run the same thing)."""
-    out = {name: _at(settings, key.path) for name, key in keys(settings).items()}
+    processes of a run compare to agree they run the same thing). A setting added later is
+    left out while it holds its default, as runs recorded before it have it."""
+    out = {
+        name: key.default
+        for name, key in keys(settings).items()
+        if not (key.later and key.default == _declared_default(type(settings), key.path))
+    }
     for name in tables(settings):
         out.update({f"{name}.{k}": v for k, v in getattr(settings, name).items()})
     return out
 
 
-def _at(settings: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        settings = getattr(settings, part)
-    return settings
+def _declared_default(cls: type, path: tuple[str, ...]) -> Any:
+    """The default a settings class declares for the field at ``path``."""
+    if len(path) > 1:  # a section: its own class declares the rest
+        return _declared_default(typing.get_type_hints(cls)[path[0]], path[1:])
+    field = {f.name: f for f in dataclasses.fields(cls)}[path[0]]
+    return field.default_factory() if callable(field.default_factory) else field.default

@@ -32,7 +32,9 @@ class Range:
             raise ValueError(f"not an interval: {text!r}")
         return cls(float(m.group(2)), float(m.group(3)), m.group(1) == "[", m.group(4) == "]")
 
-    def __contains__(self, value: float) -> bool:
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False  # None, text and booleans are no numbers, whatever the range
         above = value >= self.low if self.low_closed else value > self.low
         below = value <= self.high if self.high_closed else value < self.high
         return math.isfinite(value) and above and below

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._usage import UsageError
 from ._fields import Key, coerce, keys, replace, sections, tables
+from ._mesh import MeshConfig
 from ._run import FinetuneSettings, RunSettings, finetune_defaults
 
 
@@ -68,8 +69,10 @@ class _Sources:
         self.values[key.path] = coerce(key, value, from_text=from_text)
 
     def settings(self) -> RunSettings:
-        s = replace(self.base, self.values)
-        s.mesh.config()  # the axes' own checks, now rather than when the run starts
+        try:  # the checks of the classes themselves (the mesh's axes), now rather than later
+            s = replace(self.base, self.values)
+        except ValueError as e:
+            raise UsageError.from_error(e) from None
         changed = {name: {**getattr(s, name), **entries} for name, entries in self.tables.items()}
         return replace(s, {(name,): value for name, value in changed.items()})
 
@@ -154,8 +157,6 @@ def _table_value(table: str, raw: str) -> Any:
 
 def parse_mesh(text: str) -> dict[str, int]:
     """``--mesh data=1,fsdp=-1,tensor=1`` as axis sizes (axes left out: defaults)."""
-    from ..parallel import MeshConfig
-
     try:
         return MeshConfig.parse(text).to_dict()
     except ValueError as e:

@@ -1,35 +1,30 @@
-"""The settings of ``zoo train`` and ``zoo finetune``: the one place each setting is declared.
+"""The settings of ``zoo train`` and ``zoo finetune``: the run config's settings
+(:class:`LoopSettings`, :class:`OptimizerChoice`, declared once in :mod:`._train`) and what only
+the command line has.
 
-Its key in config files and ``--set``, its type, default, help and flag are read off these
-classes (:mod:`._fields`); the defaults are those of ``zoo train`` with no arguments (the
+Each setting's key in config files and ``--set``, its type, default, help and flag are read off
+these classes (:mod:`._fields`); the defaults are those of ``zoo train`` with no arguments (the
 ``make train`` job), and :func:`finetune_defaults` changes a few for fine-tuning.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._usage import UsageError
-from ._fields import section, setting, table
-
-# Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.
-SEEDS = "[0, 4294967296)"
-
-if TYPE_CHECKING:  # jax is imported only once a command runs: `zoo --help` stays fast
-    from .._config import OptimizerConfig, TrainConfig
-    from ..parallel import MeshConfig
-
+from ._fields import declared, section, setting, table
+from ._train import LoopSettings, OptimizerChoice, OptimizerConfig, TrainConfig
 
 #: ``zoo finetune --objective``: next-token loss, or a preference objective on pairs.
 OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo")
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimizerSettings:
-    """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``)."""
+class OptimizerSettings(OptimizerChoice):
+    """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``), with
+    a warm-up that may follow from the length of the run."""
 
-    name: str = setting("adamw", "adamw, sgd or adafactor")
     warmup_steps: int | None = setting(
         None, "linear warm-up steps (none: warmup_fraction of the run)", within="[0, inf)"
     )
@@ -39,30 +34,17 @@ class OptimizerSettings:
         "half the run)",
         within="[0, 1]",
     )
-    schedule: str = setting("cosine", "cosine, linear or constant")
-    min_lr_ratio: float = setting(0.1, "final lr as a fraction of lr", within="[0, 1]")
-    weight_decay: float = setting(0.1, "decoupled weight decay", within="[0, inf)")
-    b1: float = setting(0.9, "Adam b1", within="[0, 1)")
-    b2: float = setting(0.95, "Adam b2", within="[0, 1)")
-    eps: float = setting(1e-8, "Adam epsilon", within="(0, inf)")
-    momentum: float = setting(0.9, "SGD momentum", within="[0, 1)")
-    clip_norm: float | None = setting(1.0, "global-norm clipping (none: off)", within="(0, inf)")
 
     def config(self, *, lr: float, steps: int) -> OptimizerConfig:
         """The :class:`OptimizerConfig` of a run of ``steps`` steps peaking at ``lr`` (the
         warm-up resolved from its fraction when not given)."""
-        from .._config import OptimizerConfig
         from .._optim import default_warmup
 
         warmup = self.warmup_steps
         try:
             if warmup is None:
                 warmup = default_warmup(steps, self.warmup_fraction)
-            shared = {
-                f.name: getattr(self, f.name)
-                for f in dataclasses.fields(OptimizerConfig)
-                if hasattr(self, f.name) and f.name != "warmup_steps"
-            }
+            shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(OptimizerChoice)}
             return OptimizerConfig(**shared, lr=lr, warmup_steps=min(warmup, steps))
         except ValueError as e:
             raise UsageError.from_error(e) from None
@@ -101,32 +83,8 @@ class WandbSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class MeshSettings:
-    """``[mesh]``: the sizes of the device mesh's axes (see ``zoo_train.parallel.MeshConfig``)."""
-
-    data: int = setting(1, "data-parallel mesh axis size (-1: every device left over)")
-    fsdp: int = setting(-1, "fully sharded data-parallel axis size (-1: every device left)")
-    tensor: int = setting(1, "tensor-parallel axis size (-1: every device left over)")
-    expert: int = setting(
-        1, "expert-parallel axis size: splits the experts of MoE layers (-1: every device left)"
-    )
-
-    def config(self) -> MeshConfig:
-        """The mesh as a :class:`~zoo_train.parallel.MeshConfig` (checked)."""
-        from ..parallel import MeshConfig
-
-        try:
-            return MeshConfig(**dataclasses.asdict(self))
-        except ValueError as e:
-            raise UsageError.from_error(e) from None
-
-    def __str__(self) -> str:
-        return str(self.config())
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """The settings of ``zoo train`` (and the shared part of ``zoo finetune``)."""
+class RunInputs:
+    """What a run of the command line reads and where it writes: the first of its settings."""
 
     model: str = setting(
         "llama-tiny", "model preset (see `zoo models`)", flag="--model", metavar="PRESET"
@@ -177,7 +135,16 @@ class RunSettings:
         flag="--out",
         metavar="DIR",
     )
-    steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)")
+
+
+# A dataclass lays out its bases' fields from the last base to the first: the inputs lead
+# (and lead `--help`), then the loop's settings, then the rest.
+@dataclasses.dataclass(frozen=True)
+class RunSettings(LoopSettings, RunInputs):
+    """The settings of ``zoo train`` (and the shared part of ``zoo finetune``): the run
+    config's (:class:`LoopSettings`; ``lr`` and ``optimizer`` make its optimizer) and what the
+    command line alone has."""
+
     epochs: float | None = setting(
         None,
         "passes over the training data, instead of steps (steps follow from the data's size)",
@@ -185,13 +152,7 @@ class RunSettings:
         metavar="N",
         within="(0, inf)",
     )
-    batch_size: int = setting(
-        16, "rows per micro-batch", flag="--batch-size", metavar="N", within="[1, inf)"
-    )
     seq_len: int = setting(128, "tokens per row", flag="--seq-len", metavar="N", within="[1, inf)")
-    grad_accum: int = setting(
-        1, "micro-batches per step", flag="--grad-accum", metavar="N", within="[1, inf)"
-    )
     stop_at: int | None = setting(
         None,
         "end this call after this step (resume later with the same settings)",
@@ -199,36 +160,7 @@ class RunSettings:
         metavar="STEP",
         within="[1, inf)",
     )
-    checkpoint_every: int = setting(
-        100,
-        "steps between checkpoints (the last step is always saved)",
-        key="save_every",
-        flag="--save-every",
-        metavar="N",
-        within="[1, inf)",
-    )
-    lr: float = setting(2e-3, "peak learning rate", flag="--lr", metavar="LR", within="(0, inf)")
-    eval_every: int = setting(
-        100,
-        "steps between evaluations (0: only at the end)",
-        flag="--eval-every",
-        metavar="N",
-        within="[0, inf)",
-    )
-    eval_batches: int | None = setting(
-        8, "cap on evaluation batches (none: the whole split)", within="[1, inf)"
-    )
-    log_every: int = setting(
-        10, "steps between metric records", flag="--log-every", metavar="N", within="[1, inf)"
-    )
-    keep: int = setting(3, "checkpoints kept besides the best", within="[1, inf)")
-    seed: int = setting(
-        0,
-        "seed of the model init, data order and split",
-        flag="--seed",
-        metavar="N",
-        within=SEEDS,
-    )
+    lr: float = declared(OptimizerConfig, "lr")
     val_fraction: float = setting(
         0.05, "fraction of documents held out for evaluation", within="[0, 1)"
     )
@@ -244,22 +176,6 @@ class RunSettings:
         flag="--max-bytes",
         metavar="N",
         within="[1, inf)",
-    )
-    compute_dtype: str = setting("auto", "auto, float32 or bfloat16")
-    z_loss: float = setting(0.0, "weight of the z-loss", within="[0, inf)")
-    router_aux_loss: float | None = setting(
-        None,
-        "weight of the MoE load-balancing loss (none: the model's router_aux_loss_coef when its "
-        "output_router_logits is on, as transformers trains)",
-        within="[0, inf)",
-    )
-    router_z_loss: float = setting(0.0, "weight of the MoE router z-loss", within="[0, inf)")
-    progress: bool = setting(
-        True,
-        "show the progress bar",
-        flag="--no-progress",
-        switch=False,
-        flag_help="no progress bar",
     )
     profile: str | None = setting(
         None,
@@ -286,14 +202,10 @@ class RunSettings:
     prompt: str = setting("def ", "prompt of the final sample", flag="--prompt", metavar="TEXT")
     temperature: float = setting(0.8, "sampling temperature of the final sample", within="(0, inf)")
     optimizer: OptimizerSettings = section(OptimizerSettings)
-    mesh: MeshSettings = section(MeshSettings)
     attention: AttentionSettings = section(AttentionSettings)
     wandb: WandbSettings = section(WandbSettings)
     model_config: dict[str, Any] = table(
         "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
-    )
-    sharding: dict[str, Any] = table(
-        "logical axis name -> mesh axes, changing zoo-train's sharding rules"
     )
 
     @property
@@ -302,24 +214,16 @@ class RunSettings:
         return str(self.mesh)
 
     def train_config(self) -> TrainConfig:
-        """The :class:`~zoo_train.TrainConfig` of this run: the fields it shares with these
-        settings, the optimizer and its resolved warm-up, the mesh and the profile window."""
-        from .._config import TrainConfig
+        """The :class:`~zoo_train.TrainConfig` of this run: the loop's settings as they are, the
+        optimizer with its peak ``lr`` and resolved warm-up, and the profile window."""
         from ..profile import parse_window
 
+        loop = {f.name: getattr(self, f.name) for f in dataclasses.fields(LoopSettings)}
         try:
             profile = None if self.profile is None else parse_window(self.profile)
-            shared = {
-                f.name: getattr(self, f.name)
-                for f in dataclasses.fields(TrainConfig)
-                if f.name not in ("optimizer", "mesh", "profile", "sharding")
-                and hasattr(self, f.name)
-            }
             return TrainConfig(
-                **shared,
+                **{**loop, "sharding": dict(self.sharding)},
                 optimizer=self.optimizer.config(lr=self.lr, steps=self.steps),
-                mesh=self.mesh.config(),
-                sharding=dict(self.sharding),
                 profile=profile,
             )
         except ValueError as e:

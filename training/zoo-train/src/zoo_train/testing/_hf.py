@@ -1,58 +1,16 @@
-"""Tiny Hugging Face checkpoints and tokenizers, built on the spot (no download).
+"""Tiny Hugging Face checkpoints, built on the spot (no download).
 
-torch, transformers and tokenizers are test tools, not dependencies of zoo-train: each helper
-imports what it uses when called.
+torch and transformers are test tools, not dependencies of zoo-train: each helper imports
+what it uses when called. The tokenizer is zoo-data's (``zoo_data.testing.tiny_tokenizer``).
 """
 
 from __future__ import annotations
 
-import json
 import pathlib
 
 import numpy as np
 
-from ._corpus import WORDS
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-SPECIALS = ("<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>")
-
-
-def tiny_tokenizer(
-    directory: pathlib.Path, *, vocab_size: int = 256, add_bos: bool = True
-) -> pathlib.Path:
-    """A BPE ``tokenizer.json`` (Metaspace, as sentencepiece-style checkpoints) trained on the
-    corpus words, with ``<unk>=0, <s>=1, </s>=2``, a BOS-adding post-processor when ``add_bos``,
-    and a ``tokenizer_config.json`` carrying a chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIALS))
-    rng = np.random.default_rng(0)
-    lines = [" ".join(rng.choice(WORDS, 8)) for _ in range(200)]
-    lines += ["user assistant system: hello, what is 1 + 2? The answer is 3.\n"]
-    tok.train_from_iterator(lines, trainer)
-    if add_bos:
-        tok.post_processor = processors.TemplateProcessing(
-            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)]
-        )
-    directory.mkdir(parents=True, exist_ok=True)
-    tok.save(str(directory / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>",
-        "eos_token": "</s>",
-        "unk_token": "<unk>",
-        "add_bos_token": add_bos,
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    return directory
-
+from zoo_data.testing import tiny_tokenizer
 
 #: The shape of the tiny Hugging Face checkpoints the tests build (the tiny tokenizer's vocabulary).
 TINY_HF_SHAPE = dict(
