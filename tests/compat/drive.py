@@ -55,8 +55,9 @@ def main(out: str) -> None:
         optimizer=zoo_train.OptimizerConfig(lr=3e-3, warmup_steps=1),
     )
     model = zoo_models.build(zoo_models.get("llama-tiny"), key=jax.random.key(0))
-    result = zoo_train.train(model, loader, config=config, out=out)
-    served = [r.as_dict() for r in zoo_attention.resolutions()]
+    with zoo_attention.recording() as log:
+        result = zoo_train.train(model, loader, config=config, out=out)
+    served = [r.as_dict() for r in log]
     metrics = zoo_train.read_metrics(Path(out) / zoo_train.METRICS_FILE)
     losses = [r["loss"] for r in metrics if "loss" in r]
     checkpoints = zoo_train.Checkpointer(Path(out) / zoo_train.CHECKPOINT_DIR)

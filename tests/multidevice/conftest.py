@@ -9,9 +9,6 @@ from collections.abc import Callable
 # Before jax is imported by anything: a second chance when the suite is run by hand.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
-# zoo-train's test helpers (tiny Hugging Face checkpoints, corpora) serve these tests too.
-sys.path.insert(0, str(pathlib.Path(__file__).parents[2] / "training" / "zoo-train" / "tests"))
-
 import jax
 import pytest
 
@@ -49,6 +46,3 @@ def one_device_zoo() -> Callable[..., subprocess.CompletedProcess]:
 def _fresh_attention(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
     monkeypatch.delenv("ZOO_FLASH_TPU_INTERPRET", raising=False)
-    zoo_attention.clear_resolutions()
-    yield
-    zoo_attention.clear_resolutions()

@@ -47,7 +47,6 @@ def test_flash_under_a_mesh_matches_one_device_xla(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setenv(zoo_attention.ENV_VAR, "flash_tpu")
     monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
-    zoo_attention.clear_resolutions()
     flash = type(zoo_attention.get_kernel("flash_tpu"))
     seen = []
 
@@ -57,9 +56,10 @@ def test_flash_under_a_mesh_matches_one_device_xla(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(flash, "__call__", recording)
     mesh = parallel.make_mesh(parallel.MeshConfig(data=2, fsdp=2, tensor=2))
-    loss, grads, text = _loss_and_grads(model, batch, mesh, parallel.make_rules())
+    with zoo_attention.recording() as log:
+        loss, grads, text = _loss_and_grads(model, batch, mesh, parallel.make_rules())
 
-    served = {r.kernel for r in zoo_attention.resolutions()}
+    served = {r.kernel for r in log}
     assert served == {"flash_tpu"}
     # Per shard: rows over data x fsdp (8 / 4), heads over tensor (4 / 2, kv 2 / 2).
     assert "sdy.manual_computation" in text

@@ -8,10 +8,10 @@ import pathlib
 
 import numpy as np
 import pytest
-from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 
 import zoo_train
 from zoo_train.cli import main
+from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 
 STEPS = 3
 

@@ -9,10 +9,10 @@ import pathlib
 
 import numpy as np
 import pytest
-from cli_helpers import WORDS, tiny_hf_llama
 
 import zoo_train
 from zoo_train.cli import main
+from zoo_train.testing import WORDS, tiny_hf_llama
 
 STEPS = 4
 KEYS = ("loss", "rewards/chosen", "rewards/rejected", "rewards/margins", "logps/chosen")

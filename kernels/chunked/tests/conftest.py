@@ -5,10 +5,10 @@ from zoo_chunked import ENV_BLOCK_KV, ENV_BLOCK_Q
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch):
-    # Tests choose their own kernels and block sizes.
+def resolution_log(monkeypatch: pytest.MonkeyPatch):
+    """Each test in its own recording block (the kernels it resolved); tests choose their own
+    kernels and block sizes."""
     for var in (zoo_attention.ENV_VAR, ENV_BLOCK_Q, ENV_BLOCK_KV):
         monkeypatch.delenv(var, raising=False)
-    zoo_attention.clear_resolutions()
-    yield
-    zoo_attention.clear_resolutions()
+    with zoo_attention.recording() as log:
+        yield log

@@ -32,13 +32,13 @@ def test_registered_through_the_entry_point_with_its_version() -> None:
     assert kernel.platforms == ("cpu",)
 
 
-def test_default_on_cpu_ahead_of_xla() -> None:
+def test_default_on_cpu_ahead_of_xla(resolution_log: zoo_attention.ResolutionLog) -> None:
     names = [k.name for k in zoo_attention.default_order("cpu")]
     assert names.index("chunked") < names.index("xla")
     q, k, v, _ = random_inputs(np.random.default_rng(), 1, 20, 20, 2, 1, 8)
     zoo_attention.dot_product_attention(q, k, v, is_causal=True)
-    assert zoo_attention.last_resolution().kernel == "chunked"
-    assert zoo_attention.last_resolution().source == "default"
+    assert resolution_log.last.kernel == "chunked"
+    assert resolution_log.last.source == "default"
 
 
 @pytest.mark.parametrize("platform", ["gpu", "tpu"])
@@ -46,16 +46,18 @@ def test_opt_in_on_accelerators(platform: str) -> None:
     assert "chunked" not in [k.name for k in zoo_attention.default_order(platform)]
 
 
-def test_selected_by_name_and_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_selected_by_name_and_by_environment(
+    monkeypatch: pytest.MonkeyPatch, resolution_log: zoo_attention.ResolutionLog
+) -> None:
     rng = np.random.default_rng()
     q, k, v, _ = random_inputs(rng, 1, 20, 20, 2, 1, 8)
     zoo_attention.dot_product_attention(q, k, v, implementation="chunked")
-    assert zoo_attention.last_resolution().kernel == "chunked"
-    assert zoo_attention.last_resolution().source == "argument"
+    assert resolution_log.last.kernel == "chunked"
+    assert resolution_log.last.source == "argument"
     monkeypatch.setenv(zoo_attention.ENV_VAR, "chunked")
     out = zoo_attention.dot_product_attention(q, k, v, is_causal=True)
-    assert zoo_attention.last_resolution().kernel == "chunked"
-    assert zoo_attention.last_resolution().source == "environment"
+    assert resolution_log.last.kernel == "chunked"
+    assert resolution_log.last.source == "environment"
     assert max_error(out, reference(q, k, v, None, is_causal=True).out) < 2e-5
 
 

@@ -38,8 +38,9 @@ def test_forward_and_packed_logits_match_xla(name, kernel):
     model = _with_kernel(name, kernel)
     tokens, segments = packed_batch(model.config)
     want = forward(reference, tokens, segment_ids=segments)
-    got = forward(model, tokens, segment_ids=segments)
-    assert zoo_attention.last_resolution().kernel == kernel
+    with zoo_attention.recording() as log:
+        got = forward(model, tokens, segment_ids=segments)
+    assert log.last.kernel == kernel
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
 
 

@@ -6,8 +6,8 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True)
-def _fresh_resolutions(monkeypatch: pytest.MonkeyPatch):
+def resolution_log(monkeypatch: pytest.MonkeyPatch):
+    """Each test runs in its own recording block: its resolutions, its fallback warnings."""
     monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
-    zoo_attention.clear_resolutions()
-    yield
-    zoo_attention.clear_resolutions()
+    with zoo_attention.recording() as log:
+        yield log

@@ -33,7 +33,7 @@ def test_verify_needs_no_pytest():
     code = (
         "import sys; sys.modules['pytest'] = None\n"
         "import zoo_attention.testing as t\n"
-        "from zoo_attention._cli import verify\n"
+        "from zoo_attention.testing import verify\n"
         "assert t.CASES and t.run_case\n"
         "try:\n"
         "    t.ConformanceSuite\n"
@@ -49,66 +49,16 @@ def test_unexpected_error_is_one_line_without_traceback(monkeypatch, capsys):
     def broken(name, on_row=None):
         raise RuntimeError("kernel table unreadable")
 
-    monkeypatch.setattr("zoo_attention._cli.verify", broken)
+    monkeypatch.setattr("zoo_attention.testing.verify", broken)
     assert main(["verify", "xla"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip() == "zoo-attention verify: failed: RuntimeError: kernel table unreadable"
 
 
-class _Everywhere(zoo_attention.AttentionKernel):
-    """Serves any call when named, but only CPU's default order picks it."""
-
-    name = "everywhere_for_test"
-    priority = 1
-    platforms = ("cpu",)
-
-    def check(self, spec):
-        return None
-
-    def __call__(self, query, key, value, segment_ids, spec):
-        return query
-
-
-def test_listing_says_where_a_kernel_serves_and_where_it_is_the_default():
-    zoo_attention.register_kernel(_Everywhere(), replace=True)
-    try:
-        rows = {r["name"]: r for r in zoo_attention.kernel_rows()}
-    finally:
-        zoo_attention.unregister_kernel("everywhere_for_test")
-    assert rows["everywhere_for_test"]["serves on"] == "cpu,gpu,tpu"  # it was listed as cpu
-    assert rows["everywhere_for_test"]["default on"] == "cpu"
-    assert (rows["xla"]["serves on"], rows["xla"]["default on"]) == ("cpu,gpu,tpu", "fallback")
-
-
-class _Asked(_Everywhere):
-    """Records the platform and device kind of every call it is asked about."""
-
-    name = "asked_for_test"
-
-    def __init__(self):
-        self.asked = []
-
-    def check(self, spec):
-        self.asked.append((spec.platform, spec.device_kind))
-        return None
-
-
-def test_other_platforms_are_asked_without_this_machines_device_kind():
-    # A TPU kernel asked about "a TPU of kind 'cpu'" warned that it knew no such chip.
-    kernel = _Asked()
-    zoo_attention.register_kernel(kernel, replace=True)
-    try:
-        zoo_attention.kernel_rows()
-    finally:
-        zoo_attention.unregister_kernel("asked_for_test")
-    here = zoo_attention.find_target().platform
-    assert {kind for platform, kind in kernel.asked if platform != here} == {None}
-    assert any(platform == here and kind is not None for platform, kind in kernel.asked)
-
-
 def test_verify_reports_each_check_as_it_finishes(monkeypatch, capsys):
     import zoo_attention.testing as t
+    from zoo_attention.testing import _cases, _check
 
     events = []
     run_case = t.run_case
@@ -117,9 +67,9 @@ def test_verify_reports_each_check_as_it_finishes(monkeypatch, capsys):
         events.append(f"run {case.name}")
         return run_case(name, case)
 
-    monkeypatch.setattr(t, "CASES", t.CASES[:2])
-    monkeypatch.setattr(t, "run_case", traced)
-    rows, failed = zoo_attention.verify("xla", on_row=lambda r: events.append(f"row {r['case']}"))
+    monkeypatch.setattr(_cases, "CASES", t.CASES[:2])
+    monkeypatch.setattr(_check, "run_case", traced)
+    rows, failed = t.verify("xla", on_row=lambda r: events.append(f"row {r['case']}"))
     first, second = t.CASES[0].name, t.CASES[1].name
     assert events == [f"run {first}", f"row {first}", f"run {second}", f"row {second}",
                       "row named-scope"]  # fmt: skip

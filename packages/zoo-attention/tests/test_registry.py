@@ -55,14 +55,16 @@ def site(tmp_path, monkeypatch):
 
 # A development version (sources changed since 3.2.1) keeps its marker in the record.
 @pytest.mark.parametrize("version", ["3.2.1", "3.2.2.dev0"])
-def test_entry_point_kernel_is_registered_with_its_distribution_version(site, version):
+def test_entry_point_kernel_is_registered_with_its_distribution_version(
+    site, version, resolution_log
+):
     _install_fake_distribution(site, "fake-ok", version, "fake_ok_kernel", "fake_ok", "1.4")
     registered = zoo_attention.reload_kernels()
     assert registered["fake_ok"].version == version
     assert "xla" in registered
     q = jnp.zeros((1, 4, 2, 8), jnp.float32)
     zoo_attention.dot_product_attention(q, q, q, implementation="fake_ok")
-    assert zoo_attention.last_resolution().as_dict()["version"] == version
+    assert resolution_log.last.as_dict()["version"] == version
 
 
 def test_kernel_for_another_contract_major_is_refused_naming_both_versions(site):

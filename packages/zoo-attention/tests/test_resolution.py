@@ -50,9 +50,9 @@ def _qkv(t=9):
     return q, q, q
 
 
-def test_default_order_prefers_higher_priority_kernel(picky):
+def test_default_order_prefers_higher_priority_kernel(picky, resolution_log):
     zoo_attention.dot_product_attention(*_qkv(), is_causal=True)
-    res = zoo_attention.last_resolution()
+    res = resolution_log.last
     assert (res.kernel, res.version, res.source, res.skipped) == (
         "picky_test",
         "0.9.0",
@@ -62,14 +62,14 @@ def test_default_order_prefers_higher_priority_kernel(picky):
     assert picky.calls == 1
 
 
-def test_fallback_to_xla_warns_once_with_reason(picky, caplog):
+def test_fallback_to_xla_warns_once_with_reason(picky, caplog, resolution_log):
     with caplog.at_level(logging.WARNING, logger="zoo_attention"):
         for _ in range(3):
             out = zoo_attention.dot_product_attention(*_qkv())
     warnings = [r for r in caplog.records if "instead of" in r.getMessage()]
     assert len(warnings) == 1
     assert "picky_test" in warnings[0].getMessage() and "only causal" in warnings[0].getMessage()
-    res = zoo_attention.last_resolution()
+    res = resolution_log.last
     assert res.kernel == "xla" and "only causal" in res.fallback_reason
     assert out.shape == (1, 9, 2, 8)
 
@@ -84,34 +84,34 @@ def test_unknown_or_uninstalled_kernel_lists_known_ones():
         zoo_attention.dot_product_attention(*_qkv(), implementation="not_installed")
 
 
-def test_env_kill_switch_forces_xla_without_code_change(picky, monkeypatch):
+def test_env_kill_switch_forces_xla_without_code_change(picky, monkeypatch, resolution_log):
     monkeypatch.setenv("ZOO_ATTENTION", "xla")
     q, k, v = _qkv()
     got = zoo_attention.dot_product_attention(q, k, v, is_causal=True)
-    res = zoo_attention.last_resolution()
+    res = resolution_log.last
     assert (res.kernel, res.source) == ("xla", "environment")
     assert picky.calls == 0
     monkeypatch.delenv("ZOO_ATTENTION")
     want = zoo_attention.dot_product_attention(q, k, v, is_causal=True)
-    assert zoo_attention.last_resolution().kernel == "picky_test"
+    assert resolution_log.last.kernel == "picky_test"
     np.testing.assert_array_equal(got, want)
 
 
-def test_env_list_is_tried_in_order(picky, monkeypatch):
+def test_env_list_is_tried_in_order(picky, monkeypatch, resolution_log):
     monkeypatch.setenv("ZOO_ATTENTION", "picky_test,xla")
     zoo_attention.dot_product_attention(*_qkv())  # not causal: picky refuses
-    res = zoo_attention.last_resolution()
+    res = resolution_log.last
     assert res.kernel == "xla" and res.skipped[0][0] == "picky_test"
     monkeypatch.setenv("ZOO_ATTENTION", "picky_test")
     with pytest.raises(zoo_attention.KernelUnavailableError, match="only causal"):
         zoo_attention.dot_product_attention(*_qkv())
 
 
-def test_env_entry_not_installed_falls_back_with_warning(monkeypatch, caplog):
+def test_env_entry_not_installed_falls_back_with_warning(monkeypatch, caplog, resolution_log):
     monkeypatch.setenv("ZOO_ATTENTION", "flash_nope,xla")
     with caplog.at_level(logging.WARNING, logger="zoo_attention"):
         zoo_attention.dot_product_attention(*_qkv())
-    res = zoo_attention.last_resolution()
+    res = resolution_log.last
     assert res.kernel == "xla"
     assert res.skipped[0][0] == "flash_nope"
     assert "not installed" in res.skipped[0][1]
@@ -124,10 +124,10 @@ def test_env_naming_no_installed_kernel_is_an_error(monkeypatch):
         zoo_attention.dot_product_attention(*_qkv())
 
 
-def test_resolutions_are_recorded_for_jitted_calls(picky):
+def test_resolutions_are_recorded_for_jitted_calls(picky, resolution_log):
     q, k, v = _qkv()
     jax.jit(lambda q: zoo_attention.dot_product_attention(q, k, v, is_causal=True))(q)
     jax.jit(lambda q: zoo_attention.dot_product_attention(q, k, v))(q)
-    kinds = [r.kernel for r in zoo_attention.resolutions()]
+    kinds = [r.kernel for r in resolution_log.resolutions]
     assert kinds == ["picky_test", "xla"]
-    assert zoo_attention.resolutions()[1].as_dict()["fallback_reason"].startswith("picky_test")
+    assert resolution_log.resolutions[1].as_dict()["fallback_reason"].startswith("picky_test")

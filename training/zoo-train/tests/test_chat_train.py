@@ -8,12 +8,12 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import tiny_hf_llama, tiny_tokenizer
 
 import zoo_models
 from zoo_data import Document, tokenize_examples
 from zoo_data.testing import CHAT_MESSAGES as MESSAGES
 from zoo_train.cli import main
+from zoo_train.testing import tiny_hf_llama, tiny_tokenizer
 
 
 def _turns(messages) -> tuple[tuple[str, str], ...]:

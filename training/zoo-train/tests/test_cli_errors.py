@@ -12,11 +12,11 @@ import sys
 
 import numpy as np
 import pytest
-from cli_helpers import run_zoo, write_corpus
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 from zoo_train.cli import build_parser, main
+from zoo_train.testing import run_zoo, write_corpus
 
 
 def _assert_usage_error(proc, *needles: str) -> None:

@@ -17,14 +17,17 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import mounted_tmpfs, write_corpus
+from cli_helpers import mounted_tmpfs
 from lock_holder import held_lock
 
 import zoo_attention
+import zoo_attention.testing
 import zoo_train
 from zoo_train._runs import checkpoint_steps
 from zoo_train.cli import main
+from zoo_train.cli._kernels_here import here_rows
 from zoo_train.data import HeldOut, TokenStore, prepare_store
+from zoo_train.testing import write_corpus
 
 CONFIG = """
 model = "llama-tiny"
@@ -341,6 +344,12 @@ def test_models_and_kernels_listings(tmp_path, capsys):
     out = capsys.readouterr().out
     for name, kernel in zoo_attention.kernels().items():
         assert name in out and kernel.version in out
+    header = next(line for line in out.splitlines() if line.startswith("name "))
+    assert "serves" not in header  # read from metadata: no column that needs JAX
+    assert main(["kernels", "--here"]) == 0
+    out = capsys.readouterr().out
+    for name, kernel in zoo_attention.kernels().items():
+        assert name in out and kernel.version in out
     assert "no: needs a TPU" in out  # flash_tpu on a CPU host, with the reason
 
 
@@ -368,7 +377,7 @@ def test_kernels_verify_exit_codes(capsys):
     lines = out.splitlines()
     assert any(" FAIL " in line for line in lines)
     assert lines[-1].endswith(" failed") and not lines[-1].endswith(" 0 failed")
-    count = zoo_attention.verify_count()
+    count = len(zoo_attention.testing.CASES) + 1  # every case and the named-scope check
     assert f"{count} checks, about " in err  # how many, and how long, said up front
     assert [line.split()[0] for line in lines[:-1]] == [f"{i}/{count}" for i in range(1, count + 1)]
 
@@ -440,3 +449,54 @@ def test_many_passes_are_warned_and_one_record_is_no_trend(trained, tmp_path, ca
     summary = next(x for x in err.splitlines() if x.startswith("zoo: steps 0 -> 12"))
     assert "->" not in summary.split("train loss")[1], summary  # one record: no trend
     assert "(steps 1-12)" in summary
+
+
+class _Everywhere(zoo_attention.AttentionKernel):
+    """Serves any call when named, but only CPU's default order picks it."""
+
+    name = "everywhere_for_test"
+    priority = 1
+    platforms = ("cpu",)
+
+    def check(self, spec):
+        return None
+
+    def __call__(self, query, key, value, segment_ids, spec):
+        return query
+
+
+def test_listing_says_where_a_kernel_serves_and_where_it_is_the_default():
+    zoo_attention.register_kernel(_Everywhere(), replace=True)
+    try:
+        rows = {r["name"]: r for r in here_rows()}
+    finally:
+        zoo_attention.unregister_kernel("everywhere_for_test")
+    assert rows["everywhere_for_test"]["serves on"] == "cpu,gpu,tpu"  # it was listed as cpu
+    assert rows["everywhere_for_test"]["default on"] == "cpu"
+    assert (rows["xla"]["serves on"], rows["xla"]["default on"]) == ("cpu,gpu,tpu", "fallback")
+
+
+class _Asked(_Everywhere):
+    """Records the platform and device kind of every call it is asked about."""
+
+    name = "asked_for_test"
+
+    def __init__(self):
+        self.asked = []
+
+    def check(self, spec):
+        self.asked.append((spec.platform, spec.device_kind))
+        return None
+
+
+def test_other_platforms_are_asked_without_this_machines_device_kind():
+    # A TPU kernel asked about "a TPU of kind 'cpu'" warned that it knew no such chip.
+    kernel = _Asked()
+    zoo_attention.register_kernel(kernel, replace=True)
+    try:
+        here_rows()
+    finally:
+        zoo_attention.unregister_kernel("asked_for_test")
+    here = zoo_attention.find_target().platform
+    assert {kind for platform, kind in kernel.asked if platform != here} == {None}
+    assert any(platform == here and kind is not None for platform, kind in kernel.asked)

@@ -9,12 +9,12 @@ import pathlib
 
 import numpy as np
 import pytest
-from cli_helpers import WORDS, tiny_hf_llama, tiny_tokenizer
 
 from zoo_train._optim import default_warmup, make_schedule
 from zoo_train.cli import build_parser, main
 from zoo_train.data import load_documents, split_documents
 from zoo_train.settings import resolve_settings
+from zoo_train.testing import WORDS, tiny_hf_llama, tiny_tokenizer
 
 
 def _settings(command: str, *assignments: str, **flags):

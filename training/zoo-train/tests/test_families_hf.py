@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer
 
 import zoo_models
 from zoo_data._chat import render_chat, trained_spans
 from zoo_train.cli import main
 from zoo_train.peft import ADAPTER_CONFIG
+from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer
 
 # Qwen3's thinking blocks, as its template renders them: the reasoning of an assistant turn
 # after the last user message is shown in <think>...</think> (an empty block when there is

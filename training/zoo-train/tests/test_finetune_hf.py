@@ -8,11 +8,11 @@ import json
 import equinox as eqx
 import numpy as np
 import pytest
-from cli_helpers import hf_logits, run_zoo, tiny_hf_llama, write_corpus
 from safetensors.numpy import load_file
 
 import zoo_train
 from zoo_train.cli import main
+from zoo_train.testing import hf_logits, run_zoo, tiny_hf_llama, write_corpus
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import io
 
 import pytest
-from cli_helpers import tiny_hf_llama
 
 import zoo_models
 from zoo_train._chat_prompt import end_of_turn_ids
 from zoo_train.cli import build_parser, main
+from zoo_train.testing import tiny_hf_llama
 
 NEW = 6
 

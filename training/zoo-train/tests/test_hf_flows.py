@@ -14,7 +14,6 @@ import equinox as eqx
 import numpy as np
 import pytest
 import torch
-from cli_helpers import tiny_hf_llama, tiny_tokenizer, write_corpus
 from safetensors.numpy import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -30,6 +29,7 @@ from zoo_train.data import (
     prepare_store,
     tokenize_documents,
 )
+from zoo_train.testing import tiny_hf_llama, tiny_tokenizer, write_corpus
 
 PROMPT = "def alpha return"
 RUN_ARGS = [

@@ -12,11 +12,11 @@ import pathlib
 import jax
 import pytest
 import zstandard
-from cli_helpers import write_corpus
 
 import zoo_models
 from zoo_train.checkpoint import LOCK_FILE
 from zoo_train.cli import main
+from zoo_train.testing import write_corpus
 
 USAGE, DOES_NOT_FIT = 2, 3
 # A file every Linux host has that no one, root included, may read.

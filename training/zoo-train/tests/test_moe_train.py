@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from cli_helpers import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 from safetensors.numpy import load_file, save_file
 
 import zoo_models
 import zoo_train
 from zoo_train.cli import main
 from zoo_train.peft import ADAPTER_CONFIG
+from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
 
 COEF, E, K = 0.02, 4, 2
 

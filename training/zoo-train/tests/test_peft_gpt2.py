@@ -106,9 +106,8 @@ def test_fused_qkv_targets_are_refused_before_training(gpt2, tmp_path):
 
 def test_finetune_without_targets_adapts_gpt2s_default(tmp_path):
     """No --lora-targets: GPT-2 gets its own default (o up down), not q k v o it cannot save."""
-    from cli_helpers import tiny_tokenizer, write_corpus
-
     from zoo_train.cli import main
+    from zoo_train.testing import tiny_tokenizer, write_corpus
 
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=256, n_embd=32, n_layer=2, n_head=4, n_positions=64)

@@ -16,7 +16,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_helpers import WORDS, tiny_hf_llama
 
 import zoo_models
 from zoo_train.cli import main
@@ -30,6 +29,7 @@ from zoo_train.preference import (
     reference_logps,
     side_sums,
 )
+from zoo_train.testing import WORDS, tiny_hf_llama
 
 SEQ = 48  # tokens per row: several pairs share one
 

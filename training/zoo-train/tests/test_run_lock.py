@@ -8,12 +8,12 @@ import logging
 import socket
 
 import pytest
-from cli_helpers import write_corpus
 from lock_holder import held_lock
 
 import zoo_train
 from zoo_train.checkpoint import _lock
 from zoo_train.cli import main
+from zoo_train.testing import write_corpus
 
 
 def test_second_training_process_is_refused_naming_the_holder(tmp_path, capsys):

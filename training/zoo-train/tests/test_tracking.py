@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 import pytest
-from cli_helpers import write_corpus
 
 import zoo_attention
 import zoo_train
 from zoo_train.cli import main
+from zoo_train.testing import write_corpus
 from zoo_train.tracking import WANDB_ID_FILE
 
 CONFIG = """

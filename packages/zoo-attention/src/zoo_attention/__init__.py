@@ -1,16 +1,16 @@
 """zoo_attention: the attention contract of zoo.
 
 ``dot_product_attention`` is the only call models make; kernels plug in through the
-``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``).
+``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``);
+``recording()`` collects what was chosen.
 """
+
+import importlib
+import warnings
+from typing import Any
 
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name
-from ._cli import format_table as format_table
-from ._cli import kernel_rows as kernel_rows
-from ._cli import verify as verify
-from ._cli import verify_count as verify_count
-from ._cli import verify_line as verify_line
 from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION
 from ._kernel import AttentionKernel as AttentionKernel
 from ._mask import soft_cap as soft_cap
@@ -30,14 +30,39 @@ from ._registry import unregister_kernel as unregister_kernel
 from ._resolve import ENV_VAR as ENV_VAR
 from ._resolve import KernelUnavailableError as KernelUnavailableError
 from ._resolve import Resolution as Resolution
-from ._resolve import clear_resolutions as clear_resolutions
+from ._resolve import ResolutionLog as ResolutionLog
 from ._resolve import default_order as default_order
-from ._resolve import last_resolution as last_resolution
-from ._resolve import resolutions as resolutions
+from ._resolve import recording as recording
 from ._resolve import resolve as resolve
 from ._spec import AttentionSpec as AttentionSpec
 from ._spec import make_spec as make_spec
 from ._target import Target as Target
 from ._target import find_target as find_target
 
-__version__ = "1.1.4.dev0"
+__version__ = "1.2.0.dev0"
+
+# Names that left the API in 1.2, kept working (with a DeprecationWarning) for code written
+# against 1.1, zoo-train 0.9.0 among it, until contract 2: name -> (module, what replaces it).
+_DEPRECATED = {
+    "last_resolution": ("._resolve", "`with zoo_attention.recording() as log:` then `log.last`"),
+    "resolutions": ("._resolve", "`with zoo_attention.recording() as log:` then `log.resolutions`"),
+    "clear_resolutions": ("._resolve", "`zoo_attention.recording()`: nothing global to reset"),
+    "verify": (".testing", "`zoo_attention.testing.verify`"),
+    "verify_count": (".testing", "`zoo_attention.testing.verify_count`"),
+    "kernel_rows": ("._cli", "`zoo kernels` (zoo-train)"),
+    "format_table": ("._cli", "`zoo kernels` (zoo-train)"),
+    "verify_line": ("._cli", "`zoo kernels verify` (zoo-train)"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, instead = _DEPRECATED[name]
+    warnings.warn(
+        f"zoo_attention.{name} is deprecated since zoo-attention 1.2 and goes at contract 2; "
+        f"use {instead}.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(module, __name__), name)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from typing import Literal
 
 from ._kernel import AttentionKernel
@@ -60,10 +63,68 @@ class Resolution:
         }
 
 
+class ResolutionLog:
+    """The kernel resolutions made inside one :func:`recording` block.
+
+    Attributes:
+        resolutions: every distinct resolution (kernel, version, source, kernels passed over),
+            in order of first use.
+        last: the most recent resolution, or ``None`` if none was made.
+    """
+
+    def __init__(self) -> None:
+        self._distinct: dict[tuple[str, str, Source, tuple[tuple[str, str], ...]], Resolution] = {}
+        self.last: Resolution | None = None
+        # Fallback warnings already logged in this block: each is logged once per block.
+        self.warned: set[str] = set()
+
+    @property
+    def resolutions(self) -> list[Resolution]:
+        return list(self._distinct.values())
+
+    def __iter__(self) -> Iterator[Resolution]:
+        return iter(self.resolutions)
+
+    def __len__(self) -> int:
+        return len(self._distinct)
+
+    def _add(self, resolution: Resolution) -> None:
+        key = (resolution.kernel, resolution.version, resolution.source, resolution.skipped)
+        self._distinct.setdefault(key, resolution)
+        self.last = resolution
+
+
+# The open recording blocks of this thread (or asyncio task), outermost first. Per thread, as
+# JAX's trace state is: tracing runs in the calling thread, so a block sees the calls it traces
+# and never another thread's.
+_open_logs: contextvars.ContextVar[tuple[ResolutionLog, ...]] = contextvars.ContextVar(
+    "zoo_attention_open_logs", default=()
+)
 _lock = threading.Lock()
-_history: dict[tuple[str, str, Source, tuple[tuple[str, str], ...]], Resolution] = {}
-_last: Resolution | None = None
+# Fallback warnings logged outside every recording block: once per process.
 _warned: set[str] = set()
+# Every resolution of the process, read only by the names deprecated in 1.2 (``resolutions()``,
+# ``last_resolution()``, ``clear_resolutions()``); it goes with them at contract 2.
+_process_log = ResolutionLog()
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[ResolutionLog]:
+    """Collect the kernel resolutions made inside the block (calls resolve when traced).
+
+    ``with zoo_attention.recording() as log:`` then ``log.resolutions`` / ``log.last``. A nested
+    block gets its own log; what it records is also recorded by the blocks around it. The log
+    keeps what was recorded before an exception leaves the block. Per thread: a block sees the
+    calls of its own thread (and of contexts copied from it, as ``asyncio`` tasks are), not
+    those of other threads. A fallback warning is logged once per block (the innermost open
+    one; once per process outside any block).
+    """
+    log = ResolutionLog()
+    token = _open_logs.set((*_open_logs.get(), log))
+    try:
+        yield log
+    finally:
+        _open_logs.reset(token)
 
 
 def default_order(platform: str) -> list[AttentionKernel]:
@@ -97,10 +158,12 @@ def _env_order() -> list[AttentionKernel | str] | None:
 
 
 def _warn_once(message: str) -> None:
+    logs = _open_logs.get()
+    warned = logs[-1].warned if logs else _warned
     with _lock:
-        if message in _warned:
+        if message in warned:
             return
-        _warned.add(message)
+        warned.add(message)
     logger.warning(message)
 
 
@@ -117,7 +180,6 @@ def resolve(spec: AttentionSpec, implementation: str | None = None) -> Resolutio
         KernelUnavailableError: the named kernel (or every ``ZOO_ATTENTION`` entry) cannot serve
             ``spec``; the message carries each kernel's reason.
     """
-    global _last
     if implementation is not None:
         if not isinstance(implementation, str):
             raise ValueError(
@@ -160,28 +222,24 @@ def resolve(spec: AttentionSpec, implementation: str | None = None) -> Resolutio
                 f"zoo_attention: using {chosen.describe()} instead of "
                 f"{', '.join(n for n, _ in skipped)} ({resolution.fallback_reason})"
             )
-    with _lock:
-        key = (resolution.kernel, resolution.version, resolution.source, resolution.skipped)
-        _history.setdefault(key, resolution)
-        _last = resolution
+    for log in (_process_log, *_open_logs.get()):
+        log._add(resolution)
     return resolution
 
 
 def last_resolution() -> Resolution | None:
-    """The most recent resolution in this process (calls resolve when traced)."""
-    return _last
+    """Deprecated (use :func:`recording`): the most recent resolution in this process."""
+    return _process_log.last
 
 
 def resolutions() -> list[Resolution]:
-    """Every distinct resolution made in this process, in order of first use."""
-    with _lock:
-        return list(_history.values())
+    """Deprecated (use :func:`recording`): every distinct resolution made in this process."""
+    return _process_log.resolutions
 
 
 def clear_resolutions() -> None:
-    """Forget recorded resolutions and issued warnings (a new run, or a test)."""
-    global _last
+    """Deprecated (use :func:`recording`): forget the process's resolutions and warnings."""
+    global _process_log
     with _lock:
-        _history.clear()
+        _process_log = ResolutionLog()
         _warned.clear()
-        _last = None

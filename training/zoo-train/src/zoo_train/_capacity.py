@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
+
+import zoo_models
+
 # float32 values the optimizer keeps per trained parameter (Adafactor's factored moments are
 # a fraction of one: counted as none).
 _OPTIMIZER_VALUES = {"adamw": 2, "sgd": 1, "adafactor": 0}
@@ -19,8 +23,6 @@ _OPTIMIZER_VALUES = {"adamw": 2, "sgd": 1, "adafactor": 0}
 def state_bytes(model_config: Any, optimizer: str, *, full: bool = True) -> int:
     """Bytes of the parameters, plus, when every parameter trains (``full``), their gradients
     and the optimizer's state."""
-    import zoo_models
-
     params = zoo_models.param_bytes(model_config)
     if not full:
         return params
@@ -31,10 +33,6 @@ def state_bytes(model_config: Any, optimizer: str, *, full: bool = True) -> int:
 def memory_of(mesh: Any) -> tuple[int | None, str]:
     """The memory of ``mesh``'s devices together, and how to name it. CPU devices share the
     host's memory, which counts once."""
-    import jax
-
-    import zoo_models
-
     devices = list(mesh.devices.flat)
     # A process can only ask its own devices; the others are taken to be alike.
     local = [d for d in devices if d.process_index == jax.process_index()]
@@ -59,8 +57,7 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
     Raises:
         zoo_models.DoesNotFitError: one sentence with the parameter count and both figures.
     """
-    import zoo_models
-
+    # zoo_train.compile loads Optax, which the inference paths that import this module skip.
     from .compile import gib
 
     need = state_bytes(model_config, optimizer, full=full)
@@ -77,10 +74,6 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
 def free_memory() -> tuple[int | None, str]:
     """``(bytes, name)``: what the first device can still allocate (the host's memory, for
     this process, on CPU), and what limits it."""
-    import jax
-
-    import zoo_models
-
     device = jax.devices()[0]
     stats = device.memory_stats() or {}
     if stats.get("bytes_limit"):

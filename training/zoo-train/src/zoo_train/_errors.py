@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import signal
 
 
 class NonFiniteLossError(RuntimeError):
@@ -37,8 +38,6 @@ class StoppedBySignalError(RuntimeError):
     """
 
     def __init__(self, *, step: int, signum: int, saved: bool) -> None:
-        import signal
-
         self.step, self.signum, self.saved = step, signum, saved
         self.name = signal.Signals(signum).name
         what = f"checkpoint {step} saved" if saved else "no new step to save"

@@ -11,6 +11,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
 
+import zoo_models
+from zoo_data import leading_bos
+
 from ._capacity import free_memory
 from ._loss import make_lm_loss
 from ._precision import resolve_compute_dtype
@@ -88,8 +91,6 @@ def new_token_budget(model: Any, prompt_len: int, requested: int) -> tuple[int, 
         ValueError: the prompt alone fills the positions.
         zoo_models.DoesNotFitError: not even one new token's cache fits.
     """
-    import zoo_models
-
     config = getattr(model, "config", None)
     if config is None:
         return requested, None
@@ -158,8 +159,6 @@ def sample_ids(
     The prompt is encoded as the tokenizer's configuration says (BOS first when it adds one),
     as ``transformers`` does, so greedy ids match its ``generate`` on the same model.
     """
-    from zoo_data import leading_bos
-
     ids = tokenizer.encode(prompt)
     bos = leading_bos(tokenizer)  # as the training data had it
     if bos is not None:
@@ -169,8 +168,6 @@ def sample_ids(
             "The prompt is empty and the tokenizer has no BOS token; pass --prompt TEXT."
         )
     if stop_tokens is None:
-        import zoo_models
-
         stop_tokens = zoo_models.stop_token_ids({}, tokenizer)
     return continue_ids(
         model,
@@ -202,8 +199,6 @@ def continue_ids(
     which is left out); settings as :func:`sample_ids`. ``pad_to`` left-pads the prompt to a
     multiple of that many tokens (masked out: the same tokens), so that prompts of similar
     lengths, such as the turns of a conversation, reuse one compiled generation loop."""
-    import zoo_models
-
     ids = list(ids)
     config = getattr(model, "config", None)
     learned = config is not None and config.positional == "learned"

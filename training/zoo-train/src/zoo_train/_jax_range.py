@@ -57,20 +57,26 @@ def _distribution_of(kernel: str) -> importlib.metadata.Distribution | None:
     return None
 
 
-def verified_jax(kernel: str) -> str | None:
-    """The JAX range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares, or ``None`` when
-    it declares none or is not installed from a distribution."""
+def declared_range(kernel: str, requirement: str) -> str | None:
+    """The range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares on the distribution
+    ``requirement``, or ``None`` when it declares none or is not installed from a distribution."""
     dist = _distribution_of(kernel)
     for line in (dist.requires or []) if dist is not None else []:
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if req.name == "jax" and req.marker is None and len(req.specifier):
+        if req.name == requirement and req.marker is None and len(req.specifier):
             # Lower bounds first, as people write a range.
             ordered = sorted(req.specifier, key=lambda s: (not s.operator.startswith(">"), str(s)))
             return ",".join(str(s) for s in ordered)
     return None
+
+
+def verified_jax(kernel: str) -> str | None:
+    """The JAX range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares (its verified
+    range), or ``None`` when it declares none or is not installed from a distribution."""
+    return declared_range(kernel, "jax")
 
 
 def outside_verified_range(kernel: str, version: str) -> str | None:

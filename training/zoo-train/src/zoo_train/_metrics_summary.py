@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._console import PREFIX
+from ._table import table_lines
 
 _BARS = "▁▂▃▄▅▆▇█"
 #: Points a curve is drawn with, at most.
@@ -113,12 +114,7 @@ def _curve_table(records: Sequence[dict[str, Any]]) -> list[str]:
         )
     if not rows:
         return []
-    head = ["curve", "steps", "first", "last", "min", "max", "shape"]
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in [head, *rows]]  # fmt: skip
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return lines
+    return table_lines(["curve", "steps", "first", "last", "min", "max", "shape"], rows)
 
 
 def summary_lines(run: pathlib.Path, records: Sequence[dict[str, Any]]) -> list[str]:

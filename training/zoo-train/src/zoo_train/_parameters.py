@@ -8,6 +8,7 @@ import equinox as eqx
 import jax
 
 from ._precision import resolve_compute_dtype
+from .parallel import platform_of
 from .peft import LoRAConfig, apply_lora, count_params, lora_filter
 
 
@@ -40,8 +41,6 @@ def parameter_summary(
 def describe_parameters(summary: dict[str, Any], compute_dtype: str, mesh: Any) -> str:
     """One line: ``"parameters: 1,024 trainable of 60,416 (1.69%), float32 (stored as
     bfloat16: float32 master weights); compute bfloat16"``."""
-    from .parallel import platform_of
-
     trainable, total = summary["trainable"], summary["total"]
     share = f" ({100 * trainable / total:.2f}%)" if trainable != total else ""
     dtype = summary["param_dtype"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -22,15 +23,6 @@ ZOO_DISTRIBUTIONS = (
 _THIRD_PARTY = ("jax", "jaxlib", "libtpu", "equinox", "optax", "orbax-checkpoint", "numpy")
 
 
-def attention_resolutions() -> list[dict[str, Any]]:
-    """Every attention kernel resolved in this process so far (``Resolution.as_dict()``)."""
-    try:
-        import zoo_attention
-    except ImportError:
-        return []
-    return [r.as_dict() for r in zoo_attention.resolutions()]
-
-
 def kernel_label(resolutions: list[dict[str, Any]]) -> str:
     """``"xla 1.0.0"`` (comma-joined if several kernels served), or ``"none"``."""
     if not resolutions:
@@ -38,12 +30,13 @@ def kernel_label(resolutions: list[dict[str, Any]]) -> str:
     return ", ".join(f"{r['kernel']} {r['version']}" for r in resolutions)
 
 
-def provenance() -> dict[str, Any]:
+def provenance(attention: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """A JSON-ready record of the software and hardware of this process.
 
     Keys: ``packages`` (installed zoo distributions → version), ``libraries`` (jax, jaxlib,
     libtpu where installed, equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
-    ``devices`` (device kinds) and ``attention`` (resolved kernels, after the first trace).
+    ``devices`` (device kinds) and ``attention``: ``attention`` as given, the run's resolved
+    kernels (``Resolution.as_dict()`` of each, from ``zoo_attention.recording()``).
     """
     return {
         "packages": installed_versions(ZOO_DISTRIBUTIONS),
@@ -53,5 +46,5 @@ def provenance() -> dict[str, Any]:
         "machine": platform.machine(),
         "backend": jax.default_backend(),
         "devices": sorted({d.device_kind for d in jax.devices()}),
-        "attention": attention_resolutions(),
+        "attention": list(attention),
     }

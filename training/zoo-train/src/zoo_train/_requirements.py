@@ -7,6 +7,8 @@ import importlib.metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+import zoo_attention
+
 from ._usage import UsageError
 
 
@@ -16,7 +18,6 @@ def _installed_version(name: str) -> str | None:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         pass
-    import zoo_attention
 
     wanted = canonicalize_name(name)
     for kernel_name, kernel in zoo_attention.kernels().items():

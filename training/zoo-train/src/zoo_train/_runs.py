@@ -20,11 +20,15 @@ import equinox as eqx
 import jax
 from jax.sharding import Mesh
 
+import zoo_models
+from zoo_data.store import tokenizer_identity
+
 from ._config import TrainConfig
 from ._errors import NoUsableCheckpointError
 from ._plan import plan_state
 from ._usage import UsageError
-from .checkpoint import CHECKPOINT_DIR, Checkpointer
+from .checkpoint import CHECKPOINT_DIR, LOCK_FILE, Checkpointer
+from .loop import METRICS_FILE
 from .parallel import make_mesh, make_rules
 from .peft import LoRAConfig, apply_lora, lora_filter
 
@@ -74,7 +78,6 @@ def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
             "bos": tokenizer.bos_id is not None,
             "eos": tokenizer.eos_id is not None,
         }
-    from zoo_data.store import tokenizer_identity
 
     # The fingerprint names a change of tokenizer when a run resumes.
     fingerprint = tokenizer_identity(tokenizer, "")["fingerprint"]
@@ -121,16 +124,12 @@ def read_generation(source: str | pathlib.Path) -> dict[str, Any]:
     """The generation settings of a Hugging Face directory (``generation_config.json``, else
     the special ids of ``config.json``) or of a run directory (those of the checkpoint it
     started from; ``{}`` for a run from scratch)."""
-    import zoo_models
-
     # A run directory keeps them under the same name and has no config.json to fall back on.
     return zoo_models.read_generation_config(source)
 
 
 def load_run_tokenizer(spec: dict[str, Any], run_dir: pathlib.Path) -> Any:
     """The tokenizer described by :func:`tokenizer_spec`."""
-    import zoo_models
-
     if spec.get("kind") == "hf":
         return zoo_models.load_tokenizer(run_dir / spec.get("dir", TOKENIZER_DIR))
     return zoo_models.ByteTokenizer(bos=bool(spec.get("bos")), eos=bool(spec.get("eos", True)))
@@ -147,9 +146,6 @@ def checkpoint_steps(run_dir: str | pathlib.Path) -> list[int]:
 def no_model_error(path: str | pathlib.Path) -> UsageError:
     """Why ``path`` holds no model to load: it does not exist, it is a run that has not saved a
     checkpoint yet, or it is neither a run nor a Hugging Face directory."""
-    from .checkpoint import LOCK_FILE
-    from .loop import METRICS_FILE
-
     p = pathlib.Path(path)
     if not p.exists():
         return UsageError(
@@ -201,8 +197,6 @@ def load_run(
         UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI.
         NoUsableCheckpointError: it has checkpoints but none can be read.
     """
-    import zoo_models
-
     run_dir = pathlib.Path(run_dir)
     metas = read_metas(run_dir)
     steps = checkpoint_steps(run_dir)

@@ -7,8 +7,9 @@ A kernel package checks itself with::
     class TestConformance(ConformanceSuite):
         implementation = "my_kernel"
 
-Only ``ConformanceSuite`` needs pytest, and it is imported on first use: ``run_case`` and the
-case table (what ``zoo-attention verify`` runs) work with numpy and jax alone.
+Only ``ConformanceSuite`` needs pytest, and it is imported on first use: ``run_case``, the
+case table and ``verify(name)`` (every case as a pass/fail row, what ``zoo-attention verify``
+and ``zoo kernels verify`` run) work with numpy and jax alone.
 """
 
 from typing import Any
@@ -24,6 +25,8 @@ from ._check import run_case as run_case
 from ._reference import ReferenceResult as ReferenceResult
 from ._reference import reference_attention as reference_attention
 from ._reference import reference_mask as reference_mask
+from ._verify import verify as verify
+from ._verify import verify_count as verify_count
 
 
 def __getattr__(name: str) -> Any:
@@ -47,4 +50,6 @@ __all__ = [
     "reference_attention",
     "reference_mask",
     "run_case",
+    "verify",
+    "verify_count",
 ]

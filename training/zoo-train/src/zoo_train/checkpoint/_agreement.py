@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 
 def agreed(error: Exception | None) -> None:
@@ -16,8 +17,6 @@ def agreed(error: Exception | None) -> None:
     that another process failed. Every process reaches the same verdict."""
     ok = error is None
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         ok = bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
     if error is not None:
         raise error

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from .._errors import RunLockedError
+from ..parallel import is_primary
 
 logger = logging.getLogger("zoo_train")
 
@@ -224,8 +225,6 @@ def holds_run_lock(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(fn)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        from ..parallel import is_primary
-
         with run_lock(kwargs["out"], enabled=is_primary()):  # type: ignore[arg-type]
             return fn(*args, **kwargs)
 

@@ -16,16 +16,7 @@ from typing import Any
 from .._usage import UsageError
 from ._exit import EXIT_DOES_NOT_FIT
 from ._options import add_settings_flags
-
-HELP = "compile the train step for a TPU topology you do not have: does it fit?"
-DESCRIPTION = (
-    "Lower and compile the real train step (forward, backward, optimizer update, with donation "
-    "and shardings) for a TPU topology with libtpu's compile-only devices: no TPU and no weights "
-    "needed. The step is the one `zoo train` or `zoo finetune` takes with the same settings "
-    "(--from-hf DIR reads only its config.json; LoRA and --objective as there). Prints, per "
-    "device, argument, output, temporary and peak bytes against the chip's HBM, and the "
-    "optimizer state. Exit 0: it fits; 3: it does not; 2: a usage error."
-)
+from ._train import settings_of
 
 
 def _say(message: str) -> None:
@@ -46,6 +37,7 @@ class _Watch:
         _say(f"zoo: compiling micro-batch {batch} ...")
 
     def searched(self, step: Any) -> None:
+        # The compile package loads JAX and Optax: not on the `zoo compile --help` path.
         from ..compile import gib
 
         r, m = step.report, step.report.memory
@@ -107,6 +99,7 @@ _STOPS = (signal.SIGTERM, signal.SIGINT)
 def _describe(
     report: Any, setup: Any, topology: str, name: str, full_optimizer: int | None
 ) -> list[str]:
+    # The compile and parallel packages load JAX: not on the `zoo compile --help` path.
     from .._precision import resolve_compute_dtype
     from ..compile import chip_name, gib
     from ..parallel import describe_mesh, platform_of
@@ -158,7 +151,7 @@ def _describe(
 def _optimizer_line(optimizer: int, full: int | None) -> str:
     """``optimizer state 0.01 GiB per device (every parameter trained: 1.20 GiB; LoRA saves
     1.19 GiB)``."""
-    from ..compile import gib
+    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
 
     line = f"  optimizer state {gib(optimizer)} per device"
     if full is None:
@@ -167,6 +160,7 @@ def _optimizer_line(optimizer: int, full: int | None) -> str:
 
 
 def _as_json(report: Any, setup: Any, topology: str, s: Any) -> dict[str, Any]:
+    # parallel loads JAX: not on the `zoo compile --help` path.
     from ..parallel import mesh_sizes
 
     m = report.memory
@@ -232,6 +226,7 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
+    # The compile, parallel and recipes packages load JAX: not on the `--help` path.
     from ..compile import (
         LibtpuMissingError,
         StepSetup,
@@ -242,7 +237,6 @@ def run_compile(args: argparse.Namespace) -> int:
     )
     from ..parallel import batch_shards
     from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
-    from ._train import settings_of
 
     s = settings_of(args, "compile")
 

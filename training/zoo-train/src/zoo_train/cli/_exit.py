@@ -20,7 +20,14 @@ import re
 import sys
 from collections.abc import Callable
 
-from .._errors import STORAGE_ERRNOS
+from .._errors import (
+    STORAGE_ERRNOS,
+    CheckpointWriteError,
+    NonFiniteLossError,
+    NoUsableCheckpointError,
+    RunLockedError,
+    StoppedBySignalError,
+)
 from .._usage import UsageError
 
 EXIT_OK = 0
@@ -51,7 +58,6 @@ def one_sentence(err: BaseException) -> str:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     # Errors a user causes: bad settings, bad data, an incompatible checkpoint directory.
-    from .._errors import CheckpointWriteError, NoUsableCheckpointError, RunLockedError
 
     errors: list[type[BaseException]] = [ValueError, FileNotFoundError, NotADirectoryError]
     errors += [NoUsableCheckpointError, RunLockedError, CheckpointWriteError]
@@ -76,6 +82,7 @@ def _memory_sentence(err: BaseException, command: str) -> str:
     # CPU: "allocating N bytes"; GPU: "while trying to allocate N bytes"; TPU: "Used X of Y hbm".
     asked = re.search(r"allocat\w* (\d+) bytes", text)
     hbm = re.search(r"Used ([\d.]+\w?) of ([\d.]+\w?) hbm", text)
+    # Only on an out-of-memory error, from a command that has loaded JAX already.
     import jax
 
     import zoo_models
@@ -122,8 +129,6 @@ def run_command(command: str, body: Callable[[], int]) -> int:
         print(f"{where}: interrupted.", file=sys.stderr)
         return 130
     except Exception as err:
-        from .._errors import NonFiniteLossError, StoppedBySignalError
-
         debug = bool(os.environ.get("ZOO_DEBUG"))
         if isinstance(err, NonFiniteLossError):
             print(f"{where}: {one_sentence(err)}", file=sys.stderr)

@@ -9,19 +9,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .._chat_prompt import chat_prompt_ids, end_of_turn_ids
 from .._usage import UsageError
 from ..settings import SEEDS, bounded
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
 DEFAULT_PROMPT = "def "
-HELP = "sample text from a model, or chat with it (--chat)"
-DESCRIPTION = (
-    "Continue a prompt with a model (a zoo run directory or a Hugging Face directory). With "
-    "--chat the prompt is a user message (after --system, if given) rendered with the model's "
-    "chat template and its generation prompt, as fine-tuning rendered the data, and the reply "
-    "stops at the template's end of turn. Without --prompt on a terminal: one prompt per line "
-    "(with --chat, a conversation), until an empty line or Ctrl-D."
-)
 
 
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
@@ -102,6 +95,7 @@ class _Generator:
 
     def reply(self, ids: list[int], seed: int) -> str:
         """The model's reply to the prompt ``ids``."""
+        # Loads JAX and the models: not on the `zoo generate --help` path.
         from .._inference import continue_ids
 
         return self.tokenizer.decode(
@@ -110,6 +104,7 @@ class _Generator:
 
     def continuation(self, prompt: str, seed: int) -> str:
         """The text continuing ``prompt``."""
+        # Loads JAX and the models: not on the `zoo generate --help` path.
         from .._inference import sample_text
 
         return sample_text(self.model, self.tokenizer, prompt, **self.sampling(seed))
@@ -117,6 +112,7 @@ class _Generator:
 
 def run_generate(args: argparse.Namespace) -> int:
     """Print continuations of the prompt, replies with ``--chat``, or hold a conversation."""
+    # parallel loads JAX: not on the `zoo generate --help` path.
     from ..parallel import mesh_context
 
     if args.system is not None and not args.chat:
@@ -146,9 +142,9 @@ def run_generate(args: argparse.Namespace) -> int:
 def _stops(args: argparse.Namespace, tokenizer: Any) -> tuple[int, ...]:
     """Where transformers stops on the same checkpoint (its generation settings); with
     --chat also at the template's end of turn."""
+    # Loads JAX and the models: not on the `zoo generate --help` path.
     import zoo_models
 
-    from .._chat_prompt import end_of_turn_ids
     from .._runs import read_generation
 
     stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
@@ -166,8 +162,6 @@ def _opening(args: argparse.Namespace) -> list[dict[str, str]]:
 
 
 def _chat_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    from .._chat_prompt import chat_prompt_ids
-
     return chat_prompt_ids(tokenizer, messages)
 
 

@@ -29,6 +29,7 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
     def emit(self, record: logging.LogRecord) -> None:
+        # tqdm takes a third of a second to import: only once a record is logged.
         from tqdm.auto import tqdm
 
         try:
@@ -61,7 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``zoo`` console script; returns the exit code (see
     :mod:`zoo_train.cli._exit` for what each one means)."""
     cap_malloc_arenas()  # before any thread allocates: flat host memory over long runs
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)  # the arguments of the command named only: imports only it
     args, extra = parser.parse_known_args(argv)
     if extra:  # reported by the command's own parser, so the hint names its --help
         args._commands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
@@ -71,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # command reports says it in one sentence (ZOO_DEBUG=1 shows them).
     logging.getLogger("absl").setLevel(logging.ERROR if os.environ.get("ZOO_DEBUG") else 100)
     try:
-        code = run_command(args.command, lambda: args._run(args))
+        code = run_command(args.command, lambda: args._command.run(args))
     except BaseException:
         after_crash()
         raise

@@ -8,18 +8,9 @@ import pathlib
 import shutil
 from typing import Any
 
+from .._metrics_summary import summary_lines
 from .._usage import UsageError
 
-HELP = "a run's summary and curves, or its metrics replayed into TensorBoard or W&B"
-DESCRIPTION = (
-    "Without --to: the run's summary (model, steps, kernel, losses, evaluation, throughput) and "
-    "its curves, in the terminal. With --to: the records of RUN/metrics.jsonl (and its loss "
-    "curve) sent to TensorBoard or W&B, as `zoo train --tracker` sends them while training: the "
-    "same tags at the same steps. TensorBoard: into RUN/tensorboard (or --logdir DIR); events "
-    "already there are left as they are, a stale or partial set of the run's own is replaced. "
-    "W&B: a new W&B run, in the project, name and tags the run was given unless the flags say "
-    "otherwise (WANDB_MODE=offline works)."
-)
 # Where a replay into the run's own TensorBoard folder is written before it replaces the old.
 _REPLACING = ".tensorboard-replay"
 
@@ -40,8 +31,8 @@ def add_metrics_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_metrics(args: argparse.Namespace) -> int:
+    # The tracking and loop packages load JAX: not on the `zoo metrics --help` path.
     from .. import tracking
-    from .._metrics_summary import summary_lines
     from ..loop import METRICS_FILE, read_metrics
 
     run = pathlib.Path(args.run)
@@ -67,6 +58,7 @@ def run_metrics(args: argparse.Namespace) -> int:
 def _to_tensorboard(run: pathlib.Path, logdir: str | None) -> int:
     """Replay into ``logdir`` (default: the run's own folder) unless the same events are there;
     the run's own stale or partial events are replaced, another folder's are refused."""
+    # The tracking package loads JAX: not on the `zoo metrics --help` path.
     from .. import tracking
     from ..tracking import event_files, run_scalars, same_scalars, shown_scalars
 
@@ -107,6 +99,7 @@ def _to_tensorboard(run: pathlib.Path, logdir: str | None) -> int:
 
 
 def _replay(run: pathlib.Path, tracker: Any, name: str) -> int:
+    # The tracking package loads JAX: not on the `zoo metrics --help` path.
     from .. import tracking
 
     try:
@@ -116,6 +109,7 @@ def _replay(run: pathlib.Path, tracker: Any, name: str) -> int:
 
 
 def _wandb_options(args: argparse.Namespace, settings: dict[str, Any], run: pathlib.Path) -> Any:
+    # The tracking package loads JAX: not on the `zoo metrics --help` path.
     from ..tracking import WandbOptions
 
     tags = args.wandb_tags if args.wandb_tags is not None else settings.get("wandb.tags") or []

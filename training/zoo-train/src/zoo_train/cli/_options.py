@@ -61,6 +61,7 @@ def load_source(
     Face directory) on the mesh of ``--mesh``, with ``--tokenizer`` and
     ``--attention-implementation``; the mesh checked against the model (and a batch of
     ``batch_size`` rows)."""
+    # The recipes load JAX, Equinox and Orbax: not on any `--help` path.
     from ..recipes import check_mesh_fits, load_model, mesh_and_rules
 
     mesh, rules = mesh_and_rules(args.mesh)

@@ -18,6 +18,8 @@ Commands (zoo COMMAND --help for each):
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from ._commands import COMMANDS
@@ -35,8 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
 def _versions() -> str:
     """``zoo --version``: every installed zoo distribution and its version."""
-    from importlib import metadata
-
     names = sorted(
         {
             d.metadata["Name"]
@@ -48,8 +48,25 @@ def _versions() -> str:
     return "\n".join(f"{n} {metadata.version(n)}" for n in names)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``zoo`` argument parser: a sub-command per entry of the command table."""
+class _Versions(argparse.Action):
+    """``--version``: reads the installed distributions only when given (every run paid it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(_versions())
+        parser.exit()
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``zoo`` argument parser: a sub-command per entry of the command table.
+
+    With ``argv``, only the command it names gets its arguments (and its module imported):
+    the others are listed by name and help, which is all ``zoo --help`` shows. Without, every
+    command gets its arguments.
+    """
+    named = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
     parser = _Parser(
         prog=PROG,
         description=__doc__.split("\n\n")[0],
@@ -58,14 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--version",
-        action="version",
-        version=_versions(),
+        action=_Versions,
         help="print the version of every installed zoo package",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     parser.set_defaults(_commands=sub.choices)
     for command in COMMANDS:
         p = sub.add_parser(command.name, help=command.help, description=command.description)
-        command.add_arguments(p)
-        p.set_defaults(_run=command.run)
+        if argv is None or command.name == named:
+            command.add_arguments(p)
+        p.set_defaults(_command=command)
     return parser

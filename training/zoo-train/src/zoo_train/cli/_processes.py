@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 
 from .._usage import UsageError
 from ..settings import RunSettings, flat
@@ -40,6 +41,7 @@ def add_process_flags(p: argparse.ArgumentParser) -> None:
 def join_processes(args: argparse.Namespace, s: RunSettings) -> None:
     """Join a multi-process run (flags, the ``ZOO_*`` variables, or JAX's own detection of TPU
     pods, SLURM and Open MPI) and refuse to go on if the processes' settings differ."""
+    # parallel loads JAX: only for a run of several processes.
     from ..parallel import ProcessConfig, StartError, agree_settings, start_processes
 
     try:
@@ -60,6 +62,7 @@ def joined() -> bool:
     """Whether this process is part of a multi-process run."""
     if "jax" not in sys.modules:
         return False
+    # Loaded already (checked above): importing it here costs nothing.
     import jax
 
     return jax.distributed.is_initialized()
@@ -71,8 +74,8 @@ def after_crash() -> None:
     traceback is printed before leaving at once."""
     if not joined():
         return
-    import traceback
 
+    # parallel loads JAX: only for a run of several processes.
     from ..parallel import await_verdict
 
     await_verdict()
@@ -85,6 +88,7 @@ def leave_processes(code: int) -> None:
     watchdogs notice instead of everyone waiting for a process that will never come."""
     if not joined():
         return
+    # parallel loads JAX: only for a run of several processes.
     from ..parallel import abandon_processes, stop_processes
 
     if code == 0:

@@ -7,17 +7,10 @@ import json
 import sys
 from typing import Any
 
+from rich.console import Console
+
 from .._usage import UsageError
 from ..settings import bounded
-
-HELP = "where the time of profiled train steps went"
-DESCRIPTION = (
-    "Read a trace captured by `zoo train --profile START:END` (give the run directory, its "
-    "profile/ directory or a trace file) and print the time per step by category (attention by "
-    "kernel and version, matmuls, other fused operations, host/idle gaps, evaluation and "
-    "checkpoints) and the top operations. --compare BEFORE AFTER shows the change per category, "
-    "e.g. across a kernel upgrade."
-)
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,8 +29,7 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    # The profile package loads JAX: not on the `zoo profile --help` path.
     from ..profile import compare, render_comparison, render_summary, summarize
 
     if (args.source is None) == (args.compare is None):

@@ -9,19 +9,6 @@ from ..settings import RunSettings, defaults, given_flags, resolve_settings
 from ._options import add_settings_flags
 from ._processes import add_process_flags, join_processes
 
-TRAIN_HELP = "train a model from scratch"
-TRAIN_DESCRIPTION = (
-    "Train a model from scratch. With no arguments: a small byte-level Llama on the Python "
-    "standard library's own source, into runs/default. Settings: defaults < --config FILE < "
-    "--set KEY=VALUE < flags. Re-running into the same --out resumes."
-)
-FINETUNE_HELP = "fine-tune a Hugging Face or zoo model (full or LoRA)"
-FINETUNE_DESCRIPTION = (
-    "Fine-tune a model from a Hugging Face directory (--from-hf) or a zoo run (--from-run): all "
-    "weights, or LoRA adapters only (--lora-rank R). LoRA runs write the adapters alone to "
-    "OUT/adapter; --export-hf DIR writes the merged model."
-)
-
 
 def settings_of(args: argparse.Namespace, command: str) -> RunSettings:
     """The settings of ``command`` from the config file, ``--set`` and the flags given."""
@@ -47,6 +34,7 @@ def add_finetune_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    # The loop and recipes load JAX, Equinox, Optax and Orbax: not on the `--help` path.
     from ..loop import stop_requests
     from ..recipes import train_recipe
 
@@ -57,6 +45,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
+    # The loop and recipes load JAX, Equinox, Optax and Orbax: not on the `--help` path.
     from ..loop import stop_requests
     from ..recipes import finetune_model_error, finetune_recipe
 

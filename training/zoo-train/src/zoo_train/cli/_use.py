@@ -6,15 +6,10 @@ import argparse
 import json
 import pathlib
 import sys
+import tempfile
 from typing import Any
 
 from .._export import atomic_directory, check_export_target
-from ..recipes import (
-    check_data_paths,
-    check_positions,
-    load_hf_on_mesh,
-    mesh_and_rules,
-)
 from ..settings import SEEDS, RunSettings, bounded
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
@@ -63,10 +58,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity."""
-    import tempfile
-
+    # The recipes load JAX, Equinox and Orbax: not on the `zoo eval --help` path.
     from .._inference import evaluate_model
-    from ..recipes import eval_sources
+    from ..recipes import check_data_paths, check_positions, eval_sources
 
     data = args.data or []
     check_data_paths(data)
@@ -119,13 +113,16 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
+    # The recipes, runs and PEFT load JAX, Equinox and Orbax: not on the `--help` path.
+    from .._runs import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
+    from ..peft import export_hf
+    from ..recipes import mesh_and_rules
+
     src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
     check_export_target(dst, sources=(src,), overwrite=args.overwrite)
     mesh, rules = mesh_and_rules(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)
-    from .._runs import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
-    from ..peft import export_hf
 
     loaded = load_run(src, mesh=mesh, rules=rules)  # a sentence for whatever src lacks
     init = (loaded.meta.get("run_info") or {}).get("init") or {}
@@ -144,6 +141,7 @@ def _hf_to_zoo(
     rules: dict[str, Any],
     tokenizer_path: str | None = None,
 ) -> int:
+    # Loads JAX, Optax and Orbax: not on the `zoo convert --help` path.
     from .._config import OptimizerConfig, TrainConfig
     from .._optim import make_optimizer
     from .._provenance import provenance
@@ -158,7 +156,7 @@ def _hf_to_zoo(
     from .._state import init_train_state, trainable_params
     from ..checkpoint import CHECKPOINT_DIR, Checkpointer
     from ..parallel import mesh_record
-    from ..recipes import checkpoint_dtype_of, tokenizer_source
+    from ..recipes import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
 
     # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
     model, tokenizer = load_hf_on_mesh(

@@ -112,10 +112,10 @@ def count_collectives(text: str) -> dict[str, int]:
     return {op: len(re.findall(rf"\s{re.escape(op)}(?:-start)?\(", text)) for op in COLLECTIVES}
 
 
-def _kernels_in(text: str) -> list[dict[str, Any]]:
+def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[str, Any]]:
     """Attention kernels resolved while tracing whose named scope is in the compiled HLO."""
     found = []
-    for r in zoo_attention.resolutions():
+    for r in resolved:
         scope = zoo_attention.scope_name(r.kernel, r.version)
         if scope in text:
             found.append({"kernel": r.kernel, "version": r.version, "scope": scope})
@@ -138,10 +138,10 @@ def compile_step(
     batch = abstract_batch(rows, setup.seq_len, program.mesh, program.rules, program.loss_fn)
     hbm = available_hbm(program.mesh.devices.flat[0])
     optimizer = bytes_per_device(state.opt_state)
-    zoo_attention.clear_resolutions()
     start = time.perf_counter()
     try:
-        compiled = program.train_step.lower(batch, state).compile()
+        with zoo_attention.recording() as resolved:
+            compiled = program.train_step.lower(batch, state).compile()
     except Exception as err:
         memory = from_oom(err, bytes_per_device((state, batch)))
         if memory is None:
@@ -155,7 +155,7 @@ def compile_step(
         batch_size,
         from_compiled(compiled, hbm),
         seconds,
-        _kernels_in(text),
+        _kernels_in(text, resolved),
         len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
         collectives=count_collectives(text),
         optimizer_bytes=optimizer,

@@ -257,7 +257,7 @@ def _announce(
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", label)
-    prov = provenance()
+    prov = provenance(attention=kernels)
     record(
         {
             "step": start,

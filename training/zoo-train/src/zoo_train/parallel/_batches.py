@@ -12,8 +12,10 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 
 from ._packed_batch import PackedBatch
@@ -120,11 +122,8 @@ def to_host(tree: Any) -> Any:
     In a multi-process run an array's shards live on several hosts: fetching it is a collective
     that every process must join (``process_allgather``), even when only process 0 writes.
     """
-    import equinox as eqx
-
     if jax.process_count() == 1:
         return jax.tree.map(lambda x: np.asarray(x) if eqx.is_array(x) else x, tree)
-    from jax.experimental import multihost_utils
 
     arrays, static = eqx.partition(tree, eqx.is_array)
     return eqx.combine(multihost_utils.process_allgather(arrays, tiled=True), static)

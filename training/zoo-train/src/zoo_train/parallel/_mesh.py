@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import mesh_utils
 from jax.sharding import AxisType, Mesh
 
 # The mesh's configuration is a setting, declared without JAX; re-exported here where it has
@@ -31,7 +32,6 @@ def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = 
         return jax.make_mesh(shape, AXES, axis_types=types, devices=devices)
     except (ValueError, NotImplementedError, AssertionError):
         # Some TPU topologies (v5p 4x4x4) need an axis split across physical axes.
-        from jax.experimental import mesh_utils
 
         grid = mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
         return Mesh(np.asarray(grid), AXES, axis_types=types)

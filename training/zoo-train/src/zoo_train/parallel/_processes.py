@@ -14,12 +14,15 @@ import dataclasses
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import jax
+from jax._src import distributed
+from jax.experimental import multihost_utils
 
 from ._output import label_output, restore_output
 from ._watchdog import Watchdog, peer_timeout_s
@@ -126,6 +129,7 @@ def start_timeout_s() -> float:
 def _cluster_detected() -> bool:
     """Whether JAX's own cluster detection (TPU pods, SLURM, Open MPI) applies here."""
     try:
+        # A private module of JAX, guarded: a later release may move it.
         from jax._src import clusters
     except ImportError:  # pragma: no cover - a future jax without this module
         return False
@@ -183,8 +187,6 @@ def _initialize(**kwargs: Any) -> None:
 
 
 def _die(message: str, code: int) -> None:
-    import sys
-
     print(f"zoo: error: {message}", file=sys.stderr, flush=True)
     restore_output()
     os._exit(code)
@@ -274,8 +276,6 @@ def is_primary() -> bool:
 
 
 def key_value_store() -> Any:
-    from jax._src import distributed
-
     return distributed.global_state.client
 
 
@@ -315,6 +315,4 @@ def agree_settings(settings: Mapping[str, Any], *, timeout_s: float | None = Non
 def barrier(name: str) -> None:
     """Wait until every process of the run reaches this point (nothing with one process)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)

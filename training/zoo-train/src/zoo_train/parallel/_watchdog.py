@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import jax
+from jax._src import distributed
 
 ENV_PEER_TIMEOUT = "ZOO_PEER_TIMEOUT_S"
 PEER_TIMEOUT_S = 30.0
@@ -34,8 +35,6 @@ class Watchdog:
     """Heartbeats through JAX's key-value store; calls ``on_lost(sentence)`` once on a loss."""
 
     def __init__(self, on_lost: Callable[[str], None], *, period: float | None = None) -> None:
-        from jax._src import distributed
-
         self._client: Any = distributed.global_state.client
         self._me = jax.process_index()
         self._count = jax.process_count()

@@ -15,7 +15,6 @@ import zoo_layers
 from .._loss import LossFn, loss_unit, make_lm_loss
 from .._plan import StatePlan, plan_state
 from .._precision import resolve_compute_dtype
-from .._provenance import attention_resolutions
 from .._step import make_eval_step, make_train_step
 from ..parallel import (
     MeshFunction,
@@ -64,10 +63,13 @@ class TrainProgram:
         resolutions."""
         rows = self.spec.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
-        zoo_attention.clear_resolutions()
-        with jax.set_mesh(self.mesh), zoo_layers.axis_rules(self.rules):
+        with (
+            zoo_attention.recording() as log,
+            jax.set_mesh(self.mesh),
+            zoo_layers.axis_rules(self.rules),
+        ):
             eqx.filter_eval_shape(self.loss_fn, self.plan.template.model, micro, jax.random.key(0))
-        return attention_resolutions()
+        return [r.as_dict() for r in log]
 
 
 def build_program(spec: StepSpec) -> TrainProgram:

@@ -61,18 +61,21 @@ class TensorBoardTracker:
             self._write(run.step, summary=text("run/attention", run.kernel_table()))
 
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
+        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
         from tensorboardX.proto.summary_pb2 import Summary
 
         summary = Summary(value=[Summary.Value(tag=t, simple_value=v) for t, v in values.items()])
         self._write(step, summary=summary)
 
     def text(self, tag: str, text: str, step: int) -> None:
+        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
         from tensorboardX.summary import text as text_summary
 
         # TensorBoard renders text as Markdown: a code block keeps a sample as it was written.
         self._write(step, summary=text_summary(tag, "```\n" + text + "\n```"))
 
     def image(self, tag: str, path: pathlib.Path, step: int) -> None:
+        # PIL and tensorboardX: only when a TensorBoard tracker writes an image.
         from PIL import Image
         from tensorboardX.proto.summary_pb2 import Summary
 
@@ -89,6 +92,7 @@ class TensorBoardTracker:
             file.close()
 
     def _write(self, step: int, **content: Any) -> None:
+        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
         from tensorboardX.proto.event_pb2 import Event
 
         self._file.write_event(Event(wall_time=time.time(), step=step, **content))

@@ -40,6 +40,7 @@ def shown_scalars(directory: pathlib.Path) -> Scalars:
     """Every scalar TensorBoard shows from ``directory``: the last value written for each tag
     and step, with what a session start at step ``s`` purges (values at ``s`` and later written
     before it) left out."""
+    # tensorboardX takes seconds to import: only when event files are read.
     from tensorboardX.proto.event_pb2 import Event, SessionLog
 
     shown: Scalars = {}

@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from .._provenance import kernel_label
 from ._tracker import RunStart
 
 #: Where a run directory keeps the id of its W&B run, so a resumed run continues it.
@@ -52,9 +53,8 @@ class WandbTracker:
         self._first_step = 0
 
     def start(self, run: RunStart) -> None:
+        # wandb is an optional dependency (zoo-train[wandb]).
         import wandb
-
-        from .._provenance import kernel_label
 
         mode = wandb.setup().settings.mode
         if mode == "online" and not wandb.login(verify=False, prompt=False):
@@ -91,12 +91,14 @@ class WandbTracker:
             self._run.log(dict(values), step=step)
 
     def text(self, tag: str, text: str, step: int) -> None:
+        # wandb is an optional dependency (zoo-train[wandb]).
         import wandb
 
         if step >= self._first_step:
             self._run.log({tag: wandb.Table(columns=["text"], data=[[text]])}, step=step)
 
     def image(self, tag: str, path: pathlib.Path, step: int) -> None:
+        # wandb is an optional dependency (zoo-train[wandb]).
         import wandb
 
         if step >= self._first_step:

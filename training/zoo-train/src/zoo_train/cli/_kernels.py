@@ -1,0 +1,102 @@
+"""``zoo kernels``: the installed attention kernels, or ``zoo kernels verify NAME``.
+
+The listing reads the kernels' distribution metadata (entry points and requirements) without
+importing JAX or any kernel, so it answers at once. Where a kernel serves needs the kernels
+themselves and this machine's JAX backend: ``--here`` loads them (see :mod:`._kernels_here`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+
+from packaging.specifiers import SpecifierSet
+
+from .._jax_range import declared_range, describe_running_jax, outside_verified_range, verified_jax
+from .._table import format_table
+from .._usage import UsageError
+
+#: The entry-point group kernels register under (``zoo_attention.ENTRY_POINT_GROUP``).
+GROUP = "zoo.attention_kernels"
+#: The reference kernel, always there: its distribution is the contract's.
+REFERENCE, CONTRACT_DISTRIBUTION = "xla", "zoo-attention"
+
+
+def add_kernels_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action", nargs="?", choices=["verify"], help="verify: run the conformance suite"
+    )
+    p.add_argument("name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu")
+    p.add_argument(
+        "--here",
+        action="store_true",
+        help="also load JAX and every kernel: the backend, where each kernel serves, where the "
+        "default order picks it and whether it serves on this machine (takes seconds)",
+    )
+
+
+def _contract(name: str, attention: str | None) -> str:
+    """``1.x`` when the kernel's release admits the installed zoo-attention (whose major is the
+    contract's), else the range it asks for: the registry will refuse it."""
+    declared = None if name == REFERENCE else declared_range(name, CONTRACT_DISTRIBUTION)
+    if attention is None:
+        return declared or "?"
+    if declared is None or SpecifierSet(declared).contains(attention, prereleases=True):
+        return f"{attention.split('.')[0]}.x"
+    return f"needs:zoo-attention{declared}"
+
+
+def installed_rows() -> list[dict[str, str]]:
+    """One row per kernel entry point (and ``xla``): name, version, contract, verified JAX."""
+    try:
+        attention: str | None = importlib.metadata.version(CONTRACT_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        attention = None
+    found = {
+        ep.name: ep.dist.version if ep.dist is not None else "?"
+        for ep in importlib.metadata.entry_points(group=GROUP)
+    }
+    if attention is not None:
+        found.setdefault(REFERENCE, attention)  # registered even without its entry point
+    return [
+        {
+            "name": name,
+            "version": version,
+            "contract": _contract(name, attention),
+            "verified on jax": verified_jax(name) or "-",
+        }
+        for name, version in sorted(found.items())
+    ]
+
+
+def run_kernels(args: argparse.Namespace) -> int:
+    """List installed kernels, or run the conformance suite against one (``verify NAME``)."""
+    if args.action is None:
+        print(f"running on {describe_running_jax()}")
+        if args.here:
+            # Loads JAX and every kernel: only this path needs them.
+            from ._kernels_here import here_rows
+
+            rows = here_rows()
+        else:
+            rows = installed_rows()
+        print(format_table(rows))
+        for row in rows:
+            warn_outside_verified_range(row["name"], row["version"])
+        if not args.here:
+            print("where each serves: `zoo kernels --here` (loads JAX and the kernels)")
+        return 0
+    if args.name is None:
+        raise UsageError("zoo kernels verify needs a kernel name, e.g. `zoo kernels verify xla`.")
+    # Loads JAX and the kernel to verify.
+    from ._kernels_here import run_verify
+
+    return run_verify(args.name)
+
+
+def warn_outside_verified_range(name: str, version: str) -> None:
+    """One ``zoo:`` line on stderr when the running JAX is outside the kernel's verified range."""
+    warning = outside_verified_range(name, version)
+    if warning:
+        print(f"zoo: {warning}", file=sys.stderr)
