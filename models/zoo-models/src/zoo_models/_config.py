@@ -9,6 +9,8 @@ from typing import Any
 
 from zoo_layers import RopeScaling, check_float_dtype
 
+from ._family_names import family_names
+
 _ACTIVATIONS = ("gelu", "gelu_tanh", "silu", "relu")
 
 # Fields added after configurations were first stored in runs: `to_dict` leaves them out while
@@ -26,13 +28,6 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "output_router_logits": False,
 }
 _TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers")
-
-
-def _family_names() -> tuple[str, ...]:
-    # Imported when first asked: the family modules import this one, so the registry loads after.
-    from .families import family_names
-
-    return family_names()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +173,7 @@ class ModelConfig:
                 f"`qk_norm` must be False, True (per head) or 'projection', got {self.qk_norm!r}."
             )
         object.__setattr__(self, "qk_norm", qk)
-        families = _family_names()
+        families = family_names()
         if self.family not in families:
             raise ValueError(f"`family` must be one of {', '.join(families)}, got {self.family!r}.")
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "mlp_hidden", "max_position"):

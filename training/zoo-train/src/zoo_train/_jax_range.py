@@ -92,3 +92,14 @@ def outside_verified_range(kernel: str, version: str) -> str | None:
         f"check it here with `zoo kernels verify {kernel}`, or install a release verified on "
         "this JAX (docs/compatibility.md lists them)."
     )
+
+
+#: The reference kernel's name: registered with the contract, always there.
+REFERENCE = "xla"
+
+
+def warn_outside_verified_range(name: str, version: str) -> None:
+    """One ``zoo:`` line on stderr when the running JAX is outside the kernel's verified range."""
+    warning = outside_verified_range(name, version)
+    if warning:
+        print(f"zoo: {warning}", file=sys.stderr)

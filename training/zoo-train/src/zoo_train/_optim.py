@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 
 import jax
@@ -10,22 +9,13 @@ import optax
 from jaxtyping import PyTree
 
 from ._config import OptimizerConfig
+from .settings import WARMUP_FLOOR as WARMUP_FLOOR
+from .settings import default_warmup as default_warmup
 
 # A path component naming an embedding table: embed, embedding, embed_tokens, tok_embeddings,
 # position_embedding, wte, wpe (but not "unembed", which is an output projection).
 _EMBEDDING = re.compile(r"^(embed\w*|\w*_embed\w*|wte|wpe)$", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-WARMUP_FLOOR = 10
-
-
-def default_warmup(steps: int, fraction: float) -> int:
-    """Warm-up steps for a run of ``steps``: ``fraction`` of it, at least ``WARMUP_FLOOR`` steps
-    and at most half the run, so that even a short run decays its learning rate."""
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"`optimizer.warmup_fraction` must be in [0, 1], got {fraction}.")
-    return min(max(math.ceil(fraction * steps), WARMUP_FLOOR), steps // 2)
 
 
 def make_schedule(config: OptimizerConfig, total_steps: int) -> optax.Schedule:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._config import ModelConfig
+from .._family_names import add_name, remove_name
 from .._hf_weights import Rule
 
 __all__ = [
@@ -97,6 +98,7 @@ def register(family: Family) -> Family:
             f"{family.name!r} a name of its own."
         )
     _FAMILIES[family.name] = family
+    add_name(family.name)
     return family
 
 
@@ -104,6 +106,7 @@ def unregister(name: str) -> None:
     """Remove the family ``name`` (a family registered for a test, say)."""
     lookup(name)
     del _FAMILIES[name]
+    remove_name(name)
 
 
 def registered() -> tuple[Family, ...]:

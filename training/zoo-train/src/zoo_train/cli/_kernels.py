@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import sys
 
 from packaging.specifiers import SpecifierSet
 
-from .._jax_range import declared_range, describe_running_jax, outside_verified_range, verified_jax
+from .._jax_range import (
+    REFERENCE,
+    declared_range,
+    describe_running_jax,
+    verified_jax,
+    warn_outside_verified_range,
+)
 from .._table import format_table
 from .._usage import UsageError
 
 #: The entry-point group kernels register under (``zoo_attention.ENTRY_POINT_GROUP``).
 GROUP = "zoo.attention_kernels"
 #: The reference kernel, always there: its distribution is the contract's.
-REFERENCE, CONTRACT_DISTRIBUTION = "xla", "zoo-attention"
+CONTRACT_DISTRIBUTION = "zoo-attention"
 
 
 def add_kernels_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,10 +98,3 @@ def run_kernels(args: argparse.Namespace) -> int:
     from ._kernels_here import run_verify
 
     return run_verify(args.name)
-
-
-def warn_outside_verified_range(name: str, version: str) -> None:
-    """One ``zoo:`` line on stderr when the running JAX is outside the kernel's verified range."""
-    warning = outside_verified_range(name, version)
-    if warning:
-        print(f"zoo: {warning}", file=sys.stderr)

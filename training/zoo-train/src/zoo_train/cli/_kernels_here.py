@@ -13,9 +13,13 @@ import jax.numpy as jnp
 import zoo_attention
 import zoo_attention.testing
 
-from .._jax_range import describe_running_jax, verified_jax
+from .._jax_range import (
+    REFERENCE,
+    describe_running_jax,
+    verified_jax,
+    warn_outside_verified_range,
+)
 from .._usage import UsageError
-from ._kernels import REFERENCE, warn_outside_verified_range
 
 PLATFORMS = ("cpu", "gpu", "tpu")
 

@@ -6,7 +6,6 @@ from ..checkpoint import CHECKPOINT_DIR as CHECKPOINT_DIR
 from ._evaluate import EvalData as EvalData
 from ._evaluate import evaluate as evaluate
 from ._hooks import Hooks as Hooks
-from ._hooks import StepEnd as StepEnd
 from ._metrics import METRICS_FILE as METRICS_FILE
 from ._metrics import PLOT_FILE as PLOT_FILE
 from ._metrics import MetricsWriter as MetricsWriter
@@ -22,6 +21,7 @@ from ._result import TrainResult as TrainResult
 from ._spec import TrainSpec as TrainSpec
 from ._start import Position as Position
 from ._start import Run as Run
+from ._step_end import StepEnd as StepEnd
 from ._stop import StopRequest as StopRequest
 from ._stop import stop_requests as stop_requests
 from ._train import run_training as run_training

@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from typing import Any
 
 import jax
 
@@ -22,23 +21,7 @@ from .._errors import StoppedBySignalError
 from ..profile import host_annotation
 from ._evaluate import EvalData, evaluate
 from ._start import Run, report_evaluation
-
-
-@dataclasses.dataclass
-class StepEnd:
-    """A step that just finished, as the hooks see it.
-
-    Attributes:
-        step: its number.
-        data_state: the loader's position after its batch (what a checkpoint of it records).
-        evaluated: the evaluation at this step, if one ran.
-        saved: whether a checkpoint of this step was started.
-    """
-
-    step: int
-    data_state: Any
-    evaluated: dict[str, float] | None = None
-    saved: bool = False
+from ._step_end import StepEnd
 
 
 @dataclasses.dataclass(frozen=True)

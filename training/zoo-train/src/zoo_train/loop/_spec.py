@@ -5,15 +5,13 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zoo_data import DataSource
 
 from ..program import StepSpec
 from ._evaluate import EvalData
-
-if TYPE_CHECKING:
-    from ._hooks import StepEnd
+from ._step_end import StepEnd
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,11 +22,12 @@ from ..parallel import is_primary
 from ..profile import step_annotation
 from ..program import StepSpec
 from ._evaluate import EvalData
-from ._hooks import StepEnd, standard_hooks
+from ._hooks import standard_hooks
 from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
 from ._spec import TrainSpec
 from ._start import Run, start_run
+from ._step_end import StepEnd
 
 
 def train(

@@ -5,8 +5,6 @@ Three layers, imported one way: the LoRA maths (``_lora``), the PEFT adapter for
 over both. The fine-tuning run itself is a recipe (:func:`zoo_train.finetune`).
 """
 
-from typing import Any
-
 from ._adapt import add_adapters as add_adapters
 from ._export import ADAPTER_DIR as ADAPTER_DIR
 from ._export import export_hf as export_hf
@@ -31,13 +29,3 @@ from ._lora import count_params as count_params
 from ._lora import lora_filter as lora_filter
 from ._lora import merge_lora as merge_lora
 from ._lora import without_adapters as without_adapters
-
-
-def __getattr__(name: str) -> Any:
-    # `zoo_train.peft.finetune` was the fine-tuning run before it moved to the recipes; the
-    # name keeps working (imported late: the recipes sit above this package).
-    if name == "finetune":
-        from ..recipes._finetuning import finetune
-
-        return finetune
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

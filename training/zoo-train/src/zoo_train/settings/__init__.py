@@ -31,7 +31,9 @@ from ._run import RunSettings as RunSettings
 from ._run import WandbSettings as WandbSettings
 from ._run import finetune_defaults as finetune_defaults
 from ._train import SEEDS as SEEDS
+from ._train import WARMUP_FLOOR as WARMUP_FLOOR
 from ._train import LoopSettings as LoopSettings
 from ._train import OptimizerChoice as OptimizerChoice
 from ._train import OptimizerConfig as OptimizerConfig
 from ._train import TrainConfig as TrainConfig
+from ._train import default_warmup as default_warmup

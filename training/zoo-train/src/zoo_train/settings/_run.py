@@ -14,7 +14,13 @@ from typing import Any
 
 from .._usage import UsageError
 from ._fields import declared, section, setting, table
-from ._train import LoopSettings, OptimizerChoice, OptimizerConfig, TrainConfig
+from ._train import (
+    LoopSettings,
+    OptimizerChoice,
+    OptimizerConfig,
+    TrainConfig,
+    default_warmup,
+)
 
 #: ``zoo finetune --objective``: next-token loss, or a preference objective on pairs.
 OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo")
@@ -38,8 +44,6 @@ class OptimizerSettings(OptimizerChoice):
     def config(self, *, lr: float, steps: int) -> OptimizerConfig:
         """The :class:`OptimizerConfig` of a run of ``steps`` steps peaking at ``lr`` (the
         warm-up resolved from its fraction when not given)."""
-        from .._optim import default_warmup
-
         warmup = self.warmup_steps
         try:
             if warmup is None:

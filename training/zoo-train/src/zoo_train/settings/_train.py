@@ -10,6 +10,7 @@ arguments. No JAX here: ``zoo --help`` and a config file are read without it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 from ._fields import check, section, setting, table
@@ -17,6 +18,17 @@ from ._mesh import MeshConfig
 
 #: Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.
 SEEDS = "[0, 4294967296)"
+
+#: The fewest warm-up steps a run resolves from its warm-up fraction.
+WARMUP_FLOOR = 10
+
+
+def default_warmup(steps: int, fraction: float) -> int:
+    """Warm-up steps for a run of ``steps``: ``fraction`` of it, at least ``WARMUP_FLOOR`` steps
+    and at most half the run, so that even a short run decays its learning rate."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"`optimizer.warmup_fraction` must be in [0, 1], got {fraction}.")
+    return min(max(math.ceil(fraction * steps), WARMUP_FLOOR), steps // 2)
 
 
 @dataclasses.dataclass(frozen=True)
