@@ -201,15 +201,15 @@ def resolve(spec: AttentionSpec, implementation: str | None = None) -> Resolutio
         skipped: list[tuple[str, str]] = []
         chosen = None
         installed = ", ".join(sorted(kernels()))
-        for kernel in order:
-            if isinstance(kernel, str):
-                skipped.append((kernel, f"not installed (installed: {installed})"))
+        for candidate in order:
+            if isinstance(candidate, str):
+                skipped.append((candidate, f"not installed (installed: {installed})"))
                 continue
-            reason = kernel.check(spec)
+            reason = candidate.check(spec)
             if reason is None:
-                chosen = kernel
+                chosen = candidate
                 break
-            skipped.append((kernel.name, reason))
+            skipped.append((candidate.name, reason))
         if chosen is None:
             detail = "; ".join(f"{n}: {r}" for n, r in skipped)
             raise KernelUnavailableError(

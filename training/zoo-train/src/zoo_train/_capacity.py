@@ -39,7 +39,7 @@ def memory_of(mesh: Any) -> tuple[int | None, str]:
     limits = [(d.memory_stats() or {}).get("bytes_limit") for d in local]
     if local and all(limits):
         kind = devices[0].device_kind
-        return sum(limits) * len(devices) // len(
+        return sum(limit for limit in limits if limit) * len(devices) // len(
             local
         ), f"the memory of {len(devices)} {kind} device{'s' if len(devices) != 1 else ''}"
     hosts = len({d.process_index for d in devices})

@@ -27,7 +27,7 @@ def steps_change(saved: dict[str, Any] | None, now: dict[str, Any]) -> dict[str,
     """``{"from": old, "to": new}`` when the run identities differ in their total of steps."""
     old = ((saved or {}).get("config") or {}).get("steps")
     new = (now.get("config") or {}).get("steps")
-    if old is None or old == new:
+    if old is None or new is None or old == new:
         return None
     return {"from": int(old), "to": int(new)}
 

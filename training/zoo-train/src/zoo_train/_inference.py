@@ -74,8 +74,8 @@ def evaluate_model(
             weight += float(aux["weight"])
     if weight <= 0:
         raise ValueError("The evaluation data has no counted tokens; give it longer documents.")
-    loss = total / weight
-    return {"loss": loss, "ppl": math.exp(min(loss, 700.0)), "tokens": weight}
+    mean = total / weight
+    return {"loss": mean, "ppl": math.exp(min(mean, 700.0)), "tokens": weight}
 
 
 def new_token_budget(model: Any, prompt_len: int, requested: int) -> tuple[int, str | None]:

@@ -42,7 +42,7 @@ def default_decay_mask(params: PyTree) -> PyTree[bool]:
     """
 
     def decays(path: tuple, leaf: object) -> bool:
-        if not hasattr(leaf, "ndim") or leaf.ndim < 2:  # type: ignore[union-attr]
+        if not hasattr(leaf, "ndim") or leaf.ndim < 2:
             return False
         names = _NAME.findall(jax.tree_util.keystr(path))
         return not any(_EMBEDDING.match(n) for n in names)

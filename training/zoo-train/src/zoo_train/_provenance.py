@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -23,7 +23,7 @@ ZOO_DISTRIBUTIONS = (
 _THIRD_PARTY = ("jax", "jaxlib", "libtpu", "equinox", "optax", "orbax-checkpoint", "numpy")
 
 
-def kernel_label(resolutions: list[dict[str, Any]]) -> str:
+def kernel_label(resolutions: Sequence[Mapping[str, Any]]) -> str:
     """``"xla 1.0.0"`` (comma-joined if several kernels served), or ``"none"``."""
     if not resolutions:
         return "none"

@@ -164,7 +164,9 @@ def make_train_step(
     rules = rules or {}
     shards = 1 if mesh is None else batch_shards(mesh, rules)
 
-    def step(batch: Batch, state: TrainState) -> tuple[TrainState, dict]:
+    def step(
+        batch: Batch, state: TrainState
+    ) -> tuple[TrainState, PackedMetrics | dict[str, jax.Array]]:
         batch = unpacked(batch)
         key = jax.random.wrap_key_data(state.key)
         next_key, step_key = jax.random.split(key)

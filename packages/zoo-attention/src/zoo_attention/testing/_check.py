@@ -128,13 +128,16 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
         is_causal=case.is_causal,
         segment_ids=None
         if ids is None
-        else tuple(np.asarray(x) for x in ids)
+        else (np.asarray(ids[0]), np.asarray(ids[1]))
         if isinstance(ids, tuple)
         else np.asarray(ids),
         local_window_size=case.window,
         logits_soft_cap=case.soft_cap,
         cotangent=np.asarray(inputs.cotangent.astype(jnp.float32)),
     )
+    # A cotangent was given, so the reference returns the gradients and the rows' visibility.
+    assert ref.dq is not None and ref.dk is not None and ref.dv is not None
+    assert ref.row_sees_key is not None
     failures = []
     if out.dtype != inputs.query.dtype:
         failures.append(f"output dtype {out.dtype}, expected {inputs.query.dtype}")

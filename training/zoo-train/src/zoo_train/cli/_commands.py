@@ -29,11 +29,11 @@ class Command:
 
     @property
     def add_arguments(self) -> Callable[[argparse.ArgumentParser], None]:
-        return self._function(self.add_arguments_name)  # type: ignore[no-any-return]
+        return self._function(self.add_arguments_name)
 
     @property
     def run(self) -> Callable[[argparse.Namespace], int]:
-        return self._function(self.run_name)  # type: ignore[no-any-return]
+        return self._function(self.run_name)
 
 
 COMMANDS: tuple[Command, ...] = (

@@ -15,12 +15,12 @@ from ._parser import build_parser
 from ._processes import after_crash, leave_processes
 
 
-class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+class _Stderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is when a record comes (as Python's last-resort
     handler does), so a redirected or captured stderr gets the lines; through ``tqdm.write``,
     so a line never lands inside a progress bar's frame."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -37,7 +37,11 @@ class BatchLayout:
         self.mesh = mesh
         self.rows = rows
         self._sharding = NamedSharding(mesh, batch_spec(mesh, rules))
-        index = fit_sharding(self._sharding, (rows,)).addressable_devices_indices_map((rows,))
+        # jax types a device's index as optional, but every device of a sharding holds one.
+        index = cast(
+            Mapping[jax.Device, tuple[slice, ...]],
+            fit_sharding(self._sharding, (rows,)).addressable_devices_indices_map((rows,)),
+        )
         spans = [
             (s[0].start or 0, rows if s[0].stop is None else s[0].stop) for s in index.values()
         ]
@@ -69,7 +73,8 @@ class BatchLayout:
         if sharding is None:
             sharding = self._fitted[shape] = fit_sharding(self._sharding, shape)
 
-        def shard(index: tuple[slice, ...]) -> np.ndarray:
+        def shard(index: tuple[slice, ...] | None) -> np.ndarray:
+            assert index is not None  # jax gives every device its index (and asserts so)
             rows = index[0]
             start = (rows.start or 0) - lo
             stop = (self.rows if rows.stop is None else rows.stop) - lo

@@ -16,7 +16,7 @@ import functools
 import inspect
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
 import jax
 from jax.sharding import Mesh
@@ -29,7 +29,7 @@ from ._shardings import is_array_like
 
 # A sharding per positional argument: a tree of shardings (``None``: unspecified), or a
 # function of the argument's array part returning one.
-ShardingArg = PyTree | Callable[[PyTree], PyTree] | None
+ShardingArg: TypeAlias = PyTree | Callable[[PyTree], PyTree] | None
 
 
 @contextlib.contextmanager
@@ -44,7 +44,7 @@ def mesh_context(mesh: Mesh | None, rules: Mapping[str, MeshAxes] | None = None)
         yield
 
 
-def _is_function(x: Any) -> bool:
+def _is_function(x: Any) -> TypeGuard[Callable[..., Any]]:
     # A sharding tree may itself be callable (an Equinox model of shardings), so only plain
     # functions count as "compute the shardings from the arguments".
     return inspect.isfunction(x) or inspect.ismethod(x) or isinstance(x, functools.partial)
@@ -111,9 +111,10 @@ def _per_leaf(prefix: PyTree, tree: PyTree) -> list[Any]:
 
 class _Program:
     """One compiled variant: a jitted function from the array leaves of the arguments to the
-    array leaves of the result, and what puts the result back together."""
+    array leaves of the result, and what puts the result back together (its one entry is
+    filled in when the function is traced)."""
 
-    def __init__(self, jitted: Any, out_key: tuple[_ArgKey, ...]) -> None:
+    def __init__(self, jitted: Any, out_key: list[tuple[_ArgKey, ...]]) -> None:
         self.jitted, self.out_key = jitted, out_key
 
 

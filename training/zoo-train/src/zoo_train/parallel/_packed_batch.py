@@ -84,6 +84,6 @@ class PackedBatch:
         }
 
 
-def unpacked(batch: Any) -> Any:
+def unpacked(batch: dict[str, jax.Array] | PackedBatch) -> dict[str, jax.Array]:
     """``batch`` as a dict of entries, whether it came packed or not."""
     return batch.unpack() if isinstance(batch, PackedBatch) else batch

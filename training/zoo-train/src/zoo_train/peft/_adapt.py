@@ -41,7 +41,7 @@ def add_adapters(
         return adapted
 
     if is_builder(model):
-        build: Callable[[], PyTree] = model  # type: ignore[assignment]
+        build: Callable[[], PyTree] = model
 
         def adapted_builder() -> PyTree:
             return adapt(build())

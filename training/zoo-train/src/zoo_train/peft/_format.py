@@ -238,7 +238,7 @@ def load_peft_weights(model: PyTree, directory: str | pathlib.Path) -> PyTree:
     used: set[str] = set()
 
     def fill(path: str, leaf: LoRALinear) -> LoRALinear:
-        parts = {"lora_a": [], "lora_b": []}
+        parts: dict[str, list[np.ndarray]] = {"lora_a": [], "lora_b": []}
         for module in _modules(model, path):
             for part, suffix in (("lora_a", "lora_A"), ("lora_b", "lora_B")):
                 name = f"{PREFIX}{module}.{suffix}.weight"

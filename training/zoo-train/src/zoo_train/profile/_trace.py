@@ -13,6 +13,7 @@ import dataclasses
 import pathlib
 import warnings
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import jax
 
@@ -59,11 +60,23 @@ def trace_files(path: pathlib.Path) -> list[pathlib.Path]:
     return files
 
 
-def _stats(event: object) -> dict[str, object]:
+class _Event(Protocol):
+    """What is read of a profile event (jaxlib's profile types carry no type information)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def start_ns(self) -> float: ...
+    @property
+    def duration_ns(self) -> float: ...
+
+
+# A stat's value is whatever the profile recorded (a number or a string): callers convert it.
+def _stats(event: _Event) -> dict[str, Any]:
     return dict(getattr(event, "stats", ()))
 
 
-def _events(data: jax.profiler.ProfileData) -> Iterator[tuple[str, str, object]]:
+def _events(data: jax.profiler.ProfileData) -> Iterator[tuple[str, str, _Event]]:
     for plane in data.planes:
         for line in plane.lines:
             for event in line.events:

@@ -99,6 +99,7 @@ def build_data(s: RunSettings, tokenizer: Any) -> Data:
     from zoo_data import HeldOut, StoreLoader, TokenStore
 
     sources = training_stores(s, tokenizer)
+    val: dict[str, HeldOut] | None
     try:
         stores = [TokenStore(path, tokenizer=tokenizer) for _, path in sources]
         # Without weights, each source in proportion to its size: as if they were one corpus.

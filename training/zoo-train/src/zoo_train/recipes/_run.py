@@ -173,8 +173,9 @@ def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
 
     def on_record(rec: dict[str, Any]) -> None:
         if rec.get("event") == "resume":
-            before = job.saved.get(rec.get("resumed_from"))
-            what = f"checkpoint {rec.get('resumed_from')}"
+            step = rec.get("resumed_from")
+            before = None if step is None else job.saved.get(step)
+            what = f"checkpoint {step}"
         elif rec.get("event") == "start":
             before = job.model.provenance
             what = f"the checkpoint in {getattr(job.settings, 'from_run', None)}"

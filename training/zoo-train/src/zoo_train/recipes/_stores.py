@@ -133,6 +133,7 @@ def eval_stores(s: RunSettings, tokenizer: Any) -> list[tuple[str, pathlib.Path]
     from zoo_data import is_store
 
     out = []
+    path: str | pathlib.Path  # a source, then the store prepared from it
     for path in s.eval_data:
         name = slug(path)
         if not is_store(path):

@@ -14,7 +14,7 @@ import difflib
 import json
 import pathlib
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._usage import UsageError
@@ -92,7 +92,7 @@ def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
             f"The config file {str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start}); "
             "save it as UTF-8."
         ) from None
-    readers = {
+    readers: dict[str, Callable[[str], Any]] = {
         ".json": json.loads,
         ".toml": tomllib.loads,
         ".yaml": yaml.safe_load,

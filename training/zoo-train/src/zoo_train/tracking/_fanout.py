@@ -122,8 +122,8 @@ class Trackers:
     def _calls(self, kind: str, payload: Any) -> list[Call]:
         if kind == "record":
             return self._feed.calls(payload)
-        call, step = payload
-        return self._feed.call(*call, step)
+        (method, args), step = payload
+        return self._feed.call(method, args, step)
 
     def _call(self, tracker: Tracker, method: str, args: tuple[Any, ...]) -> None:
         try:
