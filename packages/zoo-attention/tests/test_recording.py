@@ -125,6 +125,21 @@ def test_the_fallback_warning_is_logged_once_per_block(monkeypatch, caplog):
     assert len(warned) == 2
 
 
+def test_a_warning_in_a_block_is_not_repeated_around_it_or_after_it(monkeypatch, caplog):
+    """A run's block nests in its caller's (a script recording what it drives): the warning
+    logged in it is not logged again by the calls the caller traces after it, in its block or
+    outside every block."""
+    monkeypatch.setenv(zoo_attention.ENV_VAR, "not_installed_nested,xla")
+    with caplog.at_level(logging.WARNING, logger="zoo_attention"):
+        with zoo_attention.recording():
+            with zoo_attention.recording():
+                zoo_attention.dot_product_attention(*[jnp.zeros((1, 3, 2, 8))] * 3)
+            zoo_attention.dot_product_attention(*[jnp.zeros((1, 4, 2, 8))] * 3)
+        zoo_attention.dot_product_attention(*[jnp.zeros((1, 5, 2, 8))] * 3)
+    warned = [r for r in caplog.records if "not_installed_nested" in r.getMessage()]
+    assert len(warned) == 1
+
+
 def test_the_names_of_contract_1_1_still_work_with_a_deprecation_warning():
     with pytest.deprecated_call(match=r"recording\(\)"):
         zoo_attention.clear_resolutions()

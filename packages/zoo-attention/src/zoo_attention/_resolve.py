@@ -117,7 +117,8 @@ def recording() -> Iterator[ResolutionLog]:
     keeps what was recorded before an exception leaves the block. Per thread: a block sees the
     calls of its own thread (and of contexts copied from it, as ``asyncio`` tasks are), not
     those of other threads. A fallback warning is logged once per block (the innermost open
-    one; once per process outside any block).
+    one), and once per process outside every block; one logged in a block is not logged again
+    in the blocks around it or outside them.
     """
     log = ResolutionLog()
     token = _open_logs.set((*_open_logs.get(), log))
@@ -158,12 +159,17 @@ def _env_order() -> list[AttentionKernel | str] | None:
 
 
 def _warn_once(message: str) -> None:
+    # Once per block (the innermost open one: a run opens one while it resolves its kernel),
+    # and once per process outside every block. A message logged in a block counts as logged
+    # for the blocks around it and outside them: the calls traced after a run's block do not
+    # repeat it.
     logs = _open_logs.get()
     warned = logs[-1].warned if logs else _warned
     with _lock:
         if message in warned:
             return
-        warned.add(message)
+        for seen in (_warned, *(log.warned for log in logs)):
+            seen.add(message)
     logger.warning(message)
 
 
