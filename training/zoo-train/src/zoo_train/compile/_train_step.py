@@ -24,8 +24,6 @@ import zoo_attention
 import zoo_models
 
 from .._config import TrainConfig
-from .._plan import plan_state
-from ..parallel import make_mesh, make_rules
 from ..peft import LoRAConfig
 from ..program import StepSpec, abstract_batch, build_program
 from ._memory import StepMemory, from_compiled, from_oom
@@ -56,12 +54,12 @@ class StepSetup:
     @property
     def mesh(self) -> Mesh:
         """The mesh of compile-only devices."""
-        return make_mesh(self.config.mesh) if self.spec.mesh is None else self.spec.mesh
+        return self.spec.layout()[0]
 
     @property
     def rules(self) -> Mapping[str, Any]:
         """The sharding rules."""
-        return make_rules(self.config.sharding)
+        return self.spec.layout()[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,10 +96,7 @@ def bytes_per_device(tree: Any) -> int:
 
 def optimizer_state_bytes(spec: StepSpec) -> int:
     """Per-device bytes of the optimizer state of ``spec``'s run (planned, not allocated)."""
-    mesh = make_mesh(spec.config.mesh) if spec.mesh is None else spec.mesh
-    rules = make_rules(spec.config.sharding)
-    plan = plan_state(spec.model, spec.config, mesh, rules, trainable=spec.trainable)
-    return bytes_per_device(plan.template.opt_state)
+    return bytes_per_device(build_program(spec).plan.template.opt_state)
 
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")

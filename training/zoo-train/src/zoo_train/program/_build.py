@@ -21,8 +21,6 @@ from ..parallel import (
     check_batch,
     check_experts,
     check_heads,
-    make_mesh,
-    make_rules,
     platform_of,
 )
 from ._spec import StepSpec
@@ -81,8 +79,7 @@ def build_program(spec: StepSpec) -> TrainProgram:
         ValueError: the batch, the heads or the experts do not split over the mesh.
     """
     config = spec.config
-    mesh = make_mesh(config.mesh) if spec.mesh is None else spec.mesh
-    rules = make_rules(config.sharding)
+    mesh, rules = spec.layout()
     check_batch(config.batch_size, mesh, rules)
     compute_dtype = resolve_compute_dtype(config.compute_dtype, platform_of(mesh))
     loss_fn = spec.loss_fn

@@ -12,6 +12,7 @@ from jaxtyping import PyTree
 
 from .._config import TrainConfig
 from .._loss import LossFn
+from ..parallel import make_mesh, make_rules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +38,12 @@ class StepSpec:
     loss_fn: LossFn | None = None
     trainable: Any = None
     mesh: Mesh | None = None
+
+    def layout(self) -> tuple[Mesh, Any]:
+        """``(mesh, rules)``: the spec's mesh (else the config's over every device) and the
+        sharding rules with the config's changes."""
+        mesh = make_mesh(self.config.mesh) if self.mesh is None else self.mesh
+        return mesh, make_rules(self.config.sharding)
 
     def with_batch_size(self, batch_size: int) -> StepSpec:
         """The same step for a micro-batch of ``batch_size`` rows."""
