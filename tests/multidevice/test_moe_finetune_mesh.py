@@ -78,7 +78,8 @@ def test_the_adapter_loads_in_peft_and_merged_is_the_export(root):
     with torch.no_grad():
         before, want = base(ids).logits.numpy(), export(ids).logits.numpy()
         got = PeftModel.from_pretrained(base, root / "eight" / "adapter").eval()(ids).logits
-    # float32 rounding of x W + x A B against x (W + A B), through every layer: logits of size
-    # ~3 differ by up to ~100 ulps (about 2e-5) for some draws of the ids.
-    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=2e-5)
+    # float32 rounding of x W + x A B against x (W + A B) through every layer: the error follows
+    # the activations' size, not the logit's (2.6e-5 seen at a logit of -0.5), so the bound is
+    # absolute, the one the check below needs the adapters to have moved the logits by.
+    np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-4)
     assert not np.allclose(want, before, atol=1e-4)  # the adapters learned something
