@@ -4,6 +4,8 @@ the refusal of rows longer than the model's positions, and the READMEs' commands
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import hashlib
 import os
 import pathlib
@@ -215,3 +217,28 @@ def test_a_run_records_the_positions_it_was_trained_at(tmp_path, capsys):
 
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["max_position_embeddings"] == 160
+
+
+def test_sibling_writes_of_a_save_that_hit_a_full_disk_say_nothing(caplog):
+    # Orbax writes one save's arrays as parallel tasks; when the disk fills, each fails with the
+    # same TensorStore error, zoo reports the first, and asyncio logs the rest as "never
+    # retrieved" when they are collected. Storage errors are quiet; any other error is not.
+    from zoo_train.checkpoint._orbax_quiet import quiet_orbax
+
+    quiet_orbax()
+    storage = [
+        f"Failed writing: x [os_error_code='{n}']" for n in sorted(zoo_train._errors.STORAGE_ERRNOS)
+    ]
+    others = ["Failed writing: x [os_error_code='2']", "a bug in a writer"]
+
+    async def fail(message: str) -> None:
+        raise ValueError(message)
+
+    loop = asyncio.new_event_loop()
+    tasks = [loop.create_task(fail(m)) for m in storage + others]
+    loop.run_until_complete(asyncio.wait(tasks))
+    loop.close()
+    del tasks
+    gc.collect()
+    logged = [str(r.exc_info[1]) for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert sorted(logged) == sorted(others)

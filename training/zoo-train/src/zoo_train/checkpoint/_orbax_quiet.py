@@ -1,6 +1,6 @@
 """Orbax's noise, silenced in this one place: what it prints is said by zoo in one sentence.
 
-Two things are filtered, each exactly and no more:
+Three things are filtered, each exactly and no more:
 
 - the absl warning Orbax logs on every save without metrics when a ``best_fn`` is set (most
   saves are not evaluated);
@@ -10,14 +10,23 @@ Two things are filtered, each exactly and no more:
   tracebacks after zoo's one-line report. Nothing is lost (the step is reported and skipped).
   Python offers only the process-wide ``sys.unraisablehook`` for these; the filter passes every
   other report on to the hook it wraps, and is put in front of whatever hook is current each
-  time a checkpoint directory is opened (once: a hook already filtered is left as it is).
+  time a checkpoint directory is opened (once: a hook already filtered is left as it is);
+- asyncio's "Task exception was never retrieved" for Orbax's parallel writes of one save that
+  failed for storage (a full disk, a read-only one): the first failure is the save's error,
+  reported by zoo in one sentence, and its sibling writes' failures, the same error for the
+  same save, are logged by asyncio whenever their tasks are collected (so sometimes, not
+  always). ``ZOO_DEBUG=1`` keeps these.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
+
+from .._errors import STORAGE_ERRNOS
+from ._reports import os_error_number
 
 
 class _QuietUnevaluatedSaves(logging.Filter):
@@ -25,14 +34,23 @@ class _QuietUnevaluatedSaves(logging.Filter):
         return "did not provide metrics" not in record.getMessage()
 
 
+class _QuietSiblingWriteFailures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        unretrieved = record.getMessage().startswith("Task exception was never retrieved")
+        return not (unretrieved and error is not None and os_error_number(error) in STORAGE_ERRNOS)
+
+
 _FILTER = _QuietUnevaluatedSaves()
+_SIBLINGS = _QuietSiblingWriteFailures()
 
 
 def quiet_orbax() -> None:
-    """Install both filters (each at most once)."""
-    absl = logging.getLogger("absl")
-    if _FILTER not in absl.filters:
-        absl.addFilter(_FILTER)
+    """Install the filters (each at most once)."""
+    noises = [("absl", _FILTER)] + ([] if os.environ.get("ZOO_DEBUG") else [("asyncio", _SIBLINGS)])
+    for name, noise in noises:
+        if noise not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(noise)
     previous = sys.unraisablehook
     if getattr(previous, "_zoo_closed_loop_filter", False):
         return
