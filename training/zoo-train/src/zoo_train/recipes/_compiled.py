@@ -11,7 +11,7 @@ from .._usage import UsageError
 from ..settings import FinetuneSettings
 from ._finetuning import finetune_step
 from ._lora import lora_settings
-from ._model import check_model_changes, preset_config
+from ._model import hf_config_changes, preset_config
 from ._preference import objective_loss
 
 # Settings of `zoo finetune` that say where a model comes from or goes, which compiling needs
@@ -32,12 +32,8 @@ def compiled_model_config(s: FinetuneSettings) -> Any:
         hf = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise UsageError(f"--from-hf {s.from_hf!r}: cannot read its config.json ({e}).") from None
-    changes = dict(s.model_config)
-    check_model_changes(changes)
-    changes.setdefault("param_dtype", "float32")
-    changes["attention_implementation"] = s.attention.implementation
     try:
-        return zoo_models.from_hf_config(hf, source=str(source), **changes)
+        return zoo_models.from_hf_config(hf, source=str(source), **hf_config_changes(s))
     except ValueError as e:
         raise UsageError.from_error(e) from None
 

@@ -158,23 +158,25 @@ def source_model(s: FinetuneSettings, out: pathlib.Path, mesh: Any, rules: Any) 
     return loaded
 
 
+def hf_config_changes(s: FinetuneSettings) -> dict[str, Any]:
+    """What ``zoo finetune --from-hf`` changes in the checkpoint's config: ``model_config``
+    (checked), float32 master weights whatever the checkpoint's dtype (see ``_precision``)
+    unless asked otherwise, and the attention kernel."""
+    changes = dict(s.model_config)
+    check_model_changes(changes)
+    changes.setdefault("param_dtype", "float32")
+    changes["attention_implementation"] = s.attention.implementation
+    return changes
+
+
 def _from_hf(s: FinetuneSettings, mesh: Any, rules: Any) -> Model:
     source = pathlib.Path(s.from_hf)  # type: ignore[arg-type]
     if not (source / "config.json").is_file():
         raise UsageError(
             f"{s.from_hf!r} is not a Hugging Face model directory (no config.json); pass one."
         )
-    changes = dict(s.model_config)
-    check_model_changes(changes)
-    # Float32 master weights whatever the checkpoint's dtype (see _precision).
-    changes.setdefault("param_dtype", "float32")
     model, tokenizer = load_hf_on_mesh(
-        source,
-        mesh,
-        rules,
-        tokenizer=s.tokenizer,
-        attention_implementation=s.attention.implementation,
-        **changes,
+        source, mesh, rules, tokenizer=s.tokenizer, **hf_config_changes(s)
     )
     init = {"kind": "hf", "path": str(source.resolve()), "dtype": checkpoint_dtype_of(source)}
     return Model(model, model.config, tokenizer, init)
