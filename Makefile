@@ -62,13 +62,13 @@ $(NEWEST_TPU_STAMP): constraints.txt $(PYPROJECTS)
 	@touch $@
 
 # Everything the whole suite needs on the newest leg: the references (torch, transformers,
-# peft, TRL) and zoo-train's wandb extra, as in .venv.
+# peft, TRL) and zoo-train's wandb and eval extras, as in .venv.
 newest-full: newest
 	@test -x $(NEWEST_VENV)/bin/python || { echo "zoo: no Python >= 3.12 for the newest-JAX leg"; exit 1; }
 	@$(MAKE) --no-print-directory $(NEWEST_FULL_STAMP)
 
 $(NEWEST_FULL_STAMP): $(NEWEST_STAMP) requirements-dev.txt
-	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb]" \
+	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb,eval]" \
 		-r requirements-dev.txt
 	@touch $@
 
@@ -85,9 +85,9 @@ $(RUNTIME_STAMP): constraints.txt $(PYPROJECTS)
 
 # The test tools and the reference implementations the tests compare with (torch,
 # transformers, peft), added to the same environment.
-# zoo-train's `wandb` extra too, so the tracker's tests run.
+# zoo-train's `wandb` and `eval` extras too, so the tracker's and lm-eval backend's tests run.
 $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
-	$(PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb]" \
+	$(PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb,eval]" \
 		-r requirements-dev.txt
 	@touch $@
 

@@ -1,6 +1,6 @@
 """The commands that need no model load no JAX: ``zoo --help``, a command's ``--help``,
-``zoo kernels`` and ``zoo data`` run without importing jax, jaxlib, equinox, optax or orbax
-(each of which takes seconds to import on a busy machine)."""
+``zoo kernels`` and ``zoo data`` run without importing jax, jaxlib, equinox, optax, orbax or
+lm_eval (each of which takes seconds to import on a busy machine)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-HEAVY = ("jax", "jaxlib", "equinox", "optax", "orbax")
+HEAVY = ("jax", "jaxlib", "equinox", "optax", "orbax", "lm_eval")
 
 # Runs `zoo ARGS` as the console script does, then prints the heavy packages it imported.
 CHILD = f"""

@@ -186,15 +186,18 @@ def load_run(
     attention_implementation: str | None = None,
     mesh: Mesh | None = None,
     rules: Mapping[str, Any] | None = None,
+    step: int | None = None,
 ) -> LoadedRun:
-    """Restore the newest readable checkpoint of a ``zoo train`` / ``zoo finetune`` run.
+    """Restore the newest readable checkpoint of a ``zoo train`` / ``zoo finetune`` run (or
+    the checkpoint of ``step``).
 
     The checkpoint is read straight into its place on ``mesh`` (default: every device, fully
     sharded) through an abstract template: no model is built first, and the mesh it was saved
     on does not matter.
 
     Raises:
-        UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI.
+        UsageError: ``run_dir`` holds no checkpoints or was not written by the zoo CLI, or no
+            checkpoint of ``step``.
         NoUsableCheckpointError: it has checkpoints but none can be read.
     """
     run_dir = pathlib.Path(run_dir)
@@ -207,6 +210,11 @@ def load_run(
             f"None of the checkpoints in {run_dir / CHECKPOINT_DIR} (steps "
             f"{', '.join(map(str, steps))}) has readable metadata; move them away or pass "
             "another run."
+        )
+    if step is not None and step not in steps:
+        raise UsageError(
+            f"{str(run_dir)!r} has no checkpoint of step {step}; its checkpoints are of steps "
+            f"{', '.join(map(str, steps))}."
         )
     meta = metas[max(metas)]
     info = meta.get("run_info") or {}
@@ -236,7 +244,11 @@ def load_run(
     )
     checkpointer = Checkpointer(run_dir / CHECKPOINT_DIR, read_only=True)
     try:
-        restored = checkpointer.restore(plan.template)
+        restored = (
+            checkpointer.restore(plan.template)
+            if step is None
+            else checkpointer.restore_step(step, plan.template)
+        )
     finally:
         checkpointer.close()
     if restored is None:  # pragma: no cover - read_metas found steps

@@ -79,10 +79,14 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "eval",
-        "held-out loss and perplexity",
+        "held-out loss and perplexity, or benchmark tasks (--tasks)",
         (
             "Print the mean next-token loss and perplexity of a model on text (default: the "
-            "held-out split of the stdlib corpus that `zoo train` evaluates on)."
+            "held-out split of the stdlib corpus that `zoo train` evaluates on). With --tasks "
+            "T1,T2: run lm-evaluation-harness tasks (its own, or YAML files of --include-path "
+            "DIR) on the model, print lm-eval's table and write its JSON (--output FILE); the "
+            "model is a run (--step N: that checkpoint), a Hugging Face directory, or one with "
+            "a PEFT adapter (--adapter DIR)."
         ),
         "_use",
         "add_eval_arguments",

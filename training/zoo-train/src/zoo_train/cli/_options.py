@@ -71,6 +71,7 @@ def load_source(
         mesh=mesh,
         rules=rules,
         tokenizer=args.tokenizer,
+        step=getattr(args, "step", None),
     )
     check_mesh_fits(mesh, rules, model.config, batch_size=batch_size)
     return mesh, rules, model, tokenizer, what

@@ -11,12 +11,20 @@ from typing import Any
 
 from .._export import atomic_directory, check_export_target
 from ..settings import SEEDS, RunSettings, bounded
+from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     defaults = RunSettings()
     p.add_argument("source", metavar="RUN_OR_HF_DIR")
+    p.add_argument(
+        "--step",
+        type=bounded(int, "[0, inf)"),
+        default=None,
+        metavar="N",
+        help="a run's checkpoint of step N (default: the newest)",
+    )
     p.add_argument(
         "--data",
         nargs="+",
@@ -54,10 +62,14 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     add_tokenizer_flag(p)
     add_mesh_flag(p, default=None)
+    add_benchmark_arguments(p)
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    """Print the held-out loss and perplexity."""
+    """Print the held-out loss and perplexity, or with ``--tasks`` run benchmark tasks."""
+    check_benchmark_flags(args)
+    if args.tasks is not None:
+        return run_benchmarks(args)
     # The recipes load JAX, Equinox and Orbax: not on the `zoo eval --help` path.
     from .._inference import evaluate_model
     from ..recipes import check_data_paths, check_positions, eval_sources

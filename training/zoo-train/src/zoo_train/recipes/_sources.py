@@ -82,10 +82,12 @@ def load_model(
     mesh: Any = None,
     rules: dict[str, Any] | None = None,
     tokenizer: str | None = None,
+    step: int | None = None,
 ) -> tuple[Any, Any, str]:
-    """A model and tokenizer from a zoo run directory or a Hugging Face directory, its
-    parameters placed on ``mesh`` by the sharding ``rules`` (default: every device);
-    ``tokenizer`` (a directory or ``tokenizer.json``) replaces the source's tokenizer.
+    """A model and tokenizer from a zoo run directory (its newest checkpoint, or that of
+    ``step``) or a Hugging Face directory, its parameters placed on ``mesh`` by the sharding
+    ``rules`` (default: every device); ``tokenizer`` (a directory or ``tokenizer.json``)
+    replaces the source's tokenizer.
 
     Returns:
         ``(model, tokenizer, description)``.
@@ -96,13 +98,21 @@ def load_model(
     rules = make_rules(rules)
     p = pathlib.Path(path)
     if (p / "config.json").is_file():
+        if step is not None:
+            raise UsageError(
+                f"{str(p)!r} is a Hugging Face directory, which has no steps; drop --step."
+            )
         model, tok = load_hf_on_mesh(
             p, mesh, rules, tokenizer=tokenizer, attention_implementation=attention_implementation
         )
         return model, tok, f"Hugging Face model {p}"
     if checkpoint_steps(p):
         loaded = load_run(
-            p, attention_implementation=attention_implementation, mesh=mesh, rules=rules
+            p,
+            attention_implementation=attention_implementation,
+            mesh=mesh,
+            rules=rules,
+            step=step,
         )
         tok = loaded.tokenizer
         if tokenizer is not None:

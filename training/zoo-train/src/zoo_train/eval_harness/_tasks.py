@@ -1,0 +1,100 @@
+"""Running lm-eval tasks on a model, and their scores as flat metric names."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+from unittest import mock
+
+from lm_eval import simple_evaluate
+from lm_eval.tasks import TaskManager
+from lm_eval.utils import make_table
+
+from .._usage import UsageError
+
+
+def run_tasks(
+    lm: Any,
+    tasks: Sequence[str],
+    *,
+    include_path: str | None = None,
+    num_fewshot: int | None = None,
+    limit: int | float | None = None,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
+    log_samples: bool = False,
+    bootstrap_iters: int = 100000,
+) -> dict[str, Any]:
+    """lm-eval's results of ``tasks`` on the model ``lm`` (its JSON: ``results``, ``configs``,
+    ``versions``, ... and ``samples`` with ``log_samples``). Standard errors that need
+    bootstrapping take ``bootstrap_iters`` resamples (0: none).
+
+    With ``include_path`` the task definitions of that directory (YAML) are found beside
+    lm-eval's own; a task over local files then needs no network.
+
+    Raises:
+        UsageError: a task name that neither lm-eval nor ``include_path`` defines.
+    """
+    manager = _task_manager(tasks, include_path)
+    unknown = [t for t in tasks if not manager.match_tasks([t])]
+    if unknown:
+        where = f"in {include_path!r} or " if include_path else ""
+        raise UsageError(
+            f"No task named {', '.join(map(repr, unknown))} {where}in lm-eval's tasks; check "
+            "the name, or pass --include-path DIR holding its YAML."
+        )
+    # lm-eval bootstraps in a forked pool, and a fork of a process running JAX's threads can
+    # deadlock: the resamples are drawn in this process instead.
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    results = simple_evaluate(
+        model=lm,
+        tasks=list(tasks),
+        num_fewshot=num_fewshot,
+        limit=limit,
+        task_manager=manager,
+        apply_chat_template=apply_chat_template,
+        system_instruction=system_instruction,
+        log_samples=log_samples,
+        bootstrap_iters=bootstrap_iters,
+    )
+    if results is None:  # lm-eval returns nothing on ranks other than 0; zoo runs one rank
+        raise RuntimeError("lm-eval returned no results.")
+    return dict(results)
+
+
+def _task_manager(tasks: Sequence[str], include_path: str | None) -> Any:
+    """The tasks of ``include_path`` alone when they hold every task asked for (indexing
+    lm-eval's thousands of task files takes seconds), else those and lm-eval's."""
+    if include_path is not None:
+        local = TaskManager(include_path=include_path, include_defaults=False)
+        if all(local.match_tasks([t]) for t in tasks):
+            return local
+    return TaskManager(include_path=include_path)
+
+
+def task_metrics(results: Mapping[str, Any], prefix: str = "lm_eval") -> dict[str, float]:
+    """The numbers of ``results["results"]`` as ``{"<prefix>/<task>/<metric>": value}``:
+    lm-eval's ``"acc,none"`` becomes ``acc`` (another filter keeps its name, ``acc,strict``
+    becomes ``acc_strict``); standard errors and non-numbers are left out."""
+    out: dict[str, float] = {}
+    for task, scores in results.get("results", {}).items():
+        for key, value in scores.items():
+            metric, comma, filt = key.partition(",")
+            if not comma or "_stderr" in metric or isinstance(value, bool):
+                continue
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                continue
+            name = metric if filt in ("", "none") else f"{metric}_{filt}"
+            out[f"{prefix}/{task}/{name}"] = float(value)
+    return out
+
+
+def results_table(results: Mapping[str, Any]) -> str:
+    """lm-eval's table of ``results`` (markdown)."""
+    # Its table writer formats cells in a process pool as wide as the machine: a fork of a
+    # process running JAX's threads, which can deadlock. One worker formats them here.
+    with mock.patch.object(multiprocessing, "cpu_count", return_value=1):
+        return str(make_table(dict(results)))

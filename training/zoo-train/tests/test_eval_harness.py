@@ -1,0 +1,263 @@
+"""The lm-eval backend against lm-eval's own Hugging Face backend, on one tiny random
+checkpoint and local tasks of every request type (float32 on both sides)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("lm_eval", reason="lm-eval is zoo-train's `eval` extra")
+pytest.importorskip("torch", reason="the reference backend runs on torch")
+
+from zoo_train.cli import main
+from zoo_train.eval_harness import (
+    INSTALL,
+    ZooLM,
+    load_eval_model,
+    plan_batches,
+    require_lm_eval,
+    run_tasks,
+    task_metrics,
+)
+from zoo_train.parallel import make_mesh, make_rules
+from zoo_train.testing import EVAL_TASKS, tiny_hf_llama, write_eval_tasks
+
+TASKS = list(EVAL_TASKS.values())
+CHOICE, TEXT, ANSWER = EVAL_TASKS.values()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """The checkpoint, the tasks, and both backends' results (samples logged)."""
+    from lm_eval.models.huggingface import HFLM
+
+    root = tmp_path_factory.mktemp("eval")
+    model_dir = tiny_hf_llama(root / "hf")
+    tasks = write_eval_tasks(root / "tasks")
+    hf = HFLM(pretrained=str(model_dir), dtype="float32", device="cpu", batch_size=4)
+    mesh, rules = make_mesh(), make_rules(None)
+    loaded = load_eval_model(str(model_dir), mesh=mesh, rules=rules)
+    lm = ZooLM(
+        loaded.model,
+        loaded.tokenizer,
+        mesh=mesh,
+        rules=rules,
+        batch_size=4,
+        stop_tokens=loaded.stop_tokens,
+    )
+    run = lambda model: run_tasks(
+        model, TASKS, include_path=str(tasks), log_samples=True, bootstrap_iters=0
+    )
+    return {
+        "dir": model_dir,
+        "tasks": tasks,
+        "lm": lm,
+        "loaded": loaded,
+        "hf": run(hf),
+        "zoo": run(lm),
+        "run": run,
+    }
+
+
+def _by_doc(results, task):
+    return {s["doc_id"]: s for s in results["samples"][task]}
+
+
+def _scores(results, task):
+    return {k: v for k, v in results["results"][task].items() if "," in k and "stderr" not in k}
+
+
+def test_multiple_choice_equals_the_hf_backend(setup):
+    hf, zoo = _by_doc(setup["hf"], CHOICE), _by_doc(setup["zoo"], CHOICE)
+    assert hf.keys() == zoo.keys() and len(hf) == 12
+    diffs = []
+    for doc, sample in hf.items():
+        for (ref_ll, ref_greedy), (ll, greedy) in zip(
+            [r[0] for r in sample["resps"]], [r[0] for r in zoo[doc]["resps"]], strict=True
+        ):
+            diffs.append(abs(ref_ll - ll))
+            assert greedy == ref_greedy
+    assert max(diffs) < 1e-4, max(diffs)
+    assert _scores(setup["zoo"], CHOICE) == _scores(setup["hf"], CHOICE)
+
+
+def test_rolling_loglikelihood_equals_the_hf_backend(setup):
+    # Several texts are longer than the model's 128 positions: more than one window each.
+    assert (
+        max(len(setup["lm"].tok_encode(s["doc"]["text"])) for s in setup["zoo"]["samples"][TEXT])
+        > 2 * 128
+    )
+    ref, got = _scores(setup["hf"], TEXT), _scores(setup["zoo"], TEXT)
+    assert (
+        ref.keys()
+        == got.keys()
+        == {"word_perplexity,none", "byte_perplexity,none", "bits_per_byte,none"}
+    )
+    for key, value in ref.items():
+        assert math.isclose(got[key], value, rel_tol=1e-5), (key, got[key], value)
+
+
+def test_greedy_generation_equals_the_hf_backend(setup):
+    hf, zoo = _by_doc(setup["hf"], ANSWER), _by_doc(setup["zoo"], ANSWER)
+    texts = [zoo[d]["filtered_resps"][0] for d in sorted(zoo)]
+    assert texts == [hf[d]["filtered_resps"][0] for d in sorted(hf)]
+    assert len(set(texts)) > 1 and all("\n" not in t and "." not in t for t in texts)
+    assert _scores(setup["zoo"], ANSWER) == _scores(setup["hf"], ANSWER)
+
+
+def test_results_do_not_depend_on_the_batch_size(setup):
+    loaded, mesh = setup["loaded"], make_mesh()
+    lm = ZooLM(
+        loaded.model, loaded.tokenizer, mesh=mesh, batch_size=3, stop_tokens=loaded.stop_tokens
+    )
+    other = setup["run"](lm)
+    for task in TASKS:
+        ref, got = _by_doc(setup["zoo"], task), _by_doc(other, task)
+        for doc in ref:
+            a, b = ref[doc]["filtered_resps"], got[doc]["filtered_resps"]
+            if task == ANSWER:
+                assert a == b
+            else:
+                np.testing.assert_allclose(np.array(b, float), np.array(a, float), rtol=1e-6)
+        assert _scores(other, task).keys() == _scores(setup["zoo"], task).keys()
+
+
+def test_a_task_compiles_a_handful_of_programs(setup):
+    # Every scored row of every task went through one of a few (bucket) shapes.
+    assert 1 <= setup["lm"].scorer._fn.compilations() <= 4
+
+
+def test_batches_are_bucketed_by_length_and_cover_every_request():
+    rng = np.random.default_rng(0)
+    lengths = [int(n) for n in rng.integers(1, 129, 200)]
+    batches = plan_batches(lengths, 8, 128)
+    assert sorted(i for b in batches for i in b.indices) == list(range(200))
+    assert {b.length for b in batches} <= {16, 32, 64, 128}
+    for b in batches:
+        assert len(b.indices) <= 8
+        assert all(lengths[i] <= b.length for i in b.indices)
+        assert all(lengths[i] > b.length // 2 or b.length == 16 for i in b.indices)
+
+
+def test_task_metrics_are_named_by_task_and_metric():
+    results = {
+        "results": {
+            "t": {
+                "alias": "t",
+                "sample_len": 3,
+                "acc,none": 0.5,
+                "acc_stderr,none": 0.1,
+                "em,strict": 1.0,
+                "ppl,none": "N/A",
+            }
+        }
+    }
+    assert task_metrics(results) == {"lm_eval/t/acc": 0.5, "lm_eval/t/em_strict": 1.0}
+
+
+def test_zoo_eval_prints_the_table_and_writes_the_json(setup, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    code = main(
+        [
+            "eval",
+            str(setup["dir"]),
+            "--tasks",
+            CHOICE,
+            "--include-path",
+            str(setup["tasks"]),
+            "--limit",
+            "6",
+            "--output",
+            str(out),
+        ]
+    )
+    assert code == 0
+    assert CHOICE in capsys.readouterr().out
+    written = json.loads(out.read_text())
+    ref = _by_doc(setup["hf"], CHOICE)
+    acc = np.mean([ref[d]["acc"] for d in range(6)])
+    assert written["results"][CHOICE]["acc,none"] == pytest.approx(acc)
+
+
+def test_a_missing_lm_eval_names_the_extra(monkeypatch):
+    from zoo_train._usage import UsageError
+
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    with pytest.raises(UsageError, match=r"pip install 'zoo-train\[eval\]'"):
+        require_lm_eval()
+    assert INSTALL == "pip install 'zoo-train[eval]'"
+
+
+def test_a_run_at_a_step_gives_the_checkpoints_numbers(setup, tmp_path, capsys):
+    from zoo_train._usage import UsageError
+
+    run = tmp_path / "run"
+    assert main(["convert", str(setup["dir"]), str(run)]) == 0  # a run with step 0
+    out = tmp_path / "results.json"
+    args = ["eval", str(run), "--tasks", CHOICE, "--include-path", str(setup["tasks"])]
+    assert main([*args, "--step", "0", "--limit", "6", "--output", str(out)]) == 0
+    ref = _by_doc(setup["hf"], CHOICE)
+    acc = np.mean([ref[d]["acc"] for d in range(6)])
+    assert json.loads(out.read_text())["results"][CHOICE]["acc,none"] == pytest.approx(acc)
+    capsys.readouterr()
+    assert main([*args, "--step", "3"]) == 2
+    assert "no checkpoint of step 3" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="no steps"):
+        load_eval_model(str(setup["dir"]), mesh=make_mesh(), rules=make_rules(None), step=0)
+
+
+def test_a_peft_adapter_gives_the_hf_backends_numbers_with_it(setup, tmp_path):
+    import jax
+    import jax.numpy as jnp
+    from lm_eval.models.huggingface import HFLM
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    import zoo_models
+    from zoo_train.peft import LoRAConfig, LoRALinear, apply_lora, save_peft_adapter
+
+    config = LoRAConfig(rank=4, alpha=8.0, targets=("q", "v"))
+    model = apply_lora(zoo_models.load_hf(setup["dir"]), config, key=jax.random.key(1))
+    # Non-zero B: an adapter that changes the model (a fresh one starts at zero).
+    model = jax.tree.map(
+        lambda x: (
+            LoRALinear(x.base, x.lora_a, 0.1 + jnp.zeros_like(x.lora_b), x.scale)
+            if isinstance(x, LoRALinear)
+            else x
+        ),
+        model,
+        is_leaf=lambda x: isinstance(x, LoRALinear),
+    )
+    adapter = save_peft_adapter(model, tmp_path / "adapter", config, base=str(setup["dir"]))
+    mesh, rules = make_mesh(), make_rules(None)
+    loaded = load_eval_model(str(setup["dir"]), mesh=mesh, rules=rules, adapter=str(adapter))
+    lm = ZooLM(loaded.model, loaded.tokenizer, mesh=mesh, batch_size=4)
+    # The reference: PEFT's own merge of the adapter, saved (lm-eval's `peft=` would first cut
+    # the embeddings to the tiny tokenizer's 123 tokens, a different model).
+    merged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(setup["dir"]), adapter)
+    merged.merge_and_unload().save_pretrained(tmp_path / "merged")
+    hf = HFLM(
+        pretrained=str(tmp_path / "merged"),
+        tokenizer=str(setup["dir"]),
+        dtype="float32",
+        device="cpu",
+        batch_size=4,
+    )
+    ref, got = (_choice_lls(setup, m) for m in (hf, lm))
+    base = np.array([x[0][0] for d in range(6) for x in _by_doc(setup["hf"], CHOICE)[d]["resps"]])
+    assert np.abs(ref - base).max() > 1e-3  # the adapter changes the model
+    np.testing.assert_allclose(got, ref, atol=1e-4)
+
+
+def _choice_lls(setup, lm):
+    """The log-likelihood of every choice of the first 6 documents, in document order."""
+    results = run_tasks(
+        lm, [CHOICE], include_path=str(setup["tasks"]), limit=6, log_samples=True,
+        bootstrap_iters=0,
+    )  # fmt: skip
+    by_doc = _by_doc(results, CHOICE)
+    return np.array([x[0][0] for d in range(6) for x in by_doc[d]["resps"]])
