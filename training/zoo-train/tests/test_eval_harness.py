@@ -261,3 +261,68 @@ def _choice_lls(setup, lm):
     )  # fmt: skip
     by_doc = _by_doc(results, CHOICE)
     return np.array([x[0][0] for d in range(6) for x in by_doc[d]["resps"]])
+
+
+def _lm_eval_records(run):
+    from zoo_train import read_metrics
+
+    return [r for r in read_metrics(run / "metrics.jsonl") if any("lm_eval/" in k for k in r)]
+
+
+def test_the_training_hook_scores_the_chosen_steps_once_across_a_resume(setup, tmp_path, capsys):
+    from zoo_train.testing import write_corpus
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for f in setup["tasks"].iterdir():
+        (tasks / f.name).write_text(f.read_text())
+    # A task whose data is gone: it fails when it runs, once, and the run goes on.
+    broken = (tasks / f"{CHOICE}.yaml").read_text().replace("data.jsonl", "missing.jsonl")
+    (tasks / "broken.yaml").write_text(broken.replace(f"task: {CHOICE}", "task: tiny_broken"))
+    run = tmp_path / "run"
+    args = ["finetune", "--from-hf", str(setup["dir"]), "--data", str(write_corpus(tmp_path / "c")),
+            "--out", str(run), "--steps", "6", "--batch-size", "2", "--seq-len", "32",
+            "--save-every", "2", "--eval-every", "0", "--no-progress", "--lr", "1e-2",
+            "--eval-harness", f"{CHOICE},tiny_broken", "--eval-harness-every", "2",
+            "--eval-harness-include-path", str(tasks), "--eval-harness-limit", "4"]  # fmt: skip
+    assert main([*args, "--stop-at", "4"]) == 0
+    assert capsys.readouterr().err.count("tiny_broken failed") == 1  # at step 2, then left out
+    assert [r["step"] for r in _lm_eval_records(run)] == [2, 4]
+    assert main(args) == 0  # resumes at step 4: scores step 6, not 4 again
+    records = _lm_eval_records(run)
+    assert [r["step"] for r in records] == [2, 4, 6]
+    assert all(set(r) == {"step", f"lm_eval/{CHOICE}/acc", f"lm_eval/{CHOICE}/acc_norm"}
+               for r in records)  # fmt: skip
+    # TensorBoard shows them under the same names, at the same steps.
+    from zoo_train.tracking import TENSORBOARD_DIR, shown_scalars
+
+    shown = shown_scalars(run / TENSORBOARD_DIR)
+    for r in records:
+        assert shown[(f"lm_eval/{CHOICE}/acc", r["step"])] == pytest.approx(
+            r[f"lm_eval/{CHOICE}/acc"]
+        )
+    # The hook scored the model being trained: what `zoo eval` gives on its checkpoint.
+    out = tmp_path / "at6.json"
+    assert main(["eval", str(run), "--step", "6", "--tasks", CHOICE, "--include-path", str(tasks),
+                 "--limit", "4", "--output", str(out)]) == 0  # fmt: skip
+    acc = json.loads(out.read_text())["results"][CHOICE]["acc_norm,none"]
+    assert records[-1][f"lm_eval/{CHOICE}/acc_norm"] == pytest.approx(acc)
+
+
+@pytest.mark.parametrize("at_start", [False, True])
+def test_step_0_is_scored_only_when_asked_and_never_twice(tmp_path, at_start):
+    from zoo_train.eval_harness import HarnessHook
+    from zoo_train.loop import LoopView
+
+    scored = []
+    hook = HarnessHook([CHOICE], None, steps=10, every=5, at_start=at_start)
+    hook.evaluate = lambda view, step: scored.append(step)  # the choice of steps alone
+    view = LoopView(tmp_path, *[None] * 5, None, {})
+    hook.start(view, 0)
+    assert scored == ([0] if at_start else [])
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps({"step": 0, f"lm_eval/{CHOICE}/acc": 0.5}) + "\n"
+    )
+    hook.start(view, 0)  # a run restarted from scratch finds step 0 scored
+    assert scored == ([0] if at_start else [])
+    assert [s for s in range(11) if hook.due(s)] == [5, 10]

@@ -74,6 +74,17 @@ class ZooLM(TemplateLM):
         )
 
     @property
+    def model(self) -> Any:
+        """The model scored and generated with; replacing it (the same structure, new values,
+        as a training step gives) reuses the compiled programs."""
+        return self.scorer.model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self.scorer.model = model
+        self.generator.model = model
+
+    @property
     def eot_token_id(self) -> int:
         return int(self.tokenizer.eos_id)
 

@@ -27,18 +27,20 @@ def run_tasks(
     system_instruction: str | None = None,
     log_samples: bool = False,
     bootstrap_iters: int = 100000,
+    task_manager: Any = None,
 ) -> dict[str, Any]:
     """lm-eval's results of ``tasks`` on the model ``lm`` (its JSON: ``results``, ``configs``,
     ``versions``, ... and ``samples`` with ``log_samples``). Standard errors that need
     bootstrapping take ``bootstrap_iters`` resamples (0: none).
 
     With ``include_path`` the task definitions of that directory (YAML) are found beside
-    lm-eval's own; a task over local files then needs no network.
+    lm-eval's own; a task over local files then needs no network. ``task_manager`` (from
+    :func:`find_tasks`) saves finding the tasks again.
 
     Raises:
         UsageError: a task name that neither lm-eval nor ``include_path`` defines.
     """
-    manager = _task_manager(tasks, include_path)
+    manager = task_manager or find_tasks(tasks, include_path)
     unknown = [t for t in tasks if not manager.match_tasks([t])]
     if unknown:
         where = f"in {include_path!r} or " if include_path else ""
@@ -65,8 +67,8 @@ def run_tasks(
     return dict(results)
 
 
-def _task_manager(tasks: Sequence[str], include_path: str | None) -> Any:
-    """The tasks of ``include_path`` alone when they hold every task asked for (indexing
+def find_tasks(tasks: Sequence[str], include_path: str | None = None) -> Any:
+    """lm-eval's ``TaskManager`` for ``tasks``: the tasks of ``include_path`` alone when they hold every task asked for (indexing
     lm-eval's thousands of task files takes seconds), else those and lm-eval's."""
     if include_path is not None:
         local = TaskManager(include_path=include_path, include_defaults=False)

@@ -21,6 +21,7 @@ from ._result import TrainResult as TrainResult
 from ._spec import TrainSpec as TrainSpec
 from ._start import Position as Position
 from ._start import Run as Run
+from ._step_end import LoopView as LoopView
 from ._step_end import StepEnd as StepEnd
 from ._stop import StopRequest as StopRequest
 from ._stop import stop_requests as stop_requests

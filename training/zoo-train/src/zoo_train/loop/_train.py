@@ -27,7 +27,7 @@ from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
 from ._spec import TrainSpec
 from ._start import Run, start_run
-from ._step_end import StepEnd
+from ._step_end import LoopView, StepEnd
 
 
 def train(
@@ -111,14 +111,38 @@ def run_training(spec: TrainSpec) -> TrainResult:
     with run_lock(spec.out, enabled=is_primary()), contextlib.ExitStack() as resources:
         run = start_run(spec, resources)
         between_steps = standard_hooks(run, spec.eval_data)
+        view = loop_view(run)
         for fn, every in spec.hooks:
             between_steps.add(fn, every=every)
         if run.stop.signum is not None and jax.process_count() == 1:  # before any step ran
             raise StoppedBySignalError(step=run.start, signum=run.stop.signum, saved=False)
+        for fn, _ in spec.hooks:
+            # A hook object may act once before this call's first step (on the model it
+            # starts from: at step 0, the untrained one).
+            start = getattr(fn, "start", None)
+            if callable(start) and run.now.step < run.end:
+                start(view, run.now.step)
         while run.now.step < run.end:
             between_steps.before_step(run.now.step + 1)
-            between_steps.after_step(take_step(run))
+            end = take_step(run)
+            end.view = view
+            between_steps.after_step(end)
         return finish(run)
+
+
+def loop_view(run: Run) -> LoopView:
+    """What the hooks may use of ``run``."""
+    program = run.program
+    return LoopView(
+        out=run.out,
+        model=lambda: run.now.state.model,
+        record=run.record,
+        drain=run.metrics.drain,
+        write=run.progress.write,
+        pause=run.window.pause,
+        mesh=program.mesh,
+        rules=program.rules,
+    )
 
 
 def take_step(run: Run) -> StepEnd:

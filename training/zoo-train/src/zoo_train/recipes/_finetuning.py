@@ -4,7 +4,7 @@ written as a PEFT adapter at the end."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -15,7 +15,7 @@ from zoo_data import DataSource
 
 from .._config import TrainConfig
 from .._loss import LossFn
-from ..loop import EvalSource, TrainResult, TrainSpec, run_training
+from ..loop import EvalSource, StepEnd, TrainResult, TrainSpec, run_training
 from ..parallel import is_primary, to_host
 from ..peft import ADAPTER_DIR, LoRAConfig, add_adapters, save_adapters
 from ..program import StepSpec
@@ -58,6 +58,7 @@ def finetune(
     start_info: dict[str, Any] | None = None,
     adapter_from: str | pathlib.Path | None = None,
     loss_fn: LossFn | None = None,
+    hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
 ) -> TrainResult:
     """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
 
@@ -67,7 +68,7 @@ def finetune(
     ``lora``'s settings) gives their starting values. At the end the adapters alone are written
     to ``out/adapter/`` as a PEFT adapter directory (``adapter_model.safetensors``,
     ``adapter_config.json``). ``loss_fn`` replaces the next-token loss (e.g. a
-    :class:`~zoo_train.preference.PreferenceLoss`). The other arguments are those of
+    :class:`~zoo_train.preference.PreferenceLoss`). The other arguments (``hooks`` too) are those of
     :func:`~zoo_train.train`, and resuming works as there (same ``out``).
 
     Returns:
@@ -79,7 +80,9 @@ def finetune(
     step = finetune_step(
         model, config, lora=lora, key=key, adapter_from=adapter_from, loss_fn=loss_fn, mesh=mesh
     )
-    spec = TrainSpec(step, data, pathlib.Path(out), eval_data, info, stop_at, on_record, start_info)
+    spec = TrainSpec(
+        step, data, pathlib.Path(out), eval_data, info, stop_at, on_record, start_info, hooks
+    )
     result = run_training(spec)
     if lora is not None:
         adapted = to_host(result.model)  # every process joins the gather; process 0 writes

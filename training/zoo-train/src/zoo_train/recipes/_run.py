@@ -16,6 +16,7 @@ from ..settings import RunSettings, flat
 from ..tracking import Trackers
 from ._data import Data
 from ._epochs import epochs_phrase, many_epochs_warning
+from ._harness import harness_hooks
 from ._model import Model
 
 
@@ -77,6 +78,17 @@ class Job:
         source = getattr(self.settings, "from_hf", None) or getattr(self.settings, "from_run", None)
         return f"{self.model.config.family} model from {source}"
 
+    def stop_tokens(self) -> tuple[int, ...]:
+        """Where the model's generation stops: the source checkpoint's generation settings,
+        else the tokenizer's EOS."""
+        import zoo_models
+
+        from .._runs import read_generation
+
+        source = getattr(self.settings, "from_hf", None) or getattr(self.settings, "from_run", None)
+        generation = read_generation(source) if source else {}
+        return tuple(zoo_models.stop_token_ids(generation, self.model.tokenizer))
+
     def run_info(self) -> dict[str, Any]:
         """What the run records about its model (compared on resume)."""
         from .._runs import model_identity, tokenizer_spec
@@ -136,6 +148,9 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         reporter(rec)
         job.trackers.record(rec)
 
+    hooks = harness_hooks(
+        s.eval_harness, job.model.tokenizer, steps=config.steps, stop_tokens=job.stop_tokens()
+    )
     result = loop(
         job.model.model,
         job.data.train,
@@ -147,6 +162,7 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         on_record=on_record,
         mesh=job.mesh,
         start_info={"parameters": parameters, "settings": flat(s)},
+        hooks=hooks,
         **loop_args,
     )
     if (job.out / PLOT_FILE).is_file():

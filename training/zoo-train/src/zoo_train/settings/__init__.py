@@ -24,6 +24,7 @@ from ._resolve import read_config_file as read_config_file
 from ._resolve import resolve_settings as resolve_settings
 from ._run import OBJECTIVES as OBJECTIVES
 from ._run import AttentionSettings as AttentionSettings
+from ._run import EvalHarnessSettings as EvalHarnessSettings
 from ._run import FinetuneSettings as FinetuneSettings
 from ._run import LoRASettings as LoRASettings
 from ._run import OptimizerSettings as OptimizerSettings

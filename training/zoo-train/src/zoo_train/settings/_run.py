@@ -87,6 +87,57 @@ class WandbSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class EvalHarnessSettings:
+    """``[eval_harness]``: lm-evaluation-harness tasks run on the model while it trains."""
+
+    tasks: str | None = setting(
+        None,
+        "lm-eval tasks to run while training, comma-separated (needs zoo-train[eval])",
+        flag="--eval-harness",
+        metavar="T1,T2",
+        later=True,
+    )
+    every: int = setting(
+        0,
+        "run them every N steps and after the last (0: after the last step only)",
+        flag="--eval-harness-every",
+        metavar="N",
+        within="[0, inf)",
+        later=True,
+    )
+    at_start: bool = setting(
+        False,
+        "also run them on the model before its first step (step 0)",
+        flag="--eval-harness-at-start",
+        switch=True,
+        later=True,
+    )
+    include_path: str | None = setting(
+        None,
+        "a directory of task YAML files",
+        flag="--eval-harness-include-path",
+        metavar="DIR",
+        later=True,
+    )
+    limit: int | None = setting(
+        None,
+        "at most N documents per task",
+        flag="--eval-harness-limit",
+        metavar="N",
+        within="[1, inf)",
+        later=True,
+    )
+    batch_size: int = setting(
+        16,
+        "requests per forward pass",
+        flag="--eval-harness-batch-size",
+        metavar="N",
+        within="[1, inf)",
+        later=True,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class RunInputs:
     """What a run of the command line reads and where it writes: the first of its settings."""
 
@@ -208,6 +259,7 @@ class RunSettings(LoopSettings, RunInputs):
     optimizer: OptimizerSettings = section(OptimizerSettings)
     attention: AttentionSettings = section(AttentionSettings)
     wandb: WandbSettings = section(WandbSettings)
+    eval_harness: EvalHarnessSettings = section(EvalHarnessSettings)
     model_config: dict[str, Any] = table(
         "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
     )
