@@ -24,6 +24,7 @@ from . import (
     checkpoint_io,
     compile_time,
     data,
+    eval_harness,
     loop,
     mesh,
     moe,
@@ -49,7 +50,7 @@ sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
 FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
 MODULES: list[ModuleType] = [
     training, loop, profile_step, attention, compile_time, checkpoint_io, data, *FLASH, mesh,
-    moe, tpu_fit, soak,
+    moe, eval_harness, tpu_fit, soak,
 ]  # fmt: skip
 BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 
