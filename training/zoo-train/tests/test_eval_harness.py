@@ -109,6 +109,52 @@ def test_greedy_generation_equals_the_hf_backend(setup):
     assert _scores(setup["zoo"], ANSWER) == _scores(setup["hf"], ANSWER)
 
 
+def test_chat_prompts_equal_the_hf_backends(setup):
+    from lm_eval.models.huggingface import HFLM
+
+    hf = HFLM(pretrained=str(setup["dir"]), dtype="float32", device="cpu", batch_size=4)
+    got = {}
+    for name, lm in (("hf", hf), ("zoo", setup["lm"])):
+        got[name] = run_tasks(lm, [CHOICE, ANSWER], include_path=str(setup["tasks"]), limit=6,
+                              apply_chat_template=True, system_instruction="be brief",
+                              log_samples=True, bootstrap_iters=0)  # fmt: skip
+    prompt = got["zoo"]["samples"][CHOICE][0]["arguments"][0][0]
+    assert prompt.startswith("<|im_start|>system\nbe brief<|im_end|>")
+    assert prompt.endswith("<|im_start|>assistant\n")
+    for task in (CHOICE, ANSWER):
+        ref, out = _by_doc(got["hf"], task), _by_doc(got["zoo"], task)
+        for doc in ref:
+            assert out[doc]["arguments"] == ref[doc]["arguments"]
+            if task == ANSWER:
+                assert out[doc]["filtered_resps"] == ref[doc]["filtered_resps"]
+            else:
+                a, b = (np.array(r[doc]["filtered_resps"], float) for r in (ref, out))
+                np.testing.assert_allclose(b, a, atol=1e-4)
+
+
+def test_generation_honours_its_settings(setup):
+    from types import SimpleNamespace
+
+    lm = setup["lm"]
+    contexts = [s["doc"]["question"] for s in setup["zoo"]["samples"][ANSWER]]
+
+    def generate(**kwargs):
+        requests = [SimpleNamespace(args=(c, {"until": [], **kwargs})) for c in contexts]
+        return lm.generate_until(requests)
+
+    greedy = generate(max_gen_toks=8, do_sample=False)
+    assert generate(max_gen_toks=8, do_sample=True, temperature=1e-4) == greedy
+    hot = generate(max_gen_toks=8, do_sample=True, temperature=1.5)
+    assert hot == generate(max_gen_toks=8, do_sample=True, temperature=1.5)  # seeded
+    assert hot != greedy
+    short = generate(max_gen_toks=2, do_sample=False)
+    assert short != greedy
+    assert all(g.startswith(t) for g, t in zip(greedy, short, strict=True))
+    cut = [g.split(" ")[0] for g in greedy]
+    requests = [SimpleNamespace(args=(c, {"until": [" "], "max_gen_toks": 8})) for c in contexts]
+    assert lm.generate_until(requests) == cut
+
+
 def test_results_do_not_depend_on_the_batch_size(setup):
     loaded, mesh = setup["loaded"], make_mesh()
     lm = ZooLM(
