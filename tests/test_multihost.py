@@ -298,3 +298,28 @@ def test_lora_finetune_and_export_over_two_processes(corpus, reference):
     assert (corpus / "exported" / "model.safetensors").is_file()
     assert "exported the model" in results[0][2] and "exported" not in results[1][2]
     assert [r["step"] for r in _records(corpus / "tuned") if "loss" in r] == [1, 2]
+
+
+def test_benchmark_tasks_on_two_processes_give_one_processs_results(tmp_path):
+    pytest.importorskip("lm_eval", reason="lm-eval is zoo-train's `eval` extra")
+    pytest.importorskip("torch", reason="the tiny checkpoint is made with transformers")
+    from zoo_train.testing import EVAL_TASKS, tiny_hf_llama, write_eval_tasks
+
+    tiny_hf_llama(tmp_path / "hf")
+    write_eval_tasks(tmp_path / "tasks", docs=4, longest=200)
+    args = ["eval", "hf", "--tasks", ",".join(EVAL_TASKS.values()), "--include-path", "tasks",
+            "--batch-size", "3"]  # fmt: skip
+    results = _zoo(2, 4, [*args, "--output", "many.json"], tmp_path)  # 3 rows padded to 8
+    [(code, _, err)] = _zoo(1, 1, [*args, "--output", "one.json"], tmp_path)
+    assert code == 0, err[-3000:]
+    assert [code for code, _, _ in results] == [0, 0], results[0][2][-3000:]
+    # Process 0 prints the table and writes the file; process 1 computes its rows only.
+    assert EVAL_TASKS["generate_until"] in results[0][1]
+    assert EVAL_TASKS["generate_until"] not in results[1][1]
+    many, one = (json.loads((tmp_path / f).read_text()) for f in ("many.json", "one.json"))
+    for task in EVAL_TASKS.values():
+        got, want = many["results"][task], one["results"][task]
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-6), (task, key)

@@ -12,6 +12,10 @@ from typing import Any
 
 from .._usage import UsageError
 from ..settings import bounded
+from ._processes import join_agreeing
+
+# Flags that may differ between the processes of one run.
+_PER_PROCESS = ("process_id", "coordinator")
 
 
 def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
@@ -105,6 +109,9 @@ def run_benchmarks(args: argparse.Namespace) -> int:
         raise UsageError("--tasks names no task; pass e.g. --tasks arc_easy,my_task.")
     if args.include_path is not None and not pathlib.Path(args.include_path).is_dir():
         raise UsageError(f"--include-path {args.include_path!r} is not a directory.")
+    # On several processes each one runs the same requests and places its devices' rows.
+    agreed = {k: v for k, v in vars(args).items() if k[0] != "_" and k not in _PER_PROCESS}
+    join_agreeing(args, agreed)
     mesh, rules = mesh_and_rules(args.mesh)
     loaded = load_eval_model(
         args.source,

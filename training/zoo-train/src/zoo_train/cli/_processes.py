@@ -41,6 +41,12 @@ def add_process_flags(p: argparse.ArgumentParser) -> None:
 def join_processes(args: argparse.Namespace, s: RunSettings) -> None:
     """Join a multi-process run (flags, the ``ZOO_*`` variables, or JAX's own detection of TPU
     pods, SLURM and Open MPI) and refuse to go on if the processes' settings differ."""
+    join_agreeing(args, flat(s))
+
+
+def join_agreeing(args: argparse.Namespace, settings: dict[str, object]) -> None:
+    """Join a multi-process run as :func:`join_processes` does, the processes agreeing on
+    ``settings`` (a JSON-able dict)."""
     # parallel loads JAX: only for a run of several processes.
     from ..parallel import ProcessConfig, StartError, agree_settings, start_processes
 
@@ -53,7 +59,7 @@ def join_processes(args: argparse.Namespace, s: RunSettings) -> None:
             }
         )
         start_processes(config)
-        agree_settings(flat(s))
+        agree_settings(settings)
     except (ValueError, StartError) as e:
         raise UsageError.from_error(e) from None
 

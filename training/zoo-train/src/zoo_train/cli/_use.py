@@ -13,6 +13,7 @@ from .._export import atomic_directory, check_export_target
 from ..settings import SEEDS, RunSettings, bounded
 from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
+from ._processes import add_process_flags
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +64,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     add_tokenizer_flag(p)
     add_mesh_flag(p, default=None)
     add_benchmark_arguments(p)
+    add_process_flags(p)
 
 
 def run_eval(args: argparse.Namespace) -> int:

@@ -8,9 +8,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 from jax.sharding import Mesh
+from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 import zoo_models
 
@@ -86,22 +88,41 @@ class Generator:
 
     def _run(self, ids: np.ndarray, mask: np.ndarray, sampling: Sampling, n: int) -> np.ndarray:
         placed = self.placer.place({"ids": ids, "mask": mask})
+        key = jax.random.fold_in(jax.random.key(sampling.seed), n)
+        # The seed is in the key: the settings that remain are the program's.
+        static = dataclasses.replace(sampling, seed=0)
         with mesh_context(self.placer.mesh, self.placer.rules):
-            tokens = zoo_models.generate(
-                self.model,
-                placed["ids"],
-                prompt_mask=placed["mask"],
-                max_new_tokens=sampling.max_new_tokens,
-                key=jax.random.fold_in(jax.random.key(sampling.seed), n),
-                temperature=sampling.temperature,
-                top_k=sampling.top_k,
-                top_p=sampling.top_p,
-                greedy=sampling.greedy,
-                stop_tokens=self.stop_tokens,
-            )
+            tokens = _generate(self.model, placed["ids"], placed["mask"], key, static,
+                               self.stop_tokens)  # fmt: skip
         return np.asarray(to_host(tokens))[:, ids.shape[1] :]
 
     def _until_stop(self, tokens: np.ndarray) -> list[int]:
         new = [int(t) for t in tokens]
         ends = [k for k, t in enumerate(new) if t in self.stop_tokens]
         return new[: ends[0]] if ends else new
+
+
+@eqx.filter_jit
+def _generate(
+    model: Any,
+    ids: Int[Array, "B T"],
+    mask: Bool[Array, "B T"],
+    key: PRNGKeyArray,
+    sampling: Sampling,
+    stop_tokens: tuple[int, ...],
+) -> Int[Array, "B T+N"]:
+    """``zoo_models.generate`` traced as one program: the prompt arrays, which on several
+    processes span devices this process cannot read, are never read on the host (the batch is
+    built left-padded here)."""
+    return zoo_models.generate(
+        model,
+        ids,
+        prompt_mask=mask,
+        max_new_tokens=sampling.max_new_tokens,
+        key=key,
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        greedy=sampling.greedy,
+        stop_tokens=stop_tokens,
+    )
