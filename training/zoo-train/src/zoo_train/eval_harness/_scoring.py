@@ -27,9 +27,10 @@ def token_scores(
     ``batch["input_ids"]`` and whether it is the argmax (``[B, T]`` each)."""
     logits = model(batch["input_ids"]).astype(jnp.float32)
     targets = batch["targets"]
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    picked = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
-    return picked, jnp.argmax(logits, axis=-1) == targets
+    # The target's logit less log Z: no second [B, T, V] array beside the logits.
+    picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
+    logp = picked - jax.nn.logsumexp(logits, axis=-1)
+    return logp, jnp.argmax(logits, axis=-1) == targets
 
 
 class Scorer:
