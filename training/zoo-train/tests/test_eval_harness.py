@@ -132,6 +132,27 @@ def test_chat_prompts_equal_the_hf_backends(setup):
                 np.testing.assert_allclose(b, a, atol=1e-4)
 
 
+def test_exact_match_counts_the_same_answers(setup, tmp_path):
+    from lm_eval.models.huggingface import HFLM
+
+    # Half the answers are what greedy decoding gives: exact_match 0.5, not a trivial 0.
+    samples = sorted(setup["hf"]["samples"][ANSWER], key=lambda s: s["doc_id"])
+    rows = [{**s["doc"], "answer": s["filtered_resps"][0] if i % 2 else "no"}
+            for i, s in enumerate(samples)]  # fmt: skip
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    yaml = (setup["tasks"] / f"{ANSWER}.yaml").read_text()
+    data = json.dumps(str(setup["tasks"] / "data.jsonl"))
+    yaml = yaml.replace(data, json.dumps(str(tmp_path / "data.jsonl")))
+    (tmp_path / "echo.yaml").write_text(yaml.replace(f"task: {ANSWER}", "task: tiny_echo"))
+    hf = HFLM(pretrained=str(setup["dir"]), dtype="float32", device="cpu", batch_size=4)
+    scores = [
+        run_tasks(lm, ["tiny_echo"], include_path=str(tmp_path), bootstrap_iters=0)["results"]
+        for lm in (hf, setup["lm"])
+    ]
+    assert scores[0]["tiny_echo"]["exact_match,none"] == 0.5
+    assert scores[1]["tiny_echo"]["exact_match,none"] == 0.5
+
+
 def test_generation_honours_its_settings(setup):
     from types import SimpleNamespace
 
