@@ -56,6 +56,7 @@ def setup(tmp_path_factory):
         "dir": model_dir,
         "tasks": tasks,
         "lm": lm,
+        "hf_lm": hf,
         "loaded": loaded,
         "hf": run(hf),
         "zoo": run(lm),
@@ -110,11 +111,8 @@ def test_greedy_generation_equals_the_hf_backend(setup):
 
 
 def test_chat_prompts_equal_the_hf_backends(setup):
-    from lm_eval.models.huggingface import HFLM
-
-    hf = HFLM(pretrained=str(setup["dir"]), dtype="float32", device="cpu", batch_size=4)
     got = {}
-    for name, lm in (("hf", hf), ("zoo", setup["lm"])):
+    for name, lm in (("hf", setup["hf_lm"]), ("zoo", setup["lm"])):
         got[name] = run_tasks(lm, [CHOICE, ANSWER], include_path=str(setup["tasks"]), limit=6,
                               apply_chat_template=True, system_instruction="be brief",
                               log_samples=True, bootstrap_iters=0)  # fmt: skip
@@ -133,8 +131,6 @@ def test_chat_prompts_equal_the_hf_backends(setup):
 
 
 def test_exact_match_counts_the_same_answers(setup, tmp_path):
-    from lm_eval.models.huggingface import HFLM
-
     # Half the answers are what greedy decoding gives: exact_match 0.5, not a trivial 0.
     samples = sorted(setup["hf"]["samples"][ANSWER], key=lambda s: s["doc_id"])
     rows = [{**s["doc"], "answer": s["filtered_resps"][0] if i % 2 else "no"}
@@ -144,10 +140,9 @@ def test_exact_match_counts_the_same_answers(setup, tmp_path):
     data = json.dumps(str(setup["tasks"] / "data.jsonl"))
     yaml = yaml.replace(data, json.dumps(str(tmp_path / "data.jsonl")))
     (tmp_path / "echo.yaml").write_text(yaml.replace(f"task: {ANSWER}", "task: tiny_echo"))
-    hf = HFLM(pretrained=str(setup["dir"]), dtype="float32", device="cpu", batch_size=4)
     scores = [
         run_tasks(lm, ["tiny_echo"], include_path=str(tmp_path), bootstrap_iters=0)["results"]
-        for lm in (hf, setup["lm"])
+        for lm in (setup["hf_lm"], setup["lm"])
     ]
     assert scores[0]["tiny_echo"]["exact_match,none"] == 0.5
     assert scores[1]["tiny_echo"]["exact_match,none"] == 0.5
