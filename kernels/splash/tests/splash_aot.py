@@ -10,6 +10,8 @@ and zoo-train (``.venv-tpu``); ``test_splash_compile.py`` runs it. For each gene
   ids, a window and a soft cap at once (GQA 8/2, bfloat16, head dim 128) on a 2x2 mesh;
 - ``wide``: float32 heads of 256 on one device, the most VMEM the policy's blocks ask for.
 
+The attention rows also say what ``zoo profile`` names each Mosaic call of the program by.
+
 Writes ``{"rows": [...]}``; a compile that fails is a row with its ``error``. The environment
 says the TPU is compile-only (``TPU_ACCELERATOR_TYPE``, ``TPU_WORKER_HOSTNAMES``,
 ``ALLOW_MULTIPLE_LIBTPU_LOAD``: see the test).
@@ -34,6 +36,7 @@ from jax.sharding import PartitionSpec as P
 
 import zoo_attention
 from zoo_train.cli import main as zoo
+from zoo_train.profile import parse_hlo
 
 TOPOLOGIES = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2"}
 # `zoo compile --topology v4:2x2x1` stops before compiling (libtpu lists 8 devices there, two a
@@ -95,6 +98,7 @@ def attention_row(generation: str, what: str) -> dict[str, Any]:
         lowered = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(q, kv, kv, ids)
         compiled = lowered.compile()
     text = compiled.as_text() or ""
+    program = parse_hlo(text)
     return {
         "generation": generation,
         "what": what,
@@ -103,6 +107,12 @@ def attention_row(generation: str, what: str) -> dict[str, Any]:
         or "shard_map" in lowered.as_text(),
         "mosaic_calls": len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
         "kernels": [name for name in KERNEL_NAMES if name in text],
+        # What `zoo profile` names each Mosaic call by (the contract's scope in its op_name).
+        "profiled_as": [
+            program.kernel(name)
+            for name, ins in program.instructions.items()
+            if ins.target == "tpu_custom_call"
+        ],
         "temp_bytes": int(compiled.memory_analysis().temp_size_in_bytes),
     }
 

@@ -85,8 +85,11 @@ def test_the_train_step_compiles_with_splash_named_in_it(rows: list[dict]) -> No
 
 
 def test_every_feature_and_the_widest_heads_compile_with_mosaic(rows: list[dict]) -> None:
+    label = f"splash {zoo_attention.get_kernel('splash').version}"
     for r in (r for r in rows if r["what"] != "step"):
         assert r["kernels"] == ["splash_mha_fwd", "splash_mha_dq", "splash_mha_dkv"], r
         assert r["mosaic_calls"] == 3, r
+        # `zoo profile` names each of the three Mosaic calls by kernel and version.
+        assert r["profiled_as"] == [label] * 3, r
         # Under the mesh through shard_map; on one device called directly.
         assert r["shard_map"] == (r["devices"] > 1), r
