@@ -10,11 +10,12 @@ What the adapter adds to splash:
   query heads and maps query head ``n`` to key/value head ``n // (N / K)`` in its index maps,
   so K/V are neither repeated nor looped over, and dK/dV are summed over the group inside the
   backward kernel; MQA is the case ``K = 1``;
-- rows that see no key: splash leaves such a row at the mean of the masked values (or 0/0 when
-  its whole block is skipped). An attention sink (a per-head logit added to every row's
-  softmax) of ``-1e30`` fixes that inside the kernel: a row with a visible key has a maximum far
-  above it, so ``exp(sink - max)`` is exactly 0 and nothing changes; a row with none keeps the
-  sink as its maximum, a sum of 1 and an output of 0, and its backward terms are 0 as well.
+- rows that see no key: splash leaves such a row at the mean of the masked keys' values (or
+  0/0 when its whole block is skipped). An attention sink (a per-head logit added to every
+  row's softmax) of ``-1e30`` fixes that inside the kernel: a row with a visible key has a
+  maximum far above it, so ``exp(sink - max)`` is exactly 0 and nothing changes; a row with
+  none keeps the sink as its maximum, a sum of 1 and an output of 0, and its backward terms
+  are 0 as well.
 """
 
 from __future__ import annotations
