@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import newest_python
 import wheelhouse
-from envs import make_env
+from envs import PACKAGES, make_env
 from packaging.requirements import Requirement
 from release_table import ROOT
 
@@ -48,7 +48,7 @@ JAX_AXIS: tuple[tuple[str, str], ...] = (
     ("0.12.0.1", "newest"),
 )
 #: Kernel distributions on the matrix and the kernel name each registers.
-KERNELS = {"zoo-flash-tpu": "flash_tpu", "zoo-chunked": "chunked"}
+KERNELS = {"zoo-flash-tpu": "flash_tpu", "zoo-chunked": "chunked", "zoo-splash": "splash"}
 CONTRACT = "zoo-attention"
 BUILD = ROOT / "build" / "matrix"
 JSON_PATH = ROOT / "docs" / "compatibility.json"
@@ -60,6 +60,11 @@ TPU_ENV = {
     "TPU_WORKER_HOSTNAMES": "localhost",
     "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
 }
+
+
+def kernel_dirs() -> tuple[str, ...]:
+    """The package directories of :data:`KERNELS` (a kernel with no release yet has no row)."""
+    return tuple(PACKAGES[d] for d in KERNELS)
 
 
 def _interpreter(python: str) -> str:
@@ -104,7 +109,7 @@ def release_wheels(house: Path) -> tuple[Path, list[wheelhouse.Release]]:
     """The latest zoo-attention release's wheel, and every kernel release (wheels in ``house``)."""
     contract = wheelhouse.releases(("packages/zoo-attention",))[-1]
     wheelhouse.build(contract, house)
-    kernels = wheelhouse.releases(("kernels/flash-tpu", "kernels/chunked"))
+    kernels = wheelhouse.releases(kernel_dirs())
     for release in kernels:
         wheelhouse.build(release, house)
     return house / contract.wheel_name, kernels
@@ -125,7 +130,7 @@ def _check(python: Path, check: str, kernel: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "JAX_", "TPU_"))}
     env.pop("PYTHONPATH", None)
     if check == "conformance":
-        env |= {"JAX_PLATFORMS": "cpu", "ZOO_FLASH_TPU_INTERPRET": "1"}
+        env |= {"JAX_PLATFORMS": "cpu", "ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_SPLASH_INTERPRET": "1"}
     else:
         env |= TPU_ENV
     proc = _run([str(python), str(CHECK), check, kernel], env=env, cwd=python.parent)
@@ -200,7 +205,8 @@ def render(data: dict) -> str:
         "column's `jax[tpu]` (and its libtpu). **verified**: it installed, passed the "
         f"conformance cases ({', '.join(f'`{c}`' for c in data['cases'])}: forward and gradients "
         "against the float64 reference, fresh random inputs; `flash_tpu` in Pallas TPU interpret "
-        "mode on the CPU), and its causal forward and backward "
+        "mode on the CPU; `splash` in Pallas interpret mode, at the cases' lengths rounded up to "
+        "multiples of 128), and its causal forward and backward "
         f"(bfloat16, {data['shape']}) compiled for TPU "
         f"{' and '.join(data['generations'])} through libtpu's compile-only devices. **refused**: "
         "pip would not install it there, for the reason given. **broken**: it installed and "

@@ -16,7 +16,7 @@ import wheelhouse
 from packaging.specifiers import SpecifierSet
 
 DATA = json.loads(compat_matrix.JSON_PATH.read_text())
-RELEASES = wheelhouse.releases(tuple(d for d in ("kernels/flash-tpu", "kernels/chunked")))
+RELEASES = wheelhouse.releases(compat_matrix.kernel_dirs())
 ROWS = {(r["distribution"], r["version"]): r for r in DATA["releases"]}
 
 
@@ -49,6 +49,9 @@ def test_each_release_declares_the_jax_it_was_verified_on(release):
 
 def test_each_kernels_newest_release_is_verified_on_every_jax():
     for distribution in compat_matrix.KERNELS:
-        newest = [r for r in RELEASES if r.distribution == distribution][-1]
+        released = [r for r in RELEASES if r.distribution == distribution]
+        if not released:  # a kernel with no release yet has no row
+            continue
+        newest = released[-1]
         cells = ROWS[(distribution, newest.version)]["cells"].values()
         assert {c["status"] for c in cells} == {"verified"}, (distribution, newest.version)

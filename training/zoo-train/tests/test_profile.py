@@ -13,8 +13,7 @@ from tiny_lm import loaders, make_model
 import zoo_train
 from zoo_train import OptimizerConfig, TrainConfig
 from zoo_train.cli import main
-from zoo_train.profile import compare, summarize
-from zoo_train.profile._hlo import parse_hlo
+from zoo_train.profile import compare, parse_hlo, summarize
 from zoo_train.profile._summary import BETWEEN_OPS, HOST, IDLE, PROGRAM, _attribute
 from zoo_train.profile._trace import Span
 
@@ -145,6 +144,28 @@ def test_time_is_shared_between_overlapping_operations_like_a_brute_force_count(
     for c in expect:
         assert by_category[c] == pytest.approx(expect[c])
     assert sum(by_op.values()) == pytest.approx(ops)
+
+
+# A Pallas call as XLA prints it for TPU: its frontend attributes hold JSON with line breaks
+# (splash attention's block sizes), so the op_name with the kernel's scope is on a later line.
+MULTILINE_CUSTOM_CALL = """HloModule jit_loss, entry_computation_layout={(bf16[4,256,128]{2,1,0})->bf16[4,256,128]{2,1,0}}
+
+ENTRY %main.1 (p0: bf16[4,256,128]) -> bf16[4,256,128] {
+  %p0 = bf16[4,256,128]{2,1,0} parameter(0)
+  %splash_mha_fwd.1 = (f32[512,128]{1,0:T(8,128)}, bf16[4,256,128]{2,1,0}) custom-call(%p0), custom_call_target="tpu_custom_call", frontend_attributes={kernel_metadata={
+"xprof_metadata":"{\\"block_q\\": 512, \\"block_kv\\": 512}"
+}}, metadata={op_name="jit(loss)/zoo_attention.splash-0.1.0/shard_map/pallas_call" stack_frame_id=12}, backend_config={"custom_call_config":{"body":"TUzv"}}
+  ROOT %get-tuple-element.2 = bf16[4,256,128]{2,1,0} get-tuple-element(%splash_mha_fwd.1), index=1, metadata={op_name="jit(loss)/get"}
+}
+"""
+
+
+def test_an_instruction_over_several_lines_is_read_whole():
+    program = parse_hlo(MULTILINE_CUSTOM_CALL)
+    assert program.computations["main.1"] == ["p0", "splash_mha_fwd.1", "get-tuple-element.2"]
+    assert program.kernel("splash_mha_fwd.1") == "splash 0.1.0"
+    assert program.instructions["splash_mha_fwd.1"].target == "tpu_custom_call"
+    assert program.kernel("get-tuple-element.2") is None
 
 
 def test_hlo_names_the_kernel_scope_and_the_matmuls():

@@ -15,6 +15,7 @@ ZOO_DISTRIBUTIONS = (
     "zoo-attention",
     "zoo-flash-tpu",
     "zoo-chunked",
+    "zoo-splash",
     "zoo-layers",
     "zoo-data",
     "zoo-models",

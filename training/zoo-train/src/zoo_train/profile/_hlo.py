@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 
 # `%name = SHAPE opcode(operands), attr=..., metadata={op_name="..." ...}`; SHAPE may be a tuple.
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(?:\([^=]*?\)|\S+)\s+([\w\-]+)\(")
@@ -78,13 +79,33 @@ class HloProgram:
         return ins is not None and has_matmul(ins)
 
 
+def _joined_lines(text: str) -> Iterator[str]:
+    """The lines of HLO text, with an instruction that runs over several lines joined into one.
+
+    A custom call's frontend attributes may hold text with line breaks (splash attention's
+    Pallas calls carry their block sizes as JSON there), so its ``metadata={op_name=...}`` is on
+    a later line. An instruction line with more ``{`` than ``}`` takes the lines that follow
+    until they balance (never another instruction).
+    """
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line, i = lines[i], i + 1
+        if _INSTRUCTION.match(line):
+            while line.count("{") > line.count("}") and i < len(lines):
+                if _INSTRUCTION.match(lines[i]):
+                    break
+                line, i = f"{line} {lines[i].strip()}", i + 1
+        yield line
+
+
 def parse_hlo(text: str) -> HloProgram:
     """The :class:`HloProgram` of optimized HLO text (``compiled.as_text()``)."""
     module = ""
     instructions: dict[str, Instruction] = {}
     computations: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in text.splitlines():
+    for line in _joined_lines(text):
         if not module and (m := _MODULE.match(line)):
             module = m.group(1)
             continue
