@@ -77,6 +77,9 @@ RUNS = {
         "--from-hf", "{tmp}/moe-hf", "--lora-rank", "8", "--objective", "dpo", "--seq-len",
         "256", "--batch-size", "8", "--mesh", "fsdp=2,expert=2",
     ],
+    # libtpu's v4 lists one device per TensorCore, two a chip, which JAX's physical mesh
+    # layout refuses ("megacore" mode): the mesh then takes the devices in order.
+    "v4": ["--topology", "v4:2x2x1", "--model", "llama-tiny", "--batch-size", "8"],
     # A mixture of experts, widened like WIDE: experts split over `expert`, the rest over fsdp.
     "moe": [
         "--model", "mixtral-tiny", "--seq-len", "256", "--batch-size", "8", "--mesh",
@@ -91,7 +94,7 @@ MOE = zoo_models.get("mixtral-tiny").replace(d_model=512, mlp_hidden=1024, n_hea
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, dict]]:
-    """The five compiles, side by side (each is mostly one thread of XLA)."""
+    """The compiles, side by side (each is mostly one thread of XLA)."""
     tmp = tmp_path_factory.mktemp("compile")
     (tmp / "moe-hf").mkdir()
     (tmp / "moe-hf" / "config.json").write_text(json.dumps(zoo_models.to_hf_config(MOE)))
@@ -103,8 +106,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
                 "-c",
                 ZOO,
                 "compile",
-                "--topology",
-                "v5e:2x2",
+                *([] if "--topology" in args else ["--topology", "v5e:2x2"]),
                 *(a.format(tmp=tmp) for a in args),
                 "--json",
                 str(tmp / f"{name}.json"),
@@ -144,6 +146,12 @@ def test_a_small_step_fits_and_reports_its_figures(runs):
     assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
     assert report["mosaic_calls"] >= 4  # forward, delta, dq, dk/dv
     assert "fits" in stdout and "flash_tpu" in stdout
+
+
+def test_a_topology_of_one_device_per_tensorcore_compiles(runs):
+    code, _, report = runs["v4"]
+    assert code == 0 and report["fits"], report
+    assert report["devices"] == 8 and report["device_kind"] == "TPU v4"
 
 
 def test_a_mixture_of_experts_splits_its_experts_over_the_expert_axis(runs):

@@ -31,10 +31,15 @@ def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = 
     try:
         return jax.make_mesh(shape, AXES, axis_types=types, devices=devices)
     except (ValueError, NotImplementedError, AssertionError):
-        # Some TPU topologies (v5p 4x4x4) need an axis split across physical axes.
-
+        pass
+    try:  # some TPU topologies (v5p 4x4x4) need an axis split across physical axes
         grid = mesh_utils.create_device_mesh(shape, devices, allow_split_physical_axes=True)
-        return Mesh(np.asarray(grid), AXES, axis_types=types)
+    except AssertionError:
+        # One device per TensorCore, not per chip (v4 without megacore, as libtpu's
+        # compile-only v4 topologies list them): JAX knows no physical layout for that, so
+        # the devices in id order, neighbouring cores of a chip next to each other.
+        grid = np.asarray(sorted(devices, key=lambda d: d.id)).reshape(shape)
+    return Mesh(np.asarray(grid), AXES, axis_types=types)
 
 
 def mesh_sizes(mesh: Mesh) -> dict[str, int]:
