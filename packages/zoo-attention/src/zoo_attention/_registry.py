@@ -44,10 +44,10 @@ def _major(version: str) -> str:
     return version.split(".")[0]
 
 
-def own_version() -> str:
-    """The installed version of zoo-attention (its reference kernels' version)."""
+def distribution_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (``"0+unknown"`` when it is not installed)."""
     try:
-        return importlib.metadata.version("zoo-attention")
+        return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
 
@@ -63,7 +63,7 @@ class KernelRegistry(Generic[K]):
         contract_version: the kind's contract; a kernel of another major is refused.
         reference: the name of the reference kernel, loaded from ``reference_path``
             (``"module:attribute"``) when no entry point provides it, so it is there even in a
-            source tree run without installing.
+            source tree run without installing (see :meth:`provide`).
     """
 
     def __init__(
@@ -87,6 +87,8 @@ class KernelRegistry(Generic[K]):
         self._lock = threading.Lock()
         self._kernels: dict[str, K] = {}
         self._refused: dict[str, RefusedKernel] = {}
+        # name -> ("module:attribute", distribution): registered where no entry point is.
+        self._provided: dict[str, tuple[str, str]] = {reference: (reference_path, "zoo-attention")}
         self._loaded = False
 
     def _validate(self, obj: object) -> K:
@@ -163,12 +165,28 @@ class KernelRegistry(Generic[K]):
             found = importlib.metadata.entry_points(group=self.group)
             for ep in sorted(found, key=lambda e: e.name):
                 self._load_entry_point(ep)
-            if self.reference not in self._kernels:
-                module, attribute = self.reference_path.split(":")
-                kernel = getattr(importlib.import_module(module), attribute)
-                kernel.version = own_version()
-                self._kernels[self.reference] = kernel
+            for name in self._provided:
+                self._load_provided(name)
             self._loaded = True
+
+    def _load_provided(self, name: str) -> None:
+        if name in self._kernels:
+            return
+        path, distribution = self._provided[name]
+        module, attribute = path.split(":")
+        kernel = self._validate(getattr(importlib.import_module(module), attribute))
+        kernel.version = distribution_version(distribution)
+        self._kernels[name] = kernel
+
+    def provide(self, name: str, path: str, distribution: str) -> None:
+        """Have kernel ``name`` (the object at ``path``, ``"module:attribute"``, of the
+        distribution ``distribution``) registered when no entry point provides it: a package
+        run from a source tree, without its entry points installed, still registers its
+        kernels. Nothing is imported before the registry is first used."""
+        with self._lock:
+            self._provided[name] = (path, distribution)
+            if self._loaded:
+                self._load_provided(name)
 
     def reload(self) -> dict[str, K]:
         """Forget every kernel and scan the entry points again (after installing a package)."""

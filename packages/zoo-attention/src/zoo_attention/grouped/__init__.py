@@ -19,6 +19,7 @@ from ._registry import ENV_VAR as ENV_VAR
 from ._registry import default_order as default_order
 from ._registry import get_kernel as get_kernel
 from ._registry import kernels as kernels
+from ._registry import provide_kernel as provide_kernel
 from ._registry import refused_kernels as refused_kernels
 from ._registry import register_kernel as register_kernel
 from ._registry import reload_kernels as reload_kernels

@@ -28,8 +28,10 @@ _RESOLVER: Resolver[GroupedMatmulKernel] = Resolver(
 
 #: ``register_kernel(kernel, *, replace=False)``, ``unregister_kernel(name)``,
 #: ``reload_kernels()``, ``get_kernel(name)``, ``kernels()`` and ``refused_kernels()``, as
-#: ``zoo_attention``'s for attention.
+#: ``zoo_attention``'s for attention; ``provide_kernel(name, "module:attribute",
+#: distribution)`` registers a package's kernel where its entry point is not installed.
 register_kernel = GROUPED.register
+provide_kernel = GROUPED.provide
 unregister_kernel = GROUPED.unregister
 reload_kernels = GROUPED.reload
 get_kernel = GROUPED.get
