@@ -20,6 +20,7 @@ PACKAGE_DIRS = (
     "packages/zoo-attention",
     "kernels/flash-tpu",
     "kernels/chunked",
+    "kernels/megablox",
     "packages/zoo-layers",
     "data/zoo-data",
     "models/zoo-models",

@@ -53,6 +53,7 @@ SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "zoo-models": ("models/zoo-models/tests", [], {}),
     "multidevice": (MULTIDEVICE, [], EIGHT_DEVICES),
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
+    "zoo-megablox": ("kernels/megablox/tests", [], {}),
     "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
     "zoo-data": ("data/zoo-data/tests", [], {}),
@@ -81,7 +82,14 @@ NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
 #: What ``make test`` runs on the newest leg: the contract, the kernels (with their TPU compile
 #: tests against the newest libtpu), the layers, and a training smoke. ``make test-newest`` runs
 #: every suite there.
-NEWEST_LEG = ("zoo-flash-tpu", "zoo-layers", "train-smoke", "zoo-chunked", "zoo-attention")
+NEWEST_LEG = (
+    "zoo-flash-tpu",
+    "zoo-layers",
+    "train-smoke",
+    "zoo-chunked",
+    "zoo-megablox",
+    "zoo-attention",
+)
 #: Suites of the newest leg alone: train, kill and resume a run, and the installed JAX kept.
 NEWEST_ONLY: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "train-smoke": ("training/zoo-train/tests/test_kill.py", ["tests/test_jax_range.py"], {}),
