@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 
 from zoo_attention import grouped
 from zoo_megablox import INTERPRET_VAR, KERNEL, MegabloxKernel, Tiling
@@ -85,3 +86,28 @@ def test_the_call_carries_the_contract_scope_and_its_own():
     text = fn.lower(lhs).as_text(debug_info=True)
     assert grouped.scope_name("megablox", KERNEL.version) in text
     assert "zoo_megablox.gmm" in text
+
+
+def test_inside_a_shard_map_that_checks_varying_axes_it_equals_ragged_dot():
+    """A mixture-of-experts layer calls it inside its own shard_map (check_vma on), where
+    megablox's Pallas call cannot type its output: forward and gradients there, on a mesh of
+    this one device, against ragged_dot outside."""
+    rng = np.random.default_rng()
+    lhs, rhs, sizes = _args(rng)
+    cot = jnp.asarray(rng.standard_normal((40, 16)), jnp.float32)
+    mesh = jax.make_mesh((1,), ("experts",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def run(implementation: str, sharded: bool):
+        def mm(a, b):
+            return grouped.grouped_matmul(a, b, sizes, implementation=implementation)
+
+        if sharded:
+            mm = jax.shard_map(mm, mesh=mesh, in_specs=(P("experts"), P()), out_specs=P("experts"))
+        loss = lambda a, b: jnp.sum(mm(a, b) * cot)
+        return jax.jit(lambda a, b: (mm(a, b), jax.grad(loss, argnums=(0, 1))(a, b)))(lhs, rhs)
+
+    got, (dlhs, drhs) = run("megablox", sharded=True)
+    want, (want_dlhs, want_drhs) = run("ragged_dot", sharded=False)
+    for a, b in ((got, want), (dlhs, want_dlhs), (drhs, want_drhs)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert np.all(np.asarray(got)[27:] == 0) and np.all(np.asarray(dlhs)[27:] == 0)

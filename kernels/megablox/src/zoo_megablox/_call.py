@@ -6,7 +6,8 @@ and leaves the rows past the groups unwritten, in the output and in ``lhs``'s gr
 rows are padded to whole tiles, and the rows past the groups are selected away on both sides
 of the call: after it for the output, before it for the gradient (the transpose of that select
 drops the unwritten rows of ``lhs``'s gradient). A select, not a product, so unwritten memory
-(NaN in interpret mode) cannot leak.
+(NaN in interpret mode) cannot leak. Inside a ``shard_map`` that checks varying axes, the
+Pallas calls run as :mod:`._varying` says.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 from jax.experimental.pallas.ops.tpu.megablox import ops
 
 from ._policy import Tiling, round_up
+from ._varying import gmm_varying, vary, varying_axes
 
 
 def megablox_gmm(
@@ -42,19 +44,26 @@ def megablox_gmm(
         ``[M, N]`` in ``lhs``'s dtype (accumulated in float32 inside the kernel).
     """
     m = lhs.shape[0]
+    # Inside a shard_map that checks varying axes (a mixture-of-experts layer's), every input
+    # varies over the same axes (see _varying).
+    axes = varying_axes(lhs, rhs, group_sizes)
+    lhs, rhs, group_sizes = (vary(x, axes) for x in (lhs, rhs, group_sizes))
     padded = round_up(m, tiling.tm)
     used = jnp.arange(padded, dtype=jnp.int32)[:, None] < jnp.sum(group_sizes)
-    x = jnp.pad(lhs, ((0, padded - m), (0, 0)))
+    x = jnp.where(used, jnp.pad(lhs, ((0, padded - m), (0, 0))), 0)
     with jax.named_scope("zoo_megablox.gmm"):
-        out = ops.gmm(
-            jnp.where(used, x, 0),
-            rhs,
-            group_sizes,
-            lhs.dtype,
-            tiling.as_tuple(),
-            None,  # group_offset: every group of rhs is here
-            None,  # existing_out
-            False,  # transpose_rhs
-            interpret,
-        )
+        if axes:
+            out = gmm_varying(x, rhs, group_sizes, tiling, interpret, axes)
+        else:
+            out = ops.gmm(
+                x,
+                rhs,
+                group_sizes,
+                lhs.dtype,
+                tiling.as_tuple(),
+                None,  # group_offset: every group of rhs is here
+                None,  # existing_out
+                False,  # transpose_rhs
+                interpret,
+            )
     return jnp.where(used, out, 0)[:m]
