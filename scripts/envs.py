@@ -24,6 +24,7 @@ PACKAGES = {
     "zoo-attention": "packages/zoo-attention",
     "zoo-flash-tpu": "kernels/flash-tpu",
     "zoo-chunked": "kernels/chunked",
+    "zoo-megablox": "kernels/megablox",
     "zoo-layers": "packages/zoo-layers",
     "zoo-data": "data/zoo-data",
     "zoo-models": "models/zoo-models",
