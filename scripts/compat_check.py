@@ -3,6 +3,9 @@
 Usage: python compat_check.py conformance KERNEL   (JAX_PLATFORMS=cpu; interpret mode for TPU kernels)
        python compat_check.py compile KERNEL       (libtpu's compile-only devices)
 
+A grouped-matmul kernel (:data:`GROUPED_MATMUL_KERNELS`) is checked on its own contract: every
+case of ``zoo_attention.grouped.testing``, and a grouped matmul of :data:`GROUPED_SHAPE`.
+
 Prints one JSON line: ``{"ok": bool, "error": first failure or null, ...}``. Runs with the
 zoo-attention and kernel wheels installed in the environment, nothing from the tree.
 """
@@ -10,10 +13,12 @@ zoo-attention and kernel wheels installed in the environment, nothing from the t
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 #: The conformance cases every kernel version is checked on: each contract feature (causal,
@@ -29,13 +34,17 @@ MATRIX_CASES = (
     "empty-rows-causal-segments-bf16",
     "all-f32",
 )
-#: Kernels that serve only sequence lengths in multiples of a tile: they run each case with its
-#: features unchanged and its lengths rounded up to the tile.
-TILED = {"splash": 128}
 #: TPU generations the forward and backward are compiled for (one chip of each topology).
 GENERATIONS = {"v5e": "v5e:2x2", "v6e": "v6e:2x2"}
 #: The compiled call: batch, length, query heads, key/value heads, head dim (bfloat16, causal).
 SHAPE = (2, 2048, 8, 2, 128)
+#: Kernels that serve only sequence lengths in multiples of a tile: they run each case with its
+#: features unchanged and its lengths rounded up to the tile.
+TILED = {"splash": 128}
+#: The kernels of the grouped-matmul contract (the others are attention kernels).
+GROUPED_MATMUL_KERNELS = ("megablox",)
+#: The compiled grouped matmul: rows M, contracting K, output N, groups G (bfloat16).
+GROUPED_SHAPE = (4096, 1024, 3584, 8)
 
 
 def _tiled(case: Any, tile: int) -> Any:
@@ -46,48 +55,83 @@ def _tiled(case: Any, tile: int) -> Any:
 
 
 def conformance(kernel: str) -> dict:
-    from zoo_attention.testing import CASES, run_case
-
-    cases = {c.name: _tiled(c, TILED.get(kernel, 1)) for c in CASES}
+    """The matrix's attention cases, or every grouped-matmul case, against ``kernel``."""
+    if kernel in GROUPED_MATMUL_KERNELS:
+        suite: Any = importlib.import_module("zoo_attention.grouped.testing")
+        cases = list(suite.CASES)
+    else:
+        suite = importlib.import_module("zoo_attention.testing")
+        by_name = {c.name: c for c in suite.CASES}
+        cases = [_tiled(by_name[name], TILED.get(kernel, 1)) for name in MATRIX_CASES]
     seconds = {}
-    for name in MATRIX_CASES:
+    for case in cases:
         start = time.perf_counter()
-        failures = run_case(kernel, cases[name])
-        seconds[name] = round(time.perf_counter() - start, 2)
+        failures = suite.run_case(kernel, case)
+        seconds[case.name] = round(time.perf_counter() - start, 2)
         if failures:
-            return {"ok": False, "error": f"conformance {name}: {failures[0]}", "seconds": seconds}
-    return {"ok": True, "error": None, "cases": list(MATRIX_CASES), "seconds": seconds}
+            error = f"conformance {case.name}: {failures[0]}"
+            return {"ok": False, "error": error, "seconds": seconds}
+    return {"ok": True, "error": None, "cases": [c.name for c in cases], "seconds": seconds}
 
 
-def compile_for_tpu(kernel: str) -> dict:
+def _attention_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """The attention call compiled (a loss of q, k, v) and its abstract arguments."""
     import jax
     import jax.numpy as jnp
-    import numpy as np
-    from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     import zoo_attention
 
     b, t, n, k, h = SHAPE
 
-    def loss(q: jax.Array, key: jax.Array, value: jax.Array) -> jax.Array:
+    def loss(q: Any, key: Any, value: Any) -> Any:
         out = zoo_attention.dot_product_attention(
             q, key, value, is_causal=True, implementation=kernel
         )
         return out.astype(jnp.float32).sum()
 
+    q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16, sharding=sharding)
+    kv = jax.ShapeDtypeStruct((b, t, k, h), jnp.bfloat16, sharding=sharding)
+    return loss, [q, kv, kv]
+
+
+def _grouped_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """The grouped matmul compiled (a loss of lhs, rhs; some groups empty, rows past them) and
+    its abstract arguments."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo_attention import grouped
+
+    m, k, n, g = GROUPED_SHAPE
+
+    def loss(lhs: Any, rhs: Any) -> Any:
+        sizes = jnp.asarray([m // 8, 0, m // 4, m // 8, 0, m // 4, m // 8, 0], jnp.int32)[:g]
+        out = grouped.grouped_matmul(lhs, rhs, sizes, implementation=kernel)
+        return out.astype(jnp.float32).sum()
+
+    lhs = jax.ShapeDtypeStruct((m, k), jnp.bfloat16, sharding=sharding)
+    rhs = jax.ShapeDtypeStruct((g, k, n), jnp.bfloat16, sharding=sharding)
+    return loss, [lhs, rhs]
+
+
+def compile_for_tpu(kernel: str) -> dict:
+    import jax
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    call = _grouped_call if kernel in GROUPED_MATMUL_KERNELS else _attention_call
     figures = {}
     for generation, name in GENERATIONS.items():
         topology = topologies.get_topology_desc(name, platform="tpu")
         # One chip, in a mesh so the target (TPU, its generation) comes from the mesh.
         mesh = Mesh(np.asarray(topology.devices[:1]).reshape(1, 1), ("data", "model"))
-        one = NamedSharding(mesh, P())
-        q = jax.ShapeDtypeStruct((b, t, n, h), jnp.bfloat16, sharding=one)
-        kv = jax.ShapeDtypeStruct((b, t, k, h), jnp.bfloat16, sharding=one)
+        loss, args = call(kernel, NamedSharding(mesh, P()))
         start = time.perf_counter()
         with jax.set_mesh(mesh):
-            compiled = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(q, kv, kv).compile()
+            grad = jax.grad(loss, argnums=tuple(range(len(args))))
+            compiled = jax.jit(grad).lower(*args).compile()
         text = compiled.as_text()
         assert text is not None  # a TPU executable always has its HLO text
         figures[generation] = {

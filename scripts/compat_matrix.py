@@ -48,7 +48,12 @@ JAX_AXIS: tuple[tuple[str, str], ...] = (
     ("0.12.0.1", "newest"),
 )
 #: Kernel distributions on the matrix and the kernel name each registers.
-KERNELS = {"zoo-flash-tpu": "flash_tpu", "zoo-chunked": "chunked", "zoo-splash": "splash"}
+KERNELS = {
+    "zoo-flash-tpu": "flash_tpu",
+    "zoo-chunked": "chunked",
+    "zoo-splash": "splash",
+    "zoo-megablox": "megablox",
+}
 CONTRACT = "zoo-attention"
 BUILD = ROOT / "build" / "matrix"
 JSON_PATH = ROOT / "docs" / "compatibility.json"
@@ -63,7 +68,8 @@ TPU_ENV = {
 
 
 def kernel_dirs() -> tuple[str, ...]:
-    """The package directories of :data:`KERNELS` (a kernel with no release yet has no row)."""
+    """The package directories of :data:`KERNELS`: a kernel's releases are those of its
+    directory in releases.toml (a kernel with no release yet has no row)."""
     return tuple(PACKAGES[d] for d in KERNELS)
 
 
@@ -130,7 +136,12 @@ def _check(python: Path, check: str, kernel: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "JAX_", "TPU_"))}
     env.pop("PYTHONPATH", None)
     if check == "conformance":
-        env |= {"JAX_PLATFORMS": "cpu", "ZOO_FLASH_TPU_INTERPRET": "1", "ZOO_SPLASH_INTERPRET": "1"}
+        env |= {
+            "JAX_PLATFORMS": "cpu",
+            "ZOO_FLASH_TPU_INTERPRET": "1",
+            "ZOO_SPLASH_INTERPRET": "1",
+            "ZOO_MEGABLOX_INTERPRET": "1",
+        }
     else:
         env |= TPU_ENV
     proc = _run([str(python), str(CHECK), check, kernel], env=env, cwd=python.parent)
@@ -192,7 +203,11 @@ def declared_jax(release: wheelhouse.Release) -> str:
 
 def render(data: dict) -> str:
     """``docs/compatibility.md`` from the recorded results."""
+    import compat_check
+
     axis = data["jax"]
+    m, k, n, g = compat_check.GROUPED_SHAPE
+    grouped_shape = f"`[{m}, {k}] x [{g}, {k}, {n}]` (bfloat16, {g} groups, some empty)"
     head = [f"jax {j['jax']} (Python {j['python'][:4].rstrip('.')})" for j in axis]
     lines = [
         "# Compatibility: kernel releases × JAX",
@@ -208,9 +223,12 @@ def render(data: dict) -> str:
         "mode on the CPU; `splash` in Pallas interpret mode, at the cases' lengths rounded up to "
         "multiples of 128), and its causal forward and backward "
         f"(bfloat16, {data['shape']}) compiled for TPU "
-        f"{' and '.join(data['generations'])} through libtpu's compile-only devices. **refused**: "
-        "pip would not install it there, for the reason given. **broken**: it installed and "
-        "failed, with the first error.",
+        f"{' and '.join(data['generations'])} through libtpu's compile-only devices. A "
+        "grouped-matmul kernel (`megablox`) is checked the same way on its own contract: every "
+        "case of `zoo_attention.grouped.testing` (Pallas TPU interpret mode on the CPU), and a "
+        f"forward and backward of {grouped_shape} compiled for the same TPUs. "
+        "**refused**: pip would not install it there, for the reason given. **broken**: it "
+        "installed and failed, with the first error.",
         "",
         "| release | declares jax | " + " | ".join(head) + " |",
         "|---|---|" + "---|" * len(axis),
@@ -228,6 +246,12 @@ def render(data: dict) -> str:
             cells.append(text)
         name = f"{row['distribution']} {row['version']}"
         lines.append(f"| {name} | `{row['declared']}` | " + " | ".join(cells) + " |")
+    unreleased = [d for d in KERNELS if d not in {r["distribution"] for r in data["releases"]}]
+    if unreleased:
+        lines += [
+            "",
+            f"Not on the matrix yet, having no release: {', '.join(unreleased)}.",
+        ]
     lines += ["", "The environments:", ""]
     lines += [
         f"- jax {j['jax']}: jaxlib {j['jaxlib']}, libtpu {j['libtpu']}, Python {j['python']}"

@@ -25,6 +25,7 @@ PACKAGES = {
     "zoo-flash-tpu": "kernels/flash-tpu",
     "zoo-chunked": "kernels/chunked",
     "zoo-splash": "kernels/splash",
+    "zoo-megablox": "kernels/megablox",
     "zoo-layers": "packages/zoo-layers",
     "zoo-data": "data/zoo-data",
     "zoo-models": "models/zoo-models",

@@ -21,6 +21,7 @@ PACKAGE_DIRS = (
     "kernels/flash-tpu",
     "kernels/chunked",
     "kernels/splash",
+    "kernels/megablox",
     "packages/zoo-layers",
     "data/zoo-data",
     "models/zoo-models",

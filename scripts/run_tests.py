@@ -54,6 +54,7 @@ SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "multidevice": (MULTIDEVICE, [], EIGHT_DEVICES),
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
     "zoo-splash": ("kernels/splash/tests", [], {}),
+    "zoo-megablox": ("kernels/megablox/tests", [], {}),
     "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
     "zoo-data": ("data/zoo-data/tests", [], {}),
@@ -83,7 +84,8 @@ NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
 #: tests against the newest libtpu), the layers, and a training smoke. ``make test-newest`` runs
 #: every suite there.
 NEWEST_LEG = (
-    "zoo-flash-tpu", "zoo-layers", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-attention",
+    "zoo-flash-tpu", "zoo-layers", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox",
+    "zoo-attention",
 )  # fmt: skip
 #: Suites of the newest leg alone: train, kill and resume a run, and the installed JAX kept.
 NEWEST_ONLY: dict[str, tuple[str, list[str], dict[str, str]]] = {

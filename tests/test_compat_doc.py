@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 
 import compat_matrix  # scripts/, on the path by conftest.py
+import package_version
 import pytest
 import wheelhouse
+from envs import PACKAGES
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 DATA = json.loads(compat_matrix.JSON_PATH.read_text())
 RELEASES = wheelhouse.releases(compat_matrix.kernel_dirs())
@@ -50,8 +53,19 @@ def test_each_release_declares_the_jax_it_was_verified_on(release):
 def test_each_kernels_newest_release_is_verified_on_every_jax():
     for distribution in compat_matrix.KERNELS:
         released = [r for r in RELEASES if r.distribution == distribution]
-        if not released:  # a kernel with no release yet has no row
+        if not released:  # before its first release: the document says so (test below)
             continue
         newest = released[-1]
         cells = ROWS[(distribution, newest.version)]["cells"].values()
         assert {c["status"] for c in cells} == {"verified"}, (distribution, newest.version)
+
+
+def test_a_kernel_without_a_release_is_named_and_is_in_development():
+    released = {r.distribution for r in RELEASES}
+    waiting = [d for d in compat_matrix.KERNELS if d not in released]
+    text = compat_matrix.DOC_PATH.read_text()
+    assert ("Not on the matrix yet" in text) == bool(waiting)
+    for distribution in waiting:
+        assert distribution in text.split("Not on the matrix yet")[1].splitlines()[0]
+        version = package_version.version_of(compat_matrix.ROOT / PACKAGES[distribution])
+        assert Version(version).is_devrelease, (distribution, version)

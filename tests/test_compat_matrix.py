@@ -81,6 +81,13 @@ def test_a_current_everything_and_verify_without_pytest(site, wheels, env_dir, t
     assert report["served"][0]["kernel"] == "flash_tpu"
     assert report["served"][0]["version"] == _current_version("zoo-flash-tpu")
     assert {"xla", "flash_tpu", "chunked"} <= set(report["kernels"])
+    # Grouped-matmul kernels through their entry points: the contract's reference, zoo-layers'
+    # tiled and zoo-megablox's megablox, each at its wheel's version.
+    assert report["grouped_kernels"] == {
+        "ragged_dot": _current_version("zoo-attention"),
+        "tiled": _current_version("zoo-layers"),
+        "megablox": _current_version("zoo-megablox"),
+    }
     assert report["max_logit_diff_vs_xla"] < 1e-3
     # Every version as its pyproject.toml writes it (development markers included), in the
     # records the run wrote and in `zoo --version`.

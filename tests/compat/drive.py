@@ -1,7 +1,7 @@
 """Train a tiny model for a few steps in this environment and compare its logits with ``xla``.
 
 Run inside an environment built from wheels; prints one JSON object on the last line of stdout:
-the zoo versions installed, the kernels registered and refused, the kernel that served the
+the zoo versions installed, the kernels registered (attention and grouped matmul) and refused, the kernel that served the
 training run and what the run recorded of it, the losses, and the largest logit difference between that kernel and ``xla``.
 """
 
@@ -27,6 +27,12 @@ from zoo_train import data as zdata
 def _logits(model, ids: jax.Array) -> np.ndarray:
     # Eager call: attention is resolved afresh under the current ZOO_ATTENTION.
     return np.asarray(model(ids), dtype=np.float64)
+
+
+def _grouped_kernels() -> dict[str, str]:
+    """The grouped-matmul kernels registered here (none with a zoo-attention before them)."""
+    grouped = getattr(zoo_attention, "grouped", None)
+    return {} if grouped is None else {n: k.version for n, k in grouped.kernels().items()}
 
 
 def main(out: str) -> None:
@@ -77,6 +83,7 @@ def main(out: str) -> None:
             if d.metadata["Name"].startswith("zoo-")
         },
         "kernels": {name: k.version for name, k in zoo_attention.kernels().items()},
+        "grouped_kernels": _grouped_kernels(),
         "refused": {r.name: r.reason for r in zoo_attention.refused_kernels()},
         "served": served,
         # What the run wrote down: the start record of metrics.jsonl and the last checkpoint.

@@ -10,6 +10,7 @@ import zoo_attention
 def _fresh_attention(monkeypatch: pytest.MonkeyPatch):
     # Tests pick kernels explicitly; an inherited override must not change what they check.
     monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
+    monkeypatch.delenv(zoo_attention.grouped.ENV_VAR, raising=False)
     return
 
 

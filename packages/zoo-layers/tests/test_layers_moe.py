@@ -9,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import zoo_attention
 import zoo_layers as zl
+from zoo_attention import grouped
 from zoo_layers.moe import RouterStats, route
 from zoo_layers.testing import dense_moe
 
@@ -58,28 +60,53 @@ def test_grouped_matmul_refuses_bad_shapes_and_names():
         zl.grouped_matmul(lhs, jnp.zeros((2, 4, 5)), jnp.zeros(2, jnp.int32))
     with pytest.raises(ValueError, match=r"group_sizes.*\[2\]"):
         zl.grouped_matmul(lhs, rhs, jnp.zeros(3, jnp.int32))
-    with pytest.raises(ValueError, match=r"unknown grouped matmul 'megablox'.*ragged_dot"):
-        zl.grouped_matmul(lhs, rhs, jnp.zeros(2, jnp.int32), implementation="megablox")
+    with pytest.raises(ValueError, match=r"unknown grouped matmul implementation 'nope'.*tiled"):
+        zl.grouped_matmul(lhs, rhs, jnp.zeros(2, jnp.int32), implementation="nope")
 
 
-def test_a_registered_implementation_is_preferred_on_its_platform(monkeypatch):
+def test_tiled_is_a_contract_kernel_the_cpu_default_and_recorded():
+    lhs, rhs, sizes = jnp.ones((6, 3)), jnp.ones((2, 3, 5)), jnp.array([1, 3])
+    with zoo_attention.recording() as log:
+        zl.grouped_matmul(lhs, rhs, sizes)
+    (res,) = log.grouped_matmul
+    assert (res.kernel, res.source, res.kind) == ("tiled", "default", "grouped_matmul")
+    assert res.version == grouped.get_kernel("tiled").version
+    assert [k.name for k in grouped.default_order("cpu")][-2:] == ["tiled", "ragged_dot"]
+    assert "tiled" not in [k.name for k in grouped.default_order("tpu")]
+
+
+def test_the_old_registry_names_still_work_and_say_what_replaces_them(monkeypatch):
     calls = []
 
     def counting(lhs, rhs, sizes):
         calls.append(lhs.shape)
         return zl.moe.tiled_grouped_matmul(lhs, rhs, sizes)
 
-    from zoo_layers.moe import _grouped
-
-    monkeypatch.setattr(_grouped, "_REGISTRY", dict(_grouped._REGISTRY))
-    monkeypatch.setattr(_grouped, "_added", [])
-    zl.register_grouped_matmul(zl.GroupedMatmul("counting", counting, ("cpu",)))
-    assert zl.moe.resolve_grouped_matmul().name == "counting"
-    monkeypatch.setenv(zl.moe.ENV_VAR, "ragged_dot")  # the switch overrides the order
-    assert zl.moe.resolve_grouped_matmul().name == "ragged_dot"
-    monkeypatch.delenv(zl.moe.ENV_VAR)
-    zl.grouped_matmul(jnp.ones((4, 3)), jnp.ones((2, 3, 5)), jnp.array([1, 3]))
-    assert calls == [(4, 3)]
+    others = [k for name, k in grouped.kernels().items() if name not in ("tiled", "ragged_dot")]
+    for other in others:  # an installed kernel package must not outrank the one registered here
+        grouped.unregister_kernel(other.name)
+    try:
+        with pytest.warns(DeprecationWarning, match="zoo_attention.grouped.GroupedMatmulKernel"):
+            impl = zl.GroupedMatmul("counting", counting, ("cpu",))
+        with pytest.warns(DeprecationWarning, match="register_kernel"):
+            zl.register_grouped_matmul(impl)
+        with pytest.warns(DeprecationWarning, match="zoo_attention.grouped.resolve"):
+            resolve = zl.moe.resolve_grouped_matmul
+        assert resolve().name == "counting"  # preferred over the built-ins on its platform
+        monkeypatch.setenv(zl.moe.ENV_VAR, "ragged_dot")  # the switch overrides the order
+        assert resolve().name == "ragged_dot"
+        monkeypatch.delenv(zl.moe.ENV_VAR)
+        zl.grouped_matmul(jnp.ones((4, 3)), jnp.ones((2, 3, 5)), jnp.array([1, 3]))
+        assert calls == [(4, 3)]
+        with pytest.warns(DeprecationWarning, match="grouped.kernels"):
+            listed = zl.moe.grouped_matmuls()
+        assert {"counting", "tiled", "ragged_dot"} <= set(listed)
+        with pytest.warns(DeprecationWarning, match="ENTRY_POINT_GROUP"):
+            assert zl.moe.ENTRY_POINT_GROUP == "zoo.grouped_matmul"
+    finally:
+        grouped.unregister_kernel("counting")
+        for other in others:
+            grouped.register_kernel(other, replace=True)
 
 
 def _moe(key, *, normalize=True, top_k=K, hot=(), cold=(), implementation=None):

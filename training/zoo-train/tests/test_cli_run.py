@@ -21,8 +21,10 @@ from cli_helpers import mounted_tmpfs
 from lock_holder import held_lock
 
 import zoo_attention
+import zoo_attention.grouped.testing
 import zoo_attention.testing
 import zoo_train
+from zoo_attention import grouped
 from zoo_train._runs import checkpoint_steps
 from zoo_train.cli import main
 from zoo_train.cli._kernels_here import here_rows
@@ -347,11 +349,18 @@ def test_models_and_kernels_listings(tmp_path, capsys):
         assert name in out and kernel.version in out
     header = next(line for line in out.splitlines() if line.startswith("name "))
     assert "serves" not in header  # read from metadata: no column that needs JAX
+    assert "ragged_dot" in out and "grouped_matmul" in out  # the other kind of kernel
     assert main(["kernels", "--here"]) == 0
     out = capsys.readouterr().out
-    for name, kernel in zoo_attention.kernels().items():
+    for name, kernel in [*zoo_attention.kernels().items(), *grouped.kernels().items()]:
         assert name in out and kernel.version in out
     assert "no: needs a TPU" in out  # flash_tpu on a CPU host, with the reason
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.strip()}
+    ragged = rows["ragged_dot"]
+    assert ragged[1] == "grouped_matmul" and ragged[3] == grouped.GROUPED_MATMUL_CONTRACT_VERSION
+    assert ragged[5:] == ["cpu,gpu,tpu", "fallback", "yes"]
+    # megablox (zoo-megablox, a package of this tree) on a CPU host, with its reason.
+    assert rows["megablox"][5:10] == ["tpu", "tpu", "no:", "needs", "a"]
 
 
 class _Zeros(zoo_attention.AttentionKernel):
@@ -380,6 +389,32 @@ def test_kernels_verify_exit_codes(capsys):
     assert lines[-1].endswith(" failed") and not lines[-1].endswith(" 0 failed")
     count = len(zoo_attention.testing.CASES) + 1  # every case and the named-scope check
     assert f"{count} checks, about " in err  # how many, and how long, said up front
+    assert [line.split()[0] for line in lines[:-1]] == [f"{i}/{count}" for i in range(1, count + 1)]
+
+
+class _GroupedZeros(grouped.GroupedMatmulKernel):
+    """A wrong grouped-matmul kernel (all zeros): its kind's conformance cases must catch it."""
+
+    name = "zeros_gmm_for_test"
+
+    def check(self, spec):
+        return None
+
+    def __call__(self, lhs, rhs, group_sizes, spec):
+        return jnp.zeros((lhs.shape[0], rhs.shape[2]), lhs.dtype)
+
+
+def test_kernels_verify_runs_a_grouped_matmul_kernels_own_cases(capsys):
+    grouped.register_kernel(_GroupedZeros(), replace=True)
+    try:
+        assert main(["kernels", "verify", "zeros_gmm_for_test"]) == 1
+    finally:
+        grouped.unregister_kernel("zeros_gmm_for_test")
+    out, err = capsys.readouterr()
+    count = len(zoo_attention.grouped.testing.CASES) + 1
+    assert "verifying zeros_gmm_for_test " in err and f"{count} checks, about " in err
+    lines = out.splitlines()
+    assert lines[-1] != f"{count} passed, 0 failed" and "max abs error" in out
     assert [line.split()[0] for line in lines[:-1]] == [f"{i}/{count}" for i in range(1, count + 1)]
 
 

@@ -58,6 +58,11 @@ WIDE = [
     "--model", "llama-tiny", "--seq-len", "256", "--set", "model_config.d_model=512",
     "--set", "model_config.mlp_hidden=1024", "--set", "model_config.n_heads=4",
 ]  # fmt: skip
+MOE_ARGS = [
+    "--model", "mixtral-tiny", "--seq-len", "256", "--batch-size", "8", "--mesh",
+    "fsdp=2,expert=2", "--set", "model_config.d_model=512",
+    "--set", "model_config.mlp_hidden=1024", "--set", "model_config.n_heads=4",
+]  # fmt: skip
 RUNS = {
     "fit": [*WIDE, "--batch-size", "8"],
     # 2 x 4M x 1024 embedding and head in float32 with AdamW: 96 GiB over four devices.
@@ -81,11 +86,9 @@ RUNS = {
     # layout refuses ("megacore" mode): the mesh then takes the devices in order.
     "v4": ["--topology", "v4:2x2x1", "--model", "llama-tiny", "--batch-size", "8"],
     # A mixture of experts, widened like WIDE: experts split over `expert`, the rest over fsdp.
-    "moe": [
-        "--model", "mixtral-tiny", "--seq-len", "256", "--batch-size", "8", "--mesh",
-        "fsdp=2,expert=2", "--set", "model_config.d_model=512",
-        "--set", "model_config.mlp_hidden=1024", "--set", "model_config.n_heads=4",
-    ],
+    "moe": MOE_ARGS,
+    # The same step for a second TPU generation: both run their experts through megablox.
+    "moe-v6e": [*MOE_ARGS, "--topology", "v6e:2x2"],
 }  # fmt: skip
 
 
@@ -170,6 +173,22 @@ def test_a_mixture_of_experts_splits_its_experts_over_the_expert_axis(runs):
     assert report["fits"] is True and report["collectives"]["all-to-all"] == 0
 
 
+@pytest.mark.parametrize(("run", "topology"), [("moe", "v5e:2x2"), ("moe-v6e", "v6e:2x2")])
+def test_a_mixtral_step_compiles_with_megablox_on_a_mesh_for_v5e_and_v6e(runs, run, topology):
+    """The experts' grouped matmuls resolve to megablox (the TPU default with zoo-megablox
+    installed) inside the layer's shard_map over `fsdp` x `expert`, and Mosaic compiles them,
+    forward and backward, beside flash_tpu."""
+    code, stdout, report = runs[run]
+    assert code == 0, stdout
+    assert report["topology"] == topology and report["fits"] is True
+    kernels = {(k["kind"], k["kernel"]) for k in report["kernels"]}
+    assert kernels == {("attention", "flash_tpu"), ("grouped_matmul", "megablox")}, report
+    # flash_tpu's four kernels, and for each of the experts' three grouped matmuls megablox's
+    # gmm (forward, and lhs's gradient) and tgmm (rhs's gradient): 13 (the layers are scanned).
+    assert report["mosaic_calls"] >= 4 + 3 * 3, report
+    assert "grouped matmul: megablox " in stdout
+
+
 def _lora_params(config: zoo_models.ModelConfig, rank: int) -> int:
     """Adapter parameters of LoRA on q, k, v and o of every layer: ``A [rank, in]`` and
     ``B [out, rank]`` per projection."""
@@ -186,7 +205,7 @@ def test_a_lora_preference_fine_tune_of_a_hugging_face_moe_compiles(runs):
     assert code == 0, stdout
     assert report["lora"]["rank"] == 8 and report["objective"] == "dpo"
     assert report["fits"] is True
-    assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
+    assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu", "megablox"]
     total = zoo_models.num_params(MOE)
     experts = len(MOE.moe_layers) * MOE.n_experts * 3 * MOE.d_model * MOE.expert_width
     # Two float32 moments of every parameter: experts split four ways, the rest two ways.

@@ -19,6 +19,7 @@ from safetensors.numpy import load_file, save_file
 
 import zoo_models
 import zoo_train
+from zoo_attention import grouped
 from zoo_train.cli import main
 from zoo_train.peft import ADAPTER_CONFIG
 from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer, write_corpus
@@ -128,6 +129,25 @@ def test_train_records_the_router_losses_and_the_expert_balance(trained):
             assert 0.0 <= idlest <= 1 / 8 <= busiest <= 1.0
 
 
+def test_the_run_records_its_grouped_matmul_kernel_beside_attentions(trained):
+    tiled = grouped.get_kernel("tiled")  # zoo-layers' kernel, the default on CPU
+    want = [
+        {"kernel": "tiled", "version": tiled.version, "source": "default", "fallback_reason": None}
+    ]
+    records = zoo_train.read_metrics(trained / "run" / zoo_train.METRICS_FILE)
+    start = next(r for r in records if r.get("event") == "start")
+    assert start["grouped_matmul"] == want == start["provenance"]["grouped_matmul"]
+    assert [k["kernel"] for k in start["attention"]] == [
+        k["kernel"] for k in start["provenance"]["attention"]
+    ]
+    checkpoints = zoo_train.Checkpointer(trained / "run" / zoo_train.CHECKPOINT_DIR)
+    try:
+        meta = checkpoints.read_meta(checkpoints.steps()[-1])
+    finally:
+        checkpoints.close()
+    assert meta["provenance"]["grouped_matmul"] == want
+
+
 def test_progress_line_shows_the_balance(trained, tmp_path, capsys):
     code = main([
         "train", "--model", "mixtral-tiny", "--data", str(trained / "corpus"),
@@ -139,6 +159,8 @@ def test_progress_line_shows_the_balance(trained, tmp_path, capsys):
     assert code == 0
     err = capsys.readouterr().err
     assert "experts=" in err and "(even 0.125)" in err, err[-2000:]
+    start = next(line for line in err.splitlines() if "zoo: starting" in line)
+    assert "attention kernel: " in start and "; grouped matmul: tiled " in start, start
 
 
 def test_finetune_generate_and_eval_of_the_run(trained, capsys):

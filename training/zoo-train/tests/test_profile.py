@@ -11,10 +11,11 @@ import pytest
 from tiny_lm import loaders, make_model
 
 import zoo_train
+from zoo_attention import grouped
 from zoo_train import OptimizerConfig, TrainConfig
 from zoo_train.cli import main
 from zoo_train.profile import compare, parse_hlo, summarize
-from zoo_train.profile._summary import BETWEEN_OPS, HOST, IDLE, PROGRAM, _attribute
+from zoo_train.profile._summary import BETWEEN_OPS, HOST, IDLE, PROGRAM, _attribute, _Classifier
 from zoo_train.profile._trace import Span
 
 WINDOW = (3, 6)
@@ -105,6 +106,55 @@ def test_compare_reports_each_category_change():
         rows["attention: k 1.0"]["after_ms"] == 0 and rows["attention: k 2.0"]["change_pct"] is None
     )
     assert rows["matmul"]["change_pct"] == pytest.approx(100 / 6)
+
+
+def test_compare_totals_grouped_matmul_kernels_apart_from_attention():
+    a = zoo_train.profile.Summary(
+        "a",
+        2,
+        10.0,
+        {"attention: k 1.0": 4.0, "grouped matmul: tiled 0.4": 3.0, "matmul": 3.0},
+        [],
+        {},
+    )
+    b = zoo_train.profile.Summary(
+        "b",
+        2,
+        8.0,
+        {"attention: k 1.0": 4.0, "grouped matmul: megablox 0.1": 1.0, "matmul": 3.0},
+        [],
+        {},
+    )
+    rows = compare(a, b)["rows"]
+    assert [r["category"] for r in rows] == [
+        "step",
+        "attention (all kernels)",
+        "attention: k 1.0",
+        "grouped matmul (all kernels)",
+        "grouped matmul: megablox 0.1",
+        "grouped matmul: tiled 0.4",
+        "matmul",
+    ]
+    assert rows[3]["change_pct"] == pytest.approx(-200 / 3)
+
+
+def test_hlo_names_a_megablox_call_by_kind_kernel_and_version(monkeypatch):
+    monkeypatch.setenv("ZOO_MEGABLOX_INTERPRET", "1")  # the real kernel, off TPU
+    rng = np.random.default_rng()
+    lhs = jnp.asarray(rng.normal(size=(64, 32)), jnp.float32)
+    rhs = jnp.asarray(rng.normal(size=(4, 32, 48)), jnp.float32)
+    sizes = jnp.asarray([10, 0, 20, 5], jnp.int32)
+    fn = lambda a, b: jnp.sin(grouped.grouped_matmul(a, b, sizes, implementation="megablox")).sum()
+    program = parse_hlo(jax.jit(fn).lower(lhs, rhs).compile().as_text())
+    name = f"megablox {grouped.get_kernel('megablox').version}"
+    in_kernel = [
+        n for n in program.instructions if program.kernel_of(n) == ("grouped matmul", name)
+    ]
+    assert in_kernel and any(program.is_matmul(n) for n in in_kernel)
+    classify = _Classifier({program.module: program}, {})
+    assert (
+        classify(Span(in_kernel[0], 0.0, 1.0, module=program.module)) == f"grouped matmul: {name}"
+    )
 
 
 def test_profile_without_a_trace_is_one_sentence(tmp_path, capsys):

@@ -152,3 +152,16 @@ def test_provenance_changes_one_line_per_difference():
     assert provenance_changes(_prov("flash_tpu", "0.1.0"), _prov("flash_tpu", "0.2.0")) == [
         "attention kernel: flash_tpu 0.1.0 -> flash_tpu 0.2.0"
     ]
+
+
+def test_provenance_changes_name_the_grouped_matmul_kernel_once_it_is_recorded():
+    tiled = [{"kernel": "tiled", "version": "0.4.2", "source": "default"}]
+    megablox = [{"kernel": "megablox", "version": "0.1.0", "source": "default"}]
+    old, new = _prov("xla", "1.0.0"), _prov("xla", "1.0.0")
+    new["grouped_matmul"] = tiled
+    # A checkpoint from before grouped matmuls were recorded: nothing to compare with.
+    assert provenance_changes(old, new) == []
+    old["grouped_matmul"] = tiled
+    assert provenance_changes(old, new) == []
+    new["grouped_matmul"] = megablox
+    assert provenance_changes(old, new) == ["grouped matmul: tiled 0.4.2 -> megablox 0.1.0"]

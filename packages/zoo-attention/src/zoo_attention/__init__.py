@@ -1,14 +1,16 @@
-"""zoo_attention: the attention contract of zoo.
+"""zoo_attention: the kernel contracts of zoo.
 
-``dot_product_attention`` is the only call models make; kernels plug in through the
+``dot_product_attention`` is the only attention call models make; kernels plug in through the
 ``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``);
-``recording()`` collects what was chosen.
+``recording()`` collects what was chosen. ``zoo_attention.grouped`` is the grouped-matmul
+contract (mixture-of-experts layers), with its own kernels chosen by the same machinery.
 """
 
 import importlib
 import warnings
 from typing import Any
 
+from . import grouped as grouped
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name
 from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION
@@ -18,6 +20,9 @@ from ._mask import visible as visible
 from ._partition import PartitionAxes as PartitionAxes
 from ._partition import current_partition_axes as current_partition_axes
 from ._partition import partition_axes as partition_axes
+from ._record import Resolution as Resolution
+from ._record import ResolutionLog as ResolutionLog
+from ._record import recording as recording
 from ._registry import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from ._registry import KernelRegistrationError as KernelRegistrationError
 from ._registry import RefusedKernel as RefusedKernel
@@ -29,10 +34,7 @@ from ._registry import reload_kernels as reload_kernels
 from ._registry import unregister_kernel as unregister_kernel
 from ._resolve import ENV_VAR as ENV_VAR
 from ._resolve import KernelUnavailableError as KernelUnavailableError
-from ._resolve import Resolution as Resolution
-from ._resolve import ResolutionLog as ResolutionLog
 from ._resolve import default_order as default_order
-from ._resolve import recording as recording
 from ._resolve import resolve as resolve
 from ._spec import AttentionSpec as AttentionSpec
 from ._spec import make_spec as make_spec
@@ -44,9 +46,9 @@ __version__ = "1.2.0.dev0"
 # Names that left the API in 1.2, kept working (with a DeprecationWarning) for code written
 # against 1.1, zoo-train 0.9.0 among it, until contract 2: name -> (module, what replaces it).
 _DEPRECATED = {
-    "last_resolution": ("._resolve", "`with zoo_attention.recording() as log:` then `log.last`"),
-    "resolutions": ("._resolve", "`with zoo_attention.recording() as log:` then `log.resolutions`"),
-    "clear_resolutions": ("._resolve", "`zoo_attention.recording()`: nothing global to reset"),
+    "last_resolution": ("._record", "`with zoo_attention.recording() as log:` then `log.last`"),
+    "resolutions": ("._record", "`with zoo_attention.recording() as log:` then `log.resolutions`"),
+    "clear_resolutions": ("._record", "`zoo_attention.recording()`: nothing global to reset"),
     "verify": (".testing", "`zoo_attention.testing.verify`"),
     "verify_count": (".testing", "`zoo_attention.testing.verify_count`"),
     "kernel_rows": ("._cli", "`zoo kernels` (zoo-train)"),

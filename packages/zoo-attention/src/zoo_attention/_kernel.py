@@ -7,13 +7,15 @@ from typing import ClassVar
 
 import jax
 
+from ._base import Kernel
 from ._spec import AttentionSpec
 
-#: The contract this package defines. Its major number is this package's major version.
+#: The attention contract. Its major number is this package's major version (shared with the
+#: grouped-matmul contract, ``zoo_attention.grouped.GROUPED_MATMUL_CONTRACT_VERSION``).
 CONTRACT_VERSION = "1.1"
 
 
-class AttentionKernel(abc.ABC):
+class AttentionKernel(Kernel):
     """One attention implementation behind the contract.
 
     A kernel package exposes an instance through the entry-point group
@@ -33,16 +35,8 @@ class AttentionKernel(abc.ABC):
             taken as partitionable).
     """
 
-    name: ClassVar[str]
     contract_version: ClassVar[str] = CONTRACT_VERSION
-    priority: ClassVar[int] = 0
     partitionable: ClassVar[bool] = True
-    version: str = "0+unknown"
-
-    @property
-    def platforms(self) -> tuple[str, ...]:
-        """JAX backends this kernel serves by default."""
-        return ("cpu", "gpu", "tpu")
 
     @abc.abstractmethod
     def check(self, spec: AttentionSpec) -> str | None:
@@ -76,7 +70,3 @@ class AttentionKernel(abc.ABC):
         Returns:
             ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
         """
-
-    def describe(self) -> str:
-        """``name version`` as shown in logs, scopes and checkpoints."""
-        return f"{self.name} {self.version}"

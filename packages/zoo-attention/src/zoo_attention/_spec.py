@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._target import find_target
+from ._target import platform_and_kind
 
 Window = tuple[int, int]
 
@@ -192,9 +192,7 @@ def make_spec(
         raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
     window = _normalise_window(local_window_size)
     ids = _normalise_segment_ids(segment_ids, b, t, s)
-    if platform is None:
-        target = find_target(query, key, value)
-        platform, device_kind = target.platform, device_kind or target.device_kind
+    platform, device_kind = platform_and_kind(platform, device_kind, query, key, value)
     spec = AttentionSpec(
         batch=b,
         q_len=t,

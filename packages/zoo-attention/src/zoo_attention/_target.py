@@ -69,3 +69,14 @@ def find_target(*arrays: Any) -> Target:
     if mesh is not None and (found := _from_mesh(mesh, "inputs")) is not None:
         return found
     return Target(jax.default_backend(), jax.devices()[0].device_kind, "default")
+
+
+def platform_and_kind(
+    platform: str | None, device_kind: str | None, *arrays: Any
+) -> tuple[str, str | None]:
+    """``(platform, device_kind)`` as given, or, when ``platform`` is ``None``, those of the
+    target of a call on ``arrays`` (:func:`find_target`; a given ``device_kind`` is kept)."""
+    if platform is not None:
+        return platform, device_kind
+    target = find_target(*arrays)
+    return target.platform, device_kind or target.device_kind

@@ -1,5 +1,7 @@
 """zoo_layers: Equinox transformer layers whose attention goes through the zoo attention contract."""
 
+from typing import Any
+
 from ._attention import Attention as Attention
 from ._attention import QKNorm as QKNorm
 from ._block import TransformerBlock as TransformerBlock
@@ -41,10 +43,17 @@ from ._rope import rotate_half as rotate_half
 from ._stack import LayerStack as LayerStack
 from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
-from .moe import GroupedMatmul as GroupedMatmul
 from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
-from .moe import register_grouped_matmul as register_grouped_matmul
 
 __version__ = "0.4.2.dev0"
+
+
+def __getattr__(name: str) -> Any:
+    # zoo-layers 0.4's grouped-matmul registry (now the contract's), kept working until 0.5.
+    if name not in ("GroupedMatmul", "register_grouped_matmul"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .moe import _legacy
+
+    return _legacy.deprecated_name(__name__, name)

@@ -8,23 +8,28 @@ from ._provenance import kernel_label
 
 
 def provenance_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
-    """One line per difference in the attention kernel, zoo package versions and jax version.
+    """One line per difference in the attention and grouped-matmul kernels, zoo package versions
+    and jax version.
 
     Args:
         saved: the ``provenance`` of a checkpoint's metadata (``None``: nothing to compare).
         now: the current run's provenance (after the loss was traced, so kernels are resolved).
 
     Returns:
-        Lines such as ``"attention kernel: flash_tpu 0.1.0 -> xla 1.0.0"`` or
-        ``"zoo-models: 0.1.0 -> 0.2.0"``; empty when nothing changed.
+        Lines such as ``"attention kernel: flash_tpu 0.1.0 -> xla 1.0.0"``, ``"grouped matmul:
+        ragged_dot 1.2.0 -> megablox 0.1.0"`` or ``"zoo-models: 0.1.0 -> 0.2.0"``; empty when
+        nothing changed.
     """
     if not saved:
         return []
     lines = []
-    old_kernel = kernel_label(saved.get("attention") or [])
-    new_kernel = kernel_label(now.get("attention") or [])
-    if old_kernel != new_kernel:
-        lines.append(f"attention kernel: {old_kernel} -> {new_kernel}")
+    for key, what in (("attention", "attention kernel"), ("grouped_matmul", "grouped matmul")):
+        if key not in saved and key != "attention":
+            continue  # a checkpoint from before grouped matmuls were recorded
+        old_kernel = kernel_label(saved.get(key) or [])
+        new_kernel = kernel_label(now.get(key) or [])
+        if old_kernel != new_kernel:
+            lines.append(f"{what}: {old_kernel} -> {new_kernel}")
     old_pkgs, new_pkgs = saved.get("packages") or {}, now.get("packages") or {}
     for name in sorted(set(old_pkgs) | set(new_pkgs)):
         old, new = old_pkgs.get(name, "not installed"), new_pkgs.get(name, "not installed")

@@ -1,4 +1,5 @@
-"""Which JAX this process runs on, and which JAX each attention kernel release was verified on.
+"""Which JAX this process runs on, and which JAX each kernel release (attention or grouped
+matmul) was verified on.
 
 A kernel release declares the JAX range it was verified on as its distribution's ``jax``
 requirement (``docs/compatibility.md`` records the verification). ``zoo kernels`` shows both and
@@ -8,6 +9,7 @@ into an environment whose JAX was changed after it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import sys
 
@@ -16,10 +18,31 @@ from packaging.requirements import InvalidRequirement, Requirement
 #: The libraries that decide whether a kernel compiles and runs: JAX, its XLA, and the TPU
 #: compiler where installed.
 JAX_LIBRARIES = ("jax", "jaxlib", "libtpu")
-#: The entry-point group kernels register under (zoo_attention.ENTRY_POINT_GROUP, read here
-#: without importing JAX).
-_KERNELS = "zoo.attention_kernels"
 _REFERENCE_DISTRIBUTION = "zoo-attention"
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """A kind of kernel, as its distributions' metadata shows it (read without importing JAX).
+
+    Attributes:
+        name: ``"attention"`` or ``"grouped_matmul"`` (a resolution's ``kind``).
+        group: the entry-point group its kernels register under
+            (``zoo_attention.ENTRY_POINT_GROUP``, ``zoo_attention.grouped.ENTRY_POINT_GROUP``).
+        reference: its reference kernel, registered by zoo-attention even without its entry
+            point.
+        since: the first zoo-attention version with this kind's contract.
+    """
+
+    name: str
+    group: str
+    reference: str
+    since: str
+
+
+ATTENTION = Kind("attention", "zoo.attention_kernels", "xla", "1.0.0")
+GROUPED_MATMUL = Kind("grouped_matmul", "zoo.grouped_matmul_kernels", "ragged_dot", "1.2.0.dev0")
+KINDS = (ATTENTION, GROUPED_MATMUL)
 
 
 def installed_versions(names: tuple[str, ...]) -> dict[str, str]:
@@ -45,11 +68,11 @@ def describe_running_jax() -> str:
     return f"{', '.join(parts)}; Python {sys.version.split()[0]}"
 
 
-def _distribution_of(kernel: str) -> importlib.metadata.Distribution | None:
-    for ep in importlib.metadata.entry_points(group=_KERNELS):
+def _distribution_of(kernel: str, kind: Kind) -> importlib.metadata.Distribution | None:
+    for ep in importlib.metadata.entry_points(group=kind.group):
         if ep.name == kernel and ep.dist is not None:
             return ep.dist
-    if kernel == "xla":  # the reference, always there even without its entry point
+    if kernel == kind.reference:  # the reference, always there even without its entry point
         try:
             return importlib.metadata.distribution(_REFERENCE_DISTRIBUTION)
         except importlib.metadata.PackageNotFoundError:
@@ -57,10 +80,10 @@ def _distribution_of(kernel: str) -> importlib.metadata.Distribution | None:
     return None
 
 
-def declared_range(kernel: str, requirement: str) -> str | None:
+def declared_range(kernel: str, requirement: str, kind: Kind = ATTENTION) -> str | None:
     """The range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares on the distribution
     ``requirement``, or ``None`` when it declares none or is not installed from a distribution."""
-    dist = _distribution_of(kernel)
+    dist = _distribution_of(kernel, kind)
     for line in (dist.requires or []) if dist is not None else []:
         try:
             req = Requirement(line)
@@ -73,15 +96,15 @@ def declared_range(kernel: str, requirement: str) -> str | None:
     return None
 
 
-def verified_jax(kernel: str) -> str | None:
+def verified_jax(kernel: str, kind: Kind = ATTENTION) -> str | None:
     """The JAX range (``">=0.10.2,<0.13"``) that ``kernel``'s release declares (its verified
     range), or ``None`` when it declares none or is not installed from a distribution."""
-    return declared_range(kernel, "jax")
+    return declared_range(kernel, "jax", kind)
 
 
-def outside_verified_range(kernel: str, version: str) -> str | None:
+def outside_verified_range(kernel: str, version: str, kind: Kind = ATTENTION) -> str | None:
     """One sentence when the running JAX is outside ``kernel``'s verified range, else ``None``."""
-    declared = verified_jax(kernel)
+    declared = verified_jax(kernel, kind)
     jax_version = running_jax().get("jax")
     if declared is None or jax_version is None:
         return None
@@ -94,12 +117,12 @@ def outside_verified_range(kernel: str, version: str) -> str | None:
     )
 
 
-#: The reference kernel's name: registered with the contract, always there.
-REFERENCE = "xla"
+#: The attention reference kernel's name: registered with the contract, always there.
+REFERENCE = ATTENTION.reference
 
 
-def warn_outside_verified_range(name: str, version: str) -> None:
+def warn_outside_verified_range(name: str, version: str, kind: Kind = ATTENTION) -> None:
     """One ``zoo:`` line on stderr when the running JAX is outside the kernel's verified range."""
-    warning = outside_verified_range(name, version)
+    warning = outside_verified_range(name, version, kind)
     if warning:
         print(f"zoo: {warning}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""What produced a run: package versions, platform and the resolved attention kernels."""
+"""What produced a run: package versions, platform and the resolved kernels (attention and
+grouped matmul)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ ZOO_DISTRIBUTIONS = (
     "zoo-flash-tpu",
     "zoo-chunked",
     "zoo-splash",
+    "zoo-megablox",
     "zoo-layers",
     "zoo-data",
     "zoo-models",
@@ -31,13 +33,24 @@ def kernel_label(resolutions: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"{r['kernel']} {r['version']}" for r in resolutions)
 
 
-def provenance(attention: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def kernels_line(kernels: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """The attention kernels' label, and the grouped-matmul kernels' where there are any:
+    ``"flash_tpu 0.3.3; grouped matmul: megablox 0.1.0"``."""
+    line = kernel_label(kernels.get("attention") or [])
+    grouped = kernels.get("grouped_matmul") or []
+    return f"{line}; grouped matmul: {kernel_label(grouped)}" if grouped else line
+
+
+def provenance(
+    attention: Sequence[dict[str, Any]] = (), grouped_matmul: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """A JSON-ready record of the software and hardware of this process.
 
     Keys: ``packages`` (installed zoo distributions → version), ``libraries`` (jax, jaxlib,
     libtpu where installed, equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
-    ``devices`` (device kinds) and ``attention``: ``attention`` as given, the run's resolved
-    kernels (``Resolution.as_dict()`` of each, from ``zoo_attention.recording()``).
+    ``devices`` (device kinds), ``attention`` and ``grouped_matmul``: the run's resolved
+    attention and grouped-matmul kernels as given (``Resolution.as_dict()`` of each, from
+    ``zoo_attention.recording()``).
     """
     return {
         "packages": installed_versions(ZOO_DISTRIBUTIONS),
@@ -48,4 +61,5 @@ def provenance(attention: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
         "backend": jax.default_backend(),
         "devices": sorted({d.device_kind for d in jax.devices()}),
         "attention": list(attention),
+        "grouped_matmul": list(grouped_matmul),
     }

@@ -90,7 +90,9 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
     )
 
 
-def _compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | None:
+def compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | None:
+    """One line when ``got`` is off ``want`` (float64): another shape, a non-finite value, or
+    ``max |got - want| > tol * max(1, max |want|)``; ``None`` when it agrees."""
     got64 = np.asarray(got.astype(jnp.float32), dtype=np.float64)
     if got64.shape != want.shape:
         return f"{label}: shape {got64.shape}, expected {want.shape}"
@@ -147,7 +149,7 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
         ("dk", dk, ref.dk, tol["grad"]),
         ("dv", dv, ref.dv, tol["grad"]),
     ):
-        problem = _compare(label, got, want, t)
+        problem = compare(label, got, want, t)
         if problem:
             failures.append(problem)
     empty = ~ref.row_sees_key.transpose(0, 2, 1)  # [B, T, N]

@@ -1,16 +1,20 @@
 """Run the conformance cases against an installed kernel, outside pytest, one result a check.
 
 What ``zoo-attention verify NAME`` and ``zoo kernels verify NAME`` run: numpy and jax only.
+:func:`run_checks` is the loop, shared with the grouped-matmul suite.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _check
 from ._cases import ConformanceCase
+
+Row = dict[str, str]
 
 
 def _cases() -> tuple[ConformanceCase, ...]:
@@ -24,45 +28,56 @@ def verify_count() -> int:
     return len(_cases()) + 1
 
 
-def verify(
-    name: str, on_row: Callable[[dict[str, str]], None] | None = None
-) -> tuple[list[dict[str, str]], int]:
+def _row(case: str, failures: list[str], seconds: str) -> Row:
+    return {
+        "case": case,
+        "result": "FAIL" if failures else "pass",
+        "seconds": seconds,
+        "detail": failures[0] if failures else "",
+    }
+
+
+def run_checks(
+    cases: Sequence[Any],
+    run_case: Callable[[Any], list[str]],
+    scope_failures: Callable[[], list[str]],
+    on_row: Callable[[Row], None] | None = None,
+) -> tuple[list[Row], int]:
+    """``run_case(case)`` for each case (each has a ``name``), then ``scope_failures()``: the
+    rows (``{"case", "result" ("pass"/"FAIL"), "seconds", "detail"}``, the last being the
+    named-scope check) and the failure count. A check that raises has failed.
+    ``on_row(row)`` is called as each check finishes."""
+    rows, failed = [], 0
+    report = on_row or (lambda row: None)
+    for case in cases:
+        start = time.perf_counter()
+        try:
+            failures = run_case(case)
+        except Exception as err:  # a crash is a failure of the case, reported as such
+            failures = [f"[{case.name}] raised {type(err).__name__}: {err}"]
+        failed += bool(failures)
+        rows.append(_row(case.name, failures, f"{time.perf_counter() - start:.2f}"))
+        report(rows[-1])
+    try:
+        scope = scope_failures()
+    except Exception as err:  # a kernel that refuses the probe call has failed the check
+        scope = [f"raised {type(err).__name__}: {err}"]
+    failed += bool(scope)
+    rows.append({**_row("named-scope", scope, ""), "detail": "; ".join(scope)})
+    report(rows[-1])
+    return rows, failed
+
+
+def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
     """Run every conformance case against kernel ``name``; return the rows and failure count.
 
     Each row is ``{"case", "result" ("pass"/"FAIL"), "seconds", "detail"}``, the last being
     the named-scope check. ``on_row(row)`` is called as each check finishes (a case takes
     seconds, or many in Pallas interpret mode on a CPU).
     """
-    rows, failed = [], 0
-    report = on_row or (lambda row: None)
-    for case in _cases():
-        start = time.perf_counter()
-        try:
-            failures = _check.run_case(name, case)
-        except Exception as err:  # a crash is a failure of the case, reported as such
-            failures = [f"[{case.name}] raised {type(err).__name__}: {err}"]
-        failed += bool(failures)
-        rows.append(
-            {
-                "case": case.name,
-                "result": "FAIL" if failures else "pass",
-                "seconds": f"{time.perf_counter() - start:.2f}",
-                "detail": failures[0] if failures else "",
-            }
-        )
-        report(rows[-1])
-    try:
-        scope = _check.named_scope_failures(name)
-    except Exception as err:  # a kernel that refuses the probe call has failed the check
-        scope = [f"raised {type(err).__name__}: {err}"]
-    failed += bool(scope)
-    rows.append(
-        {
-            "case": "named-scope",
-            "result": "FAIL" if scope else "pass",
-            "seconds": "",
-            "detail": "; ".join(scope),
-        }
+    return run_checks(
+        _cases(),
+        lambda case: _check.run_case(name, case),
+        lambda: _check.named_scope_failures(name),
+        on_row,
     )
-    report(rows[-1])
-    return rows, failed

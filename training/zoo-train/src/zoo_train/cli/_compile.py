@@ -115,7 +115,15 @@ def _describe(
         f"grad accum {config.grad_accum}), compute {compute}, parameters "
         f"{model.param_dtype}, remat {'on' if model.remat else 'off'}",
     ]
-    kernels = ", ".join(f"{k['kernel']} {k['version']}" for k in report.kernels) or "none found"
+    names = {
+        kind: ", ".join(
+            f"{k['kernel']} {k['version']}" for k in report.kernels if k["kind"] == kind
+        )
+        for kind in ("attention", "grouped_matmul")
+    }
+    kernels = names["attention"] or "none found"
+    if names["grouped_matmul"]:  # a mixture of experts: its grouped matmuls' kernel too
+        kernels += f"; grouped matmul: {names['grouped_matmul']}"
     if report.memory is not None and not report.memory.from_error:
         lines.append(
             f"  attention: {kernels} ({report.mosaic_calls} Mosaic kernel calls in the step)"

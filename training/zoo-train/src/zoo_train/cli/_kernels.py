@@ -1,4 +1,5 @@
-"""``zoo kernels``: the installed attention kernels, or ``zoo kernels verify NAME``.
+"""``zoo kernels``: the installed kernels of both kinds (attention, grouped matmul), or
+``zoo kernels verify NAME``.
 
 The listing reads the kernels' distribution metadata (entry points and requirements) without
 importing JAX or any kernel, so it answers at once. Where a kernel serves needs the kernels
@@ -11,9 +12,11 @@ import argparse
 import importlib.metadata
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from .._jax_range import (
-    REFERENCE,
+    KINDS,
+    Kind,
     declared_range,
     describe_running_jax,
     verified_jax,
@@ -22,9 +25,7 @@ from .._jax_range import (
 from .._table import format_table
 from .._usage import UsageError
 
-#: The entry-point group kernels register under (``zoo_attention.ENTRY_POINT_GROUP``).
-GROUP = "zoo.attention_kernels"
-#: The reference kernel, always there: its distribution is the contract's.
+#: The distribution of the contracts and their reference kernels (``xla``, ``ragged_dot``).
 CONTRACT_DISTRIBUTION = "zoo-attention"
 
 
@@ -32,7 +33,9 @@ def add_kernels_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action", nargs="?", choices=["verify"], help="verify: run the conformance suite"
     )
-    p.add_argument("name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu")
+    p.add_argument(
+        "name", nargs="?", help="kernel name, e.g. xla, chunked, flash_tpu, ragged_dot, megablox"
+    )
     p.add_argument(
         "--here",
         action="store_true",
@@ -41,10 +44,10 @@ def add_kernels_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _contract(name: str, attention: str | None) -> str:
+def _contract(name: str, attention: str | None, kind: Kind) -> str:
     """``1.x`` when the kernel's release admits the installed zoo-attention (whose major is the
-    contract's), else the range it asks for: the registry will refuse it."""
-    declared = None if name == REFERENCE else declared_range(name, CONTRACT_DISTRIBUTION)
+    contracts'), else the range it asks for: the registry will refuse it."""
+    declared = None if name == kind.reference else declared_range(name, CONTRACT_DISTRIBUTION, kind)
     if attention is None:
         return declared or "?"
     if declared is None or SpecifierSet(declared).contains(attention, prereleases=True):
@@ -53,26 +56,31 @@ def _contract(name: str, attention: str | None) -> str:
 
 
 def installed_rows() -> list[dict[str, str]]:
-    """One row per kernel entry point (and ``xla``): name, version, contract, verified JAX."""
+    """One row per kernel entry point of each kind (and the references ``xla`` and
+    ``ragged_dot``): name, kind, version, contract, verified JAX."""
     try:
         attention: str | None = importlib.metadata.version(CONTRACT_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         attention = None
-    found = {
-        ep.name: ep.dist.version if ep.dist is not None else "?"
-        for ep in importlib.metadata.entry_points(group=GROUP)
-    }
-    if attention is not None:
-        found.setdefault(REFERENCE, attention)  # registered even without its entry point
-    return [
-        {
-            "name": name,
-            "version": version,
-            "contract": _contract(name, attention),
-            "verified on jax": verified_jax(name) or "-",
+    rows = []
+    for kind in KINDS:
+        found = {
+            ep.name: ep.dist.version if ep.dist is not None else "?"
+            for ep in importlib.metadata.entry_points(group=kind.group)
         }
-        for name, version in sorted(found.items())
-    ]
+        if attention is not None and Version(attention) >= Version(kind.since):
+            found.setdefault(kind.reference, attention)  # registered even without its entry point
+        rows += [
+            {
+                "name": name,
+                "kind": kind.name,
+                "version": version,
+                "contract": _contract(name, attention, kind),
+                "verified on jax": verified_jax(name, kind) or "-",
+            }
+            for name, version in sorted(found.items())
+        ]
+    return rows
 
 
 def run_kernels(args: argparse.Namespace) -> int:
@@ -87,8 +95,10 @@ def run_kernels(args: argparse.Namespace) -> int:
         else:
             rows = installed_rows()
         print(format_table(rows))
+        kinds = {kind.name: kind for kind in KINDS}
         for row in rows:
-            warn_outside_verified_range(row["name"], row["version"])
+            if row["kind"] in kinds:  # refused kernels have no kind to ask about
+                warn_outside_verified_range(row["name"], row["version"], kinds[row["kind"]])
         if not args.here:
             print("where each serves: `zoo kernels --here` (loads JAX and the kernels)")
         return 0

@@ -108,12 +108,19 @@ def count_collectives(text: str) -> dict[str, int]:
 
 
 def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[str, Any]]:
-    """Attention kernels resolved while tracing whose named scope is in the compiled HLO."""
+    """Kernels resolved while tracing whose named scope is in the compiled HLO: attention's,
+    then the grouped matmuls' (``kind`` says which)."""
     found = []
-    for r in resolved:
-        scope = zoo_attention.scope_name(r.kernel, r.version)
-        if scope in text:
-            found.append({"kernel": r.kernel, "version": r.version, "scope": scope})
+    for kind, scope_name, rows in (
+        ("attention", zoo_attention.scope_name, resolved.resolutions),
+        ("grouped_matmul", zoo_attention.grouped.scope_name, resolved.grouped_matmul),
+    ):
+        for r in rows:
+            scope = scope_name(r.kernel, r.version)
+            if scope in text:
+                found.append(
+                    {"kernel": r.kernel, "version": r.version, "scope": scope, "kind": kind}
+                )
     return found
 
 

@@ -20,7 +20,7 @@ from zoo_data import DataSource
 from .._config import TrainConfig
 from .._extension import steps_change
 from .._plan import is_builder
-from .._provenance import kernel_label, provenance
+from .._provenance import kernel_label, kernels_line, provenance
 from .._state import TrainState
 from .._step import all_finite
 from .._step_metrics import StepMetrics, Window
@@ -168,12 +168,13 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()
     shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
-    kernels = program.resolve_kernels(shapes)
+    resolved = program.resolve_kernels(shapes)
+    kernels = resolved["attention"]
     primary = is_primary()
     progress = Progress(config.steps, start, enabled=config.progress and primary, quiet=not primary)
     resources.callback(progress.close)
     meta = _announce(
-        progress, record, program, restored, identity, run_info, spec.start_info, kernels, end
+        progress, record, program, restored, identity, run_info, spec.start_info, resolved, end
     )
     eval_rows = BatchLayout(program.mesh, program.rules, config.batch_size)
     last_eval = None
@@ -212,6 +213,7 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
         profile_meta={
             "kernel": label,
             "attention": kernels,
+            "grouped_matmul": resolved["grouped_matmul"],
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
@@ -231,7 +233,7 @@ def _announce(
     identity: dict[str, Any],
     run_info: Mapping[str, Any],
     start_info: Mapping[str, Any] | None,
-    kernels: list[dict[str, Any]],
+    resolved: dict[str, list[dict[str, Any]]],
     end: int,
 ) -> dict[str, Any]:
     """Say how the run starts (and what changed since the checkpoint it resumes), write the
@@ -239,10 +241,12 @@ def _announce(
     start = 0 if restored is None else restored.step
     saved = {} if restored is None else restored.meta
     config = program.spec.config
+    kernels, grouped = resolved["attention"], resolved["grouped_matmul"]
     label, layout = kernel_label(kernels), mesh_record(program.mesh)
     progress.write(
         f"zoo: {'resuming from step ' + str(start) if restored else 'starting'}"
-        f" → step {end}; attention kernel: {label}; mesh {describe_mesh(program.mesh)}"
+        f" → step {end}; attention kernel: {kernels_line(resolved)}; "
+        f"mesh {describe_mesh(program.mesh)}"
     )
     changed = mesh_change(saved.get("mesh"), layout) if restored else None
     if changed is not None:
@@ -256,8 +260,8 @@ def _announce(
             "the learning-rate schedule follows the new total"
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
-    logger.info("attention kernel: %s", label)
-    prov = provenance(attention=kernels)
+    logger.info("attention kernel: %s", kernels_line(resolved))
+    prov = provenance(attention=kernels, grouped_matmul=grouped)
     record(
         {
             "step": start,
@@ -265,6 +269,7 @@ def _announce(
             "resumed_from": start if restored else None,
             "kernel": label,
             "attention": kernels,
+            "grouped_matmul": grouped,
             "skipped_checkpoints": skipped,
             "provenance": prov,
             "mesh": layout,

@@ -19,8 +19,11 @@ _MODULE = re.compile(r"^HloModule\s+([\w.\-]+)")
 _CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
-# The scope zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}`.
-_KERNEL_SCOPE = re.compile(r"zoo_attention\.([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)")
+# The scopes zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}` for
+# attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls.
+_KERNEL_SCOPE = re.compile(
+    r"zoo_attention\.(grouped_matmul\.)?([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
+)
 
 _MATMUL_OPCODES = frozenset({"dot", "convolution"})
 _MATMUL_TARGETS = ("matmul", "gemm", "dot", "conv")
@@ -45,13 +48,22 @@ class HloProgram:
     instructions: dict[str, Instruction]
     computations: dict[str, list[str]]
 
-    def kernel(self, op: str) -> str | None:
-        """``"xla 1.1.0"`` when ``op`` runs inside a zoo attention kernel's named scope."""
+    def kernel_of(self, op: str) -> tuple[str, str] | None:
+        """``("attention", "xla 1.1.0")`` or ``("grouped matmul", "megablox 0.1.0")`` when
+        ``op`` runs inside a zoo kernel's named scope."""
         ins = self.instructions.get(op)
         if ins is None:
             return None
         found = _KERNEL_SCOPE.search(ins.op_name)
-        return f"{found.group(1)} {found.group(2)}" if found else None
+        if not found:
+            return None
+        kind = "grouped matmul" if found.group(1) else "attention"
+        return kind, f"{found.group(2)} {found.group(3)}"
+
+    def kernel(self, op: str) -> str | None:
+        """``"xla 1.1.0"`` when ``op`` runs inside a zoo kernel's named scope (of any kind)."""
+        found = self.kernel_of(op)
+        return None if found is None else found[1]
 
     def is_matmul(self, op: str) -> bool:
         """Whether ``op`` is a matrix multiply or a fusion built around one."""

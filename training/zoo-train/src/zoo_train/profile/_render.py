@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from .._provenance import kernel_label
 from ._summary import Summary
 
 
@@ -23,6 +24,8 @@ def render_summary(summary: Summary, console: Console) -> None:
         about += f" ({meta['steps'][0]}–{meta['steps'][1]})"
     if meta.get("kernel"):
         about += f"; attention kernel {meta['kernel']}"
+    if meta.get("grouped_matmul"):
+        about += f"; grouped matmul {kernel_label(meta['grouped_matmul'])}"
     if meta.get("wall_ms_per_step"):
         about += f"; the loop's clock: {_ms(meta['wall_ms_per_step'])} ms per step"
     console.print(about)

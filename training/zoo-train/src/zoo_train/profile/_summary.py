@@ -23,6 +23,9 @@ MATMUL = "matmul"
 OTHER = "other fused ops"
 EVAL = "eval"
 ATTENTION = "attention"
+GROUPED_MATMUL = "grouped matmul"
+#: The categories of kernel calls, ``KIND: KERNEL VERSION`` rows: listed first.
+KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL)
 
 
 @dataclasses.dataclass
@@ -33,8 +36,8 @@ class Summary:
         source: the trace file.
         steps: steps measured (step marker to step marker).
         step_ms: mean time per step.
-        categories: ms per step by category, ``attention: KERNEL VERSION`` rows first; they sum
-            to ``step_ms``.
+        categories: ms per step by category, ``attention: KERNEL VERSION`` and ``grouped
+            matmul: KERNEL VERSION`` rows first; they sum to ``step_ms``.
         top_ops: the operations with the most time: name, category, calls and ms per step.
         meta: what the capture recorded (steps, kernel, modules).
     """
@@ -99,9 +102,9 @@ class _Classifier:
             return None
         if op.module in self.eval_modules:
             return EVAL
-        kernel = program.kernel(op.name)
+        kernel = program.kernel_of(op.name)
         if kernel is not None:
-            return f"{ATTENTION}: {kernel}"
+            return f"{kernel[0]}: {kernel[1]}"
         return MATMUL if program.is_matmul(op.name) else OTHER
 
 
@@ -198,7 +201,7 @@ def summarize(path: str | pathlib.Path, *, top: int = 10) -> Summary:
             calls[op.name] += 1
             category_of[op.name] = category
     per_step = lambda ns: ns / steps / 1e6
-    order = sorted(by_category, key=lambda c: (not c.startswith(ATTENTION), -by_category[c]))
+    order = sorted(by_category, key=lambda c: (not c.startswith(KERNEL_KINDS), -by_category[c]))
     top_ops = [
         {
             "name": name,

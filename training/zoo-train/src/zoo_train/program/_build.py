@@ -55,10 +55,11 @@ class TrainProgram:
         """What the loss's weight counts (``"tokens"``, ``"pairs"``)."""
         return loss_unit(self.loss_fn)
 
-    def resolve_kernels(self, shapes: Any) -> list[dict[str, Any]]:
+    def resolve_kernels(self, shapes: Any) -> dict[str, list[dict[str, Any]]]:
         """Trace the loss once (abstractly, under the mesh) on a micro-batch of the step's
-        shapes so the attention kernel is resolved for the target and logged; the
-        resolutions."""
+        shapes so its kernels are resolved for the target and logged; the resolutions by kind:
+        ``{"attention": [...], "grouped_matmul": [...]}`` (``Resolution.as_dict()`` each; no
+        grouped matmul without a mixture of experts)."""
         rows = self.spec.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
         with (
@@ -67,7 +68,10 @@ class TrainProgram:
             zoo_layers.axis_rules(self.rules),
         ):
             eqx.filter_eval_shape(self.loss_fn, self.plan.template.model, micro, jax.random.key(0))
-        return [r.as_dict() for r in log]
+        return {
+            "attention": [r.as_dict() for r in log],
+            "grouped_matmul": [r.as_dict() for r in log.grouped_matmul],
+        }
 
 
 def build_program(spec: StepSpec) -> TrainProgram:

@@ -1,0 +1,5 @@
+from zoo_attention.grouped.testing import ConformanceSuite
+
+
+class TestGroupedConformance(ConformanceSuite):
+    implementation = "ragged_dot"
