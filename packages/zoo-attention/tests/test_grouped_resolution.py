@@ -5,6 +5,7 @@ reason, the default order, the record), and its argument checks."""
 import logging
 import sys
 import textwrap
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ import pytest
 import zoo_attention
 from zoo_attention import grouped
 from zoo_attention.grouped._ragged_dot import KERNEL as RAGGED_DOT
+from zoo_attention.grouped._registry import GROUPED
 
 ENV = grouped.ENV_VAR
 
@@ -173,6 +175,46 @@ def test_an_entry_point_kernel_gets_its_distribution_version(tmp_path, monkeypat
         monkeypatch.undo()
         sys.modules.pop("fake_gmm_kernel", None)
         grouped.reload_kernels()
+
+
+def test_a_package_that_provides_kernels_as_it_is_imported_loads(tmp_path, monkeypatch):
+    # zoo-layers provides `tiled` when imported, and its entry point imports it while the
+    # registry loads: the registry must take that call from inside its own loading.
+    (tmp_path / "fake_gmm_provider.py").write_text(
+        textwrap.dedent(
+            """
+            from zoo_attention import grouped
+            from zoo_attention.grouped._ragged_dot import RaggedDotKernel
+
+            class Listed(RaggedDotKernel):
+                name = "fake_listed"
+
+            class Provided(RaggedDotKernel):
+                name = "fake_provided"
+
+            KERNEL, PROVIDED = Listed(), Provided()
+            grouped.provide_kernel("fake_provided", "fake_gmm_provider:PROVIDED", "fake-gmm")
+            """
+        )
+    )
+    info = tmp_path / "fake_gmm-2.3.4.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-gmm\nVersion: 2.3.4\n")
+    (info / "entry_points.txt").write_text(
+        f"[{grouped.ENTRY_POINT_GROUP}]\nfake_listed = fake_gmm_provider:KERNEL\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded: dict = {}
+    loading = threading.Thread(target=lambda: loaded.update(grouped.reload_kernels()), daemon=True)
+    loading.start()
+    loading.join(timeout=60)
+    monkeypatch.undo()
+    # A registry stuck in its loading holds its lock for good: nothing after can use it.
+    assert not loading.is_alive(), "loading the kernels never returned"
+    sys.modules.pop("fake_gmm_provider", None)
+    GROUPED._provided.pop("fake_provided", None)  # provided for good otherwise
+    grouped.reload_kernels()
+    assert {"fake_listed", "fake_provided"} <= set(loaded)
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,9 @@ class KernelRegistry(Generic[K]):
         self.contract_version = contract_version
         self.reference = reference
         self.reference_path = reference_path
-        self._lock = threading.Lock()
+        # Re-entrant: loading a kernel's entry point imports its package, which may itself
+        # provide kernels of this registry (zoo-layers provides `tiled` on import).
+        self._lock = threading.RLock()
         self._kernels: dict[str, K] = {}
         self._refused: dict[str, RefusedKernel] = {}
         # name -> ("module:attribute", distribution): registered where no entry point is.
@@ -165,7 +167,7 @@ class KernelRegistry(Generic[K]):
             found = importlib.metadata.entry_points(group=self.group)
             for ep in sorted(found, key=lambda e: e.name):
                 self._load_entry_point(ep)
-            for name in self._provided:
+            for name in list(self._provided):
                 self._load_provided(name)
             self._loaded = True
 
