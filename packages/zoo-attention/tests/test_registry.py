@@ -101,3 +101,35 @@ def test_direct_registration_checks_type_contract_and_duplicates():
             zoo_attention.register_kernel(object())  # type: ignore[arg-type]
     finally:
         zoo_attention.unregister_kernel("direct_test")
+
+
+def test_a_kernel_that_tiles_sequences_runs_the_shared_cases_at_lengths_it_serves():
+    from zoo_attention._xla import KERNEL as XLA
+    from zoo_attention.testing import CASES, named_scope_failures, run_case
+
+    seen: list[tuple[int, int]] = []
+
+    class Tiled(AttentionKernel):
+        name = "tiled_test"
+        sequence_tile = 32
+
+        def check(self, spec):
+            if spec.q_len % 32 or spec.kv_len % 32:
+                return "lengths must be multiples of 32"
+            return None
+
+        def __call__(self, q, k, v, ids, spec):
+            seen.append((spec.q_len, spec.kv_len))
+            return XLA(q, k, v, ids, spec)
+
+    case = next(c for c in CASES if c.q_len % 32 and c.kv_len % 32 and c.q_len != c.kv_len)
+    zoo_attention.register_kernel(Tiled())
+    try:
+        assert run_case("tiled_test", case) == []
+        assert named_scope_failures("tiled_test") == []
+    finally:
+        zoo_attention.unregister_kernel("tiled_test")
+    (t, s), t0, s0 = seen[0], case.q_len, case.kv_len
+    assert t % 32 == 0 and s % 32 == 0 and t >= t0 and s >= s0
+    assert (t > s) == (t0 > s0) and abs(t - s) >= abs(t0 - s0)  # the same kind of case
+    assert seen[-1] == (32, 32)

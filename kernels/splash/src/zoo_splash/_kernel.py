@@ -7,6 +7,7 @@ import jax
 from zoo_attention import AttentionKernel, AttentionSpec
 
 from ._attention import splash_attention
+from ._blocks import LANES
 from ._check import unsupported_reason
 from ._interpret import interpret_requested
 
@@ -25,6 +26,9 @@ class SplashKernel(AttentionKernel):
     # A Mosaic call cannot be partitioned by XLA: on a mesh the contract runs it under
     # shard_map over the batch and head axes.
     partitionable = False
+    # Its blocks must divide the lengths and be lane multiples; the shared conformance cases
+    # (zoo-attention >= 1.2) run on it at their lengths rounded up to this.
+    sequence_tile = LANES
 
     @property
     def platforms(self) -> tuple[str, ...]:

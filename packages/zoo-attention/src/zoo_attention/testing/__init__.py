@@ -28,6 +28,7 @@ from ._check import fresh_seed as fresh_seed
 from ._check import make_inputs as make_inputs
 from ._check import named_scope_failures as named_scope_failures
 from ._check import run_case as run_case
+from ._check import tiled as tiled
 from ._reference import ReferenceResult as ReferenceResult
 from ._reference import reference_attention as reference_attention
 from ._reference import reference_mask as reference_mask
@@ -62,6 +63,7 @@ __all__ = [
     "reference_mask",
     "run_case",
     "run_checks",
+    "tiled",
     "verify",
     "verify_count",
 ]

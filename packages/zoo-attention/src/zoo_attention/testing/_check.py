@@ -105,13 +105,30 @@ def compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | N
     return None
 
 
+def tiled(case: ConformanceCase, tile: int) -> ConformanceCase:
+    """``case`` at lengths that are multiples of ``tile``: the shorter side rounded up, the
+    longer side keeping at least its lead over it (so a case of queries past the keys' end, or
+    of more keys than queries, keeps its rows that see no key or its cross attention); its
+    features (masks, segments, heads, dtype) unchanged."""
+
+    def up(n: int) -> int:
+        return -(-n // tile) * tile
+
+    short = up(min(case.q_len, case.kv_len))
+    long = up(short + abs(case.q_len - case.kv_len))
+    q_len, kv_len = (long, short) if case.q_len > case.kv_len else (short, long)
+    return dataclasses.replace(case, q_len=q_len, kv_len=kv_len)
+
+
 def run_case(implementation: str, case: ConformanceCase, seed: int | None = None) -> list[str]:
     """Check forward and dq/dk/dv of ``implementation`` on ``case``; return the failures.
 
     An empty list means the kernel conforms on this case. Each failure names the seed, so
-    ``ZOO_TEST_SEED=<seed>`` replays it.
+    ``ZOO_TEST_SEED=<seed>`` replays it. A kernel with a ``sequence_tile`` runs the case at
+    lengths rounded up to it (:func:`tiled`).
     """
     seed = fresh_seed() if seed is None else seed
+    case = tiled(case, getattr(get_kernel(implementation), "sequence_tile", 1))
     inputs = make_inputs(case, seed)
     tol = TOLERANCES[case.dtype]
 
@@ -166,7 +183,9 @@ def named_scope_failures(implementation: str, seed: int | None = None) -> list[s
     """Check that a jitted call carries the kernel's named scope in its HLO metadata."""
     kernel = get_kernel(implementation)
     rng = np.random.default_rng(fresh_seed() if seed is None else seed)
-    q = jnp.asarray(rng.standard_normal((1, 16, 2, 64)), jnp.float32)
+    tile = getattr(kernel, "sequence_tile", 1)
+    length = -(-16 // tile) * tile
+    q = jnp.asarray(rng.standard_normal((1, length, 2, 64)), jnp.float32)
     fn = jax.jit(lambda q: dot_product_attention(q, q, q, implementation=implementation))
     text = fn.lower(q).as_text(debug_info=True)
     want = scope_name(kernel.name, kernel.version)
