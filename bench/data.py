@@ -226,6 +226,11 @@ def _prepare_table(data: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _us(value: float | None) -> str:
+    """Microseconds for a table, or "—" for a figure a stored result predates."""
+    return "—" if value is None else f"{value:.0f}"
+
+
 def _loader_medians(data: dict[str, Any], name: str, kind: str = "loader") -> dict[str, float]:
     runs = data[kind][name]
     keys = (
@@ -253,7 +258,7 @@ def _loader_table(data: dict[str, Any], loaders: dict[str, dict[str, float]]) ->
             f"{m['open_s'] * 1e3:.1f}",
             f"{m['first_batch_s'] * 1e3:.1f}",
             f"{m['median_us']:.0f}",
-            f"{m.get('unchecked_us', float('nan')):.0f}",
+            _us(m.get("unchecked_us")),
             f"{m['p99_us']:,.0f}",
             f"{m['half_median_us']:.0f}",
             f"{m['rss_mib']:.1f}",
@@ -489,8 +494,7 @@ def _loader_targets(data: dict[str, Any]) -> list[dict[str, Any]]:
             f"loader host time per batch ≤ {BATCH_US:.0f} µs at 16 × 1024 tokens",
             f"{tiny['median_us']:.0f} µs ({sizes['tiny']} MB store), {large['median_us']:.0f} µs "
             f"({sizes['large']:,} MB store), blocks checked; unchecked "
-            f"{tiny.get('unchecked_us', float('nan')):.0f} and "
-            f"{large.get('unchecked_us', float('nan')):.0f} µs",
+            f"{_us(tiny.get('unchecked_us'))} and {_us(large.get('unchecked_us'))} µs",
             max(tiny["median_us"], large["median_us"]) <= BATCH_US,
         )
     )
