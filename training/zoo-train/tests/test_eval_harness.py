@@ -23,6 +23,7 @@ from zoo_train.eval_harness import (
     run_tasks,
     task_metrics,
 )
+from zoo_train.eval_harness._table import COLUMNS
 from zoo_train.parallel import make_mesh, make_rules
 from zoo_train.testing import EVAL_TASKS, tiny_hf_llama, write_eval_tasks
 
@@ -238,11 +239,16 @@ def test_zoo_eval_prints_the_table_and_writes_the_json(setup, tmp_path, capsys):
         ]
     )
     assert code == 0
-    assert CHOICE in capsys.readouterr().out
     written = json.loads(out.read_text())
     ref = _by_doc(setup["hf"], CHOICE)
     acc = np.mean([ref[d]["acc"] for d in range(6)])
     assert written["results"][CHOICE]["acc,none"] == pytest.approx(acc)
+    # lm-eval's columns, and the row of `acc` with its value and standard error
+    table = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if "|" in line]
+    assert [c.strip() for c in table[0]] == list(COLUMNS)
+    (row,) = [[c.strip() for c in r] for r in table if r[4].strip() == "acc"]
+    stderr = written["results"][CHOICE]["acc_stderr,none"]
+    assert row[0] == CHOICE and row[6:] == [f"{acc:.4f}", "±", f"{stderr:.4f}"]
 
 
 def test_a_missing_lm_eval_names_the_extra(monkeypatch):

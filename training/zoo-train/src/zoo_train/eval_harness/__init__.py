@@ -23,7 +23,7 @@ from ._lm import ZooLM as ZooLM  # noqa: E402
 from ._loading import EvalModel as EvalModel  # noqa: E402
 from ._loading import load_eval_model as load_eval_model  # noqa: E402
 from ._scoring import Scorer as Scorer  # noqa: E402
+from ._table import results_table as results_table  # noqa: E402
 from ._tasks import find_tasks as find_tasks  # noqa: E402
-from ._tasks import results_table as results_table  # noqa: E402
 from ._tasks import run_tasks as run_tasks  # noqa: E402
 from ._tasks import task_metrics as task_metrics  # noqa: E402

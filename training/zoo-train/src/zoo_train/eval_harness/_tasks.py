@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
-from unittest import mock
 
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
-from lm_eval.utils import make_table
 
 from .._usage import UsageError
 
@@ -92,11 +89,3 @@ def task_metrics(results: Mapping[str, Any], prefix: str = "lm_eval") -> dict[st
             name = metric if filt in ("", "none") else f"{metric}_{filt}"
             out[f"{prefix}/{task}/{name}"] = float(value)
     return out
-
-
-def results_table(results: Mapping[str, Any]) -> str:
-    """lm-eval's table of ``results`` (markdown)."""
-    # Its table writer formats cells in a process pool as wide as the machine: a fork of a
-    # process running JAX's threads, which can deadlock. One worker formats them here.
-    with mock.patch.object(multiprocessing, "cpu_count", return_value=1):
-        return str(make_table(dict(results)))
