@@ -45,9 +45,11 @@ newest:
 
 # As a user with a current JAX: jax first, then zoo with the constraints, which keep it (the
 # pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
+# setuptools: a Python >= 3.12 venv comes without it, and the eval extra's rouge-score builds
+# from its source distribution (installs here run without build isolation).
 $(NEWEST_STAMP): constraints.txt $(PYPROJECTS)
 	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
-	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables
+	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(NEWEST_PIP) install -c constraints.txt jax
 	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) \
 		pytest pytest-xdist psutil
