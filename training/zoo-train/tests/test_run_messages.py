@@ -229,6 +229,7 @@ def test_sibling_writes_of_a_save_that_hit_a_full_disk_say_nothing(caplog):
     storage = [
         f"Failed writing: x [os_error_code='{n}']" for n in sorted(zoo_train._errors.STORAGE_ERRNOS)
     ]
+    storage.append('DATA_LOSS: Error reading "a00001/.zarray" in OCDBT database')  # a read
     others = ["Failed writing: x [os_error_code='2']", "a bug in a writer"]
 
     async def fail(message: str) -> None:

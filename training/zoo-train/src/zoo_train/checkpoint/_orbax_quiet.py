@@ -11,17 +11,18 @@ Three things are filtered, each exactly and no more:
   Python offers only the process-wide ``sys.unraisablehook`` for these; the filter passes every
   other report on to the hook it wraps, and is put in front of whatever hook is current each
   time a checkpoint directory is opened (once: a hook already filtered is left as it is);
-- asyncio's "Task exception was never retrieved" for Orbax's parallel writes of one save that
-  failed for storage (a full disk, a read-only one): the first failure is the save's error,
-  reported by zoo in one sentence, and its sibling writes' failures, the same error for the
-  same save, are logged by asyncio whenever their tasks are collected (so sometimes, not
-  always). ``ZOO_DEBUG=1`` keeps these.
+- asyncio's "Task (or Future) exception was never retrieved" for Orbax's parallel writes and
+  reads of one save or restore that failed (a full disk, a read-only one, a damaged array): the
+  first failure is the save's or restore's error, reported by zoo in one sentence, and its
+  siblings' failures, the same error, are logged by asyncio whenever they are collected (so
+  sometimes, not always). ``ZOO_DEBUG=1`` keeps these.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -37,8 +38,14 @@ class _QuietUnevaluatedSaves(logging.Filter):
 class _QuietSiblingWriteFailures(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        unretrieved = record.getMessage().startswith("Task exception was never retrieved")
-        return not (unretrieved and error is not None and os_error_number(error) in STORAGE_ERRNOS)
+        message = record.getMessage()
+        unretrieved = message.startswith(("Task exception", "Future exception"))
+        if not unretrieved or error is None:
+            return True
+        # A storage failure of a write, or a TensorStore status ("DATA_LOSS: ...") of a read:
+        # the save or restore that failed is reported by zoo in one sentence.
+        status = re.match(r"[A-Z][A-Z_]{3,}: ", str(error)) is not None
+        return not (os_error_number(error) in STORAGE_ERRNOS or status)
 
 
 _FILTER = _QuietUnevaluatedSaves()
