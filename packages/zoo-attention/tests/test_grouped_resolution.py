@@ -147,26 +147,26 @@ def test_registration_checks_the_kind_and_the_contract_major():
         grouped.register_kernel(zoo_attention.get_kernel("xla"))  # type: ignore[arg-type]
 
 
-def test_an_entry_point_kernel_gets_its_distribution_version(tmp_path, monkeypatch):
-    (tmp_path / "fake_gmm_kernel.py").write_text(
-        textwrap.dedent(
-            """
-            from zoo_attention import grouped
-            from zoo_attention.grouped._ragged_dot import RaggedDotKernel
-
-            class Fake(RaggedDotKernel):
-                name = "fake_gmm"
-
-            KERNEL = Fake()
-            """
-        )
-    )
-    info = tmp_path / "fake_gmm-2.3.4.dist-info"
+def _fake_distribution(root, module: str, source: str, entry: str) -> None:
+    """fake-gmm 2.3.4 installed under ``root``: ``module`` (its ``source``) and the
+    grouped-matmul entry point ``entry`` (``"name = module:attribute"``)."""
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / "fake_gmm-2.3.4.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-gmm\nVersion: 2.3.4\n")
-    (info / "entry_points.txt").write_text(
-        f"[{grouped.ENTRY_POINT_GROUP}]\nfake_gmm = fake_gmm_kernel:KERNEL\n"
-    )
+    (info / "entry_points.txt").write_text(f"[{grouped.ENTRY_POINT_GROUP}]\n{entry}\n")
+
+
+def test_an_entry_point_kernel_gets_its_distribution_version(tmp_path, monkeypatch):
+    source = """
+        from zoo_attention.grouped._ragged_dot import RaggedDotKernel
+
+        class Fake(RaggedDotKernel):
+            name = "fake_gmm"
+
+        KERNEL = Fake()
+    """
+    _fake_distribution(tmp_path, "fake_gmm_kernel", source, "fake_gmm = fake_gmm_kernel:KERNEL")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         assert grouped.reload_kernels()["fake_gmm"].version == "2.3.4"
@@ -180,28 +180,21 @@ def test_an_entry_point_kernel_gets_its_distribution_version(tmp_path, monkeypat
 def test_a_package_that_provides_kernels_as_it_is_imported_loads(tmp_path, monkeypatch):
     # zoo-layers provides `tiled` when imported, and its entry point imports it while the
     # registry loads: the registry must take that call from inside its own loading.
-    (tmp_path / "fake_gmm_provider.py").write_text(
-        textwrap.dedent(
-            """
-            from zoo_attention import grouped
-            from zoo_attention.grouped._ragged_dot import RaggedDotKernel
+    source = """
+        from zoo_attention import grouped
+        from zoo_attention.grouped._ragged_dot import RaggedDotKernel
 
-            class Listed(RaggedDotKernel):
-                name = "fake_listed"
+        class Listed(RaggedDotKernel):
+            name = "fake_listed"
 
-            class Provided(RaggedDotKernel):
-                name = "fake_provided"
+        class Provided(RaggedDotKernel):
+            name = "fake_provided"
 
-            KERNEL, PROVIDED = Listed(), Provided()
-            grouped.provide_kernel("fake_provided", "fake_gmm_provider:PROVIDED", "fake-gmm")
-            """
-        )
-    )
-    info = tmp_path / "fake_gmm-2.3.4.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-gmm\nVersion: 2.3.4\n")
-    (info / "entry_points.txt").write_text(
-        f"[{grouped.ENTRY_POINT_GROUP}]\nfake_listed = fake_gmm_provider:KERNEL\n"
+        KERNEL, PROVIDED = Listed(), Provided()
+        grouped.provide_kernel("fake_provided", "fake_gmm_provider:PROVIDED", "fake-gmm")
+    """
+    _fake_distribution(
+        tmp_path, "fake_gmm_provider", source, "fake_listed = fake_gmm_provider:KERNEL"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     loaded: dict = {}

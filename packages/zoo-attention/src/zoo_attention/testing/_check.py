@@ -105,17 +105,17 @@ def compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | N
     return None
 
 
+def _round_up(n: int, tile: int) -> int:
+    return -(-n // tile) * tile
+
+
 def tiled(case: ConformanceCase, tile: int) -> ConformanceCase:
     """``case`` at lengths that are multiples of ``tile``: the shorter side rounded up, the
     longer side keeping at least its lead over it (so a case of queries past the keys' end, or
     of more keys than queries, keeps its rows that see no key or its cross attention); its
     features (masks, segments, heads, dtype) unchanged."""
-
-    def up(n: int) -> int:
-        return -(-n // tile) * tile
-
-    short = up(min(case.q_len, case.kv_len))
-    long = up(short + abs(case.q_len - case.kv_len))
+    short = _round_up(min(case.q_len, case.kv_len), tile)
+    long = _round_up(short + abs(case.q_len - case.kv_len), tile)
     q_len, kv_len = (long, short) if case.q_len > case.kv_len else (short, long)
     return dataclasses.replace(case, q_len=q_len, kv_len=kv_len)
 
@@ -183,8 +183,7 @@ def named_scope_failures(implementation: str, seed: int | None = None) -> list[s
     """Check that a jitted call carries the kernel's named scope in its HLO metadata."""
     kernel = get_kernel(implementation)
     rng = np.random.default_rng(fresh_seed() if seed is None else seed)
-    tile = getattr(kernel, "sequence_tile", 1)
-    length = -(-16 // tile) * tile
+    length = _round_up(16, getattr(kernel, "sequence_tile", 1))
     q = jnp.asarray(rng.standard_normal((1, length, 2, 64)), jnp.float32)
     fn = jax.jit(lambda q: dot_product_attention(q, q, q, implementation=implementation))
     text = fn.lower(q).as_text(debug_info=True)
