@@ -74,7 +74,9 @@ def _grouped_cells(sweep: Sweep) -> list[dict[str, Any]]:
         for model in sweep.models:
             rows, dims, groups = MODELS[model]
             rows = int(rows * sweep.rows_scale)
-            cells.append({"chip": chip, "rows": rows, "dims": list(dims), "groups": groups})
+            cells.append(
+                {"chip": chip, "model": model, "rows": rows, "dims": list(dims), "groups": groups}
+            )
     return cells
 
 
@@ -202,9 +204,8 @@ def _rows(data: dict[str, Any], kind: str) -> list[list[str]]:
                     else (f"{model['mib']:,.0f}" if "mib" in model else f"error: {model['error']}")
                 )
             else:
-                name = next(m for m, (_, d, g) in MODELS.items() if list(d) == r["dims"])
-                key = (r["chip"], name, r["rows"], passed)
-                where = [r["chip"], name, f"{r['rows']:,}", passed]
+                key = (r["chip"], r["model"], r["rows"], passed)
+                where = [r["chip"], r["model"], f"{r['rows']:,}", passed]
                 modelled = None
             row = [*where, _label(kernel, info), *_figures(r["reply"])]
             cells.setdefault(key, []).append(row if modelled is None else [*row, modelled])
