@@ -47,11 +47,11 @@ from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
 
-__version__ = "0.4.2.dev0"
+__version__ = "0.5.0.dev0"
 
 
 def __getattr__(name: str) -> Any:
-    # zoo-layers 0.4's grouped-matmul registry (now the contract's), kept working until 0.5.
+    # zoo-layers 0.4's grouped-matmul registry (now the contract's), kept working until 0.6.
     if name not in ("GroupedMatmul", "register_grouped_matmul"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from .moe import _legacy

@@ -41,7 +41,7 @@ class Kind:
 
 
 ATTENTION = Kind("attention", "zoo.attention_kernels", "xla", "1.0.0")
-GROUPED_MATMUL = Kind("grouped_matmul", "zoo.grouped_matmul_kernels", "ragged_dot", "1.2.0.dev0")
+GROUPED_MATMUL = Kind("grouped_matmul", "zoo.grouped_matmul_kernels", "ragged_dot", "1.2.0")
 KINDS = (ATTENTION, GROUPED_MATMUL)
 
 

@@ -15,7 +15,7 @@ from ._tiled import tiled_grouped_matmul as tiled_grouped_matmul
 
 
 def __getattr__(name: str) -> Any:
-    # The grouped-matmul registry of zoo-layers 0.4, kept working (each access warns) until 0.5.
+    # The grouped-matmul registry of zoo-layers 0.4, kept working (each access warns) until 0.6.
     from . import _legacy
 
     if name not in _legacy.DEPRECATED:

@@ -46,7 +46,7 @@ def deprecated_name(module: str, name: str) -> Any:
     """What the deprecated ``module.name`` is, with a ``DeprecationWarning`` naming what
     replaces it (attributed to the code that reached the name)."""
     warnings.warn(
-        f"{module}.{name} is deprecated since zoo-layers 0.4.2 and goes in 0.5; use "
+        f"{module}.{name} is deprecated since zoo-layers 0.5.0 and goes in 0.6; use "
         f"{DEPRECATED[name]}.",
         DeprecationWarning,
         stacklevel=3,
