@@ -16,4 +16,4 @@ from ._policy import Tiling as Tiling
 from ._policy import choose_tiling as choose_tiling
 from ._policy import tiling_problem as tiling_problem
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"

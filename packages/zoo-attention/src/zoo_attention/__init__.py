@@ -41,7 +41,7 @@ from ._spec import make_spec as make_spec
 from ._target import Target as Target
 from ._target import find_target as find_target
 
-__version__ = "1.2.0.dev0"
+__version__ = "1.2.0"
 
 # Names that left the API in 1.2, kept working (with a DeprecationWarning) for code written
 # against 1.1, zoo-train 0.9.0 among it, until contract 2: name -> (module, what replaces it).

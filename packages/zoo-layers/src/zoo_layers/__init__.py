@@ -47,7 +47,7 @@ from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
 
-__version__ = "0.5.0.dev0"
+__version__ = "0.5.0"
 
 
 def __getattr__(name: str) -> Any:
