@@ -1,7 +1,7 @@
 """GRPO through the training loop on a tiny model: a toy task it learns in a few dozen CPU
 steps, an on-policy first step whose loss is zero, a sampler compiled once, sample completions
-written, and a run stopped and resumed that equals an uninterrupted one step by step (LoRA with
-the adapters-off reference, full fine-tuning with the reference computed once per batch)."""
+written, and a fully fine-tuned run (its reference computed once per batch) stopped and resumed
+that equals an uninterrupted one step by step."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ import pathlib
 
 import jax
 import numpy as np
-import pytest
 
 import zoo_models
 from zoo_data import byte_tokenizer
 from zoo_train import OptimizerConfig, TrainConfig
 from zoo_train.grpo import COMPLETIONS_FILE, GRPOConfig, Prompt, Rewards, train_grpo
 from zoo_train.loop import read_metrics
-from zoo_train.peft import LoRAConfig, apply_lora, lora_filter
 
 DIGITS = set("0123456789")
 WORDS = ["abc", "hello", "x", "zoo!", "jax"]
@@ -100,29 +98,20 @@ def test_toy_task_is_learned_first_loss_is_zero_and_sampler_compiles_once(tmp_pa
     assert all(r["prompt"] in WORDS and set(r["rewards"]) == {"digit_share"} for r in logged)
 
 
-@pytest.mark.parametrize("tuning", ["lora", "full"])
-def test_stopped_and_resumed_run_equals_an_uninterrupted_one(tmp_path, tuning):
+def test_stopped_and_resumed_full_run_equals_an_uninterrupted_one(tmp_path):
+    # LoRA with the adapters-off reference: test_grpo_cli.py, through the command line.
     seed = int(np.random.default_rng().integers(1 << 20))
     grpo = GRPOConfig(
         num_generations=4, max_completion_length=6, loss_type="dapo", beta=0.04,
         epsilon_high=0.28,
     )  # fmt: skip
 
-    def model():
-        base = _model(seed)
-        if tuning == "lora":
-            return apply_lora(base, LoRAConfig(rank=4), key=jax.random.key(seed + 1))
-        return base
-
-    def extra():
-        if tuning == "lora":
-            return {"reference": "adapters", "trainable": lora_filter(model())}
-        return {"reference": "batch", "reference_model": _model(seed)}
-
     config = _config(6, seed, batch_size=8, checkpoint_every=3)
-    _run(tmp_path / "whole", model(), grpo, config, **extra())
-    _run(tmp_path / "split", model(), grpo, config, stop_at=3, **extra())
-    _run(tmp_path / "split", model(), grpo, config, **extra())
+    # The reference: the starting weights, computed once per batch of rollouts.
+    extra = {"reference": "batch", "reference_model": _model(seed)}
+    _run(tmp_path / "whole", _model(seed), grpo, config, **extra)
+    _run(tmp_path / "split", _model(seed), grpo, config, stop_at=3, **extra)
+    _run(tmp_path / "split", _model(seed), grpo, config, **extra)
     whole, split = _steps(tmp_path / "whole"), _steps(tmp_path / "split")
     assert [r["step"] for r in split] == [r["step"] for r in whole] == list(range(1, 7))
     for a, b in zip(whole, split, strict=True):

@@ -25,8 +25,9 @@ from jaxtyping import Float
 from ._builtin_rewards import BUILTIN_REWARDS, RewardFn
 
 
-class RewardError(RuntimeError):
-    """A reward function failed or returned something that is not a reward per completion."""
+class RewardError(ValueError):
+    """A reward function failed or returned something that is not a reward per completion
+    (the user's code: the command line says it in one sentence and exits 2)."""
 
 
 def load_reward(spec: str) -> tuple[str, RewardFn]:

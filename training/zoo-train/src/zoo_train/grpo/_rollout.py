@@ -25,7 +25,7 @@ from ._advantages import combined_rewards, group_advantages
 from ._config import GRPOConfig
 from ._loss import completion_logps
 from ._prompts import PromptSource
-from ._rewards import Rewards
+from ._rewards import RewardError, Rewards
 
 
 def rollout_key(seed: int, generation: int) -> PRNGKeyArray:
@@ -166,6 +166,7 @@ class Rollout:
             top_p=None if config.top_p >= 1.0 else float(config.top_p),
         )
         self.last: Samples | None = None
+        self._step = 0
         self._cached: tuple[int, dict[str, Any]] | None = None
 
     def fields(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -201,6 +202,7 @@ class Rollout:
         generation = (step - 1) // self.config.num_iterations
         if self._cached is not None and self._cached[0] == generation:
             return self._cached[1]
+        self._step = step
         batch = self._roll(model, generation, step, unpacked(prompt_batch))
         self._cached = (generation, batch)
         return batch
@@ -273,7 +275,13 @@ class Rollout:
         names = sorted({k for p in prompts for k in p.columns})
         columns = {k: [p.columns.get(k) for p in prompts] for k in names}
         shown = [p.shown for p in prompts]
-        per_function = self.rewards.score(shown, texts, columns, offset=offset)
+        try:
+            per_function = self.rewards.score(shown, texts, columns, offset=offset)
+        except RewardError as e:
+            raise RewardError(
+                f"{str(e).rstrip('.')} at step {self._step}; the run stops with its last "
+                "checkpoint kept, and resuming samples this step again."
+            ) from e
         combined = combined_rewards(per_function, np.asarray(self.rewards.weights))
         if self.config.scale_rewards == "batch" and jax.process_count() > 1:
             from jax.experimental import multihost_utils
