@@ -11,6 +11,7 @@ processes each scores the rows its devices hold, whole groups (see :func:`check_
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -166,6 +167,10 @@ class Rollout:
             top_p=None if config.top_p >= 1.0 else float(config.top_p),
         )
         self.last: Samples | None = None
+        #: Seconds of the last rollout's parts: ``sampling`` (generation, to the host),
+        #: ``reward`` (decoding, reward functions, advantages), ``scoring`` (the batch placed,
+        #: with the old policy's and the reference's log-probabilities where needed).
+        self.timings: dict[str, float] = {}
         self._step = 0
         self._cached: tuple[int, dict[str, Any]] | None = None
 
@@ -212,6 +217,7 @@ class Rollout:
     ) -> dict[str, jax.Array]:
         key = rollout_key(self.seed, generation)
         mesh = self.layout.mesh
+        started = time.perf_counter()
         with mesh_context(mesh, self.rules):
             tokens = traced_generate(
                 model,
@@ -226,10 +232,12 @@ class Rollout:
         host = to_host({"tokens": tokens, "mask": prompts["prompt_mask"],
                         "index": prompts["prompt_index"]})  # fmt: skip
         seq, prompt_mask, index = (np.asarray(host[k])[lo:hi] for k in ("tokens", "mask", "index"))
+        sampled = time.perf_counter()
         completions = seq[:, width:]
         mask, truncated = completion_masks(completions, self.stop_tokens)
         rows = rollout_rows(seq[:, :width], prompt_mask, completions, mask)
         per_function, advantages, texts, shown = self._score(index, completions, mask, lo)
+        rewarded = time.perf_counter()
         scored = ~np.isnan(per_function)
         rows.update(
             {
@@ -249,6 +257,12 @@ class Rollout:
                 placed["ref_logps"] = _scored_logps(
                     self.reference_model, placed, self.config.temperature, self.compute_dtype
                 )
+        jax.block_until_ready(placed)
+        self.timings = {
+            "sampling": sampled - started,
+            "reward": rewarded - sampled,
+            "scoring": time.perf_counter() - rewarded,
+        }
         self.last = Samples(
             step=step,
             prompts=shown,
