@@ -19,7 +19,7 @@ import tempfile
 import time
 from typing import Any
 
-from .harness import median, new_result, table, target, unavailable
+from .harness import llama_checkpoint, median, new_result, table, target, unavailable
 
 NAME = "grpo"
 TITLE = "GRPO step split and rollout tokens/s: zoo against transformers' generate (CPU)"
@@ -32,19 +32,6 @@ SHAPE = dict(
     num_key_value_heads=2,
     max_position_embeddings=512,
 )
-
-
-def _checkpoint(directory: pathlib.Path) -> pathlib.Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from zoo_train.testing import tiny_tokenizer
-
-    torch.manual_seed(0)
-    config = LlamaConfig(**SHAPE, vocab_size=256, bos_token_id=1, eos_token_id=2)
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tiny_tokenizer(directory)
-    return directory
 
 
 def _word_share(prompts: list[Any], completions: list[str], **columns: Any) -> list[float]:
@@ -153,7 +140,7 @@ def measure(quick: bool) -> dict[str, Any]:
         "steps": 4 if quick else 10,
     }
     with tempfile.TemporaryDirectory(prefix="zoo-bench-grpo-") as scratch:
-        measured = _steps(_checkpoint(pathlib.Path(scratch) / "hf"), setup)
+        measured = _steps(llama_checkpoint(pathlib.Path(scratch) / "hf", SHAPE), setup)
     return {"setup": setup, "shape": SHAPE, **measured}
 
 
