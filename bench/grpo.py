@@ -34,7 +34,7 @@ SHAPE = dict(
 )
 
 
-def _word_share(prompts: list[Any], completions: list[str], **columns: Any) -> list[float]:
+def _word_share(prompts: list[Any], completions: list[str], **columns: Any) -> list[float | None]:
     return [sum(w == "alpha" for w in c.split()) / max(len(c.split()), 1) for c in completions]
 
 
@@ -124,8 +124,8 @@ def _steps(model_dir: pathlib.Path, setup: dict[str, Any]) -> dict[str, Any]:
         update = time.perf_counter() - started
         compiled = len(compiles) - counted
         steps.append({**rollout.timings, "update": update, "compiles": compiled})
-    for step, seconds in zip(steps, hf_seconds, strict=True):
-        step["hf"] = seconds
+    for measured, seconds in zip(steps, hf_seconds, strict=True):
+        measured["hf"] = seconds
     return {"steps": steps, "rows": rows}
 
 

@@ -20,7 +20,9 @@ def _data(rng: np.random.Generator, speed: float, recompiles: int) -> dict:
 
 
 @pytest.mark.parametrize(("speed", "recompiles"), [(0.5, 0), (3.0, 0), (3.0, 2)])
-def test_the_report_splits_the_later_steps_and_compares_rates(speed, recompiles):
+def test_the_report_splits_the_later_steps_and_compares_rates(
+    speed: float, recompiles: int
+) -> None:
     data = _data(np.random.default_rng(), speed, recompiles)
     result = grpo.report({"data": data})
     phases, rates = result["tables"]

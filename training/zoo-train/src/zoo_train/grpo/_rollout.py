@@ -75,7 +75,7 @@ def completion_masks(
     truncated = ~is_stop.any(axis=1)
     first = np.where(truncated, completions.shape[1], is_stop.argmax(axis=1) + 1)
     mask = (np.arange(completions.shape[1])[None, :] < first[:, None]).astype(np.int32)
-    return mask, truncated
+    return mask, np.asarray(truncated, bool)
 
 
 def rollout_rows(
@@ -178,6 +178,7 @@ class Rollout:
         """Each field of a step's batch with its shape and dtype."""
         rows = self.layout.rows
         width = self.source.width + self.config.max_completion_length - 1
+        out: dict[str, tuple[tuple[int, ...], np.dtype]]
         out = {k: ((rows, width), np.dtype(np.int32)) for k in
                ("input_ids", "targets", "positions", "segment_ids")}  # fmt: skip
         out["loss_mask"] = ((rows, width), np.dtype(np.float32))
