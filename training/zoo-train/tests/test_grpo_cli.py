@@ -1,7 +1,8 @@
 """``zoo finetune --objective grpo`` end to end on a tiny Hugging Face Llama: a reward function
-in a file, LoRA with the adapters-off reference, a run stopped and resumed that equals an
-uninterrupted one, a PEFT adapter that peft loads, a reward function that fails stopping the
-run in one sentence with its last checkpoint kept, and a prompt too long refused."""
+in a file, LoRA with the adapters-off reference, a run killed (SIGKILL) after a checkpoint and
+resumed that equals an uninterrupted one step by step, a PEFT adapter that peft loads, a reward
+function that fails stopping the run in one sentence with its last checkpoint kept, and a prompt
+too long refused."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import contextlib
 import io
 import json
 import pathlib
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -49,16 +54,19 @@ def setup(tmp_path_factory):
     return root
 
 
-def _zoo(setup: pathlib.Path, out: str, *extra: str) -> tuple[int, str]:
-    args = ["finetune", "--from-hf", str(setup / "hf"), "--objective", "grpo",
+def _args(setup: pathlib.Path, out: str, *extra: str) -> list[str]:
+    return ["finetune", "--from-hf", str(setup / "hf"), "--objective", "grpo",
             "--data", str(setup / "prompts.jsonl"), "--out", str(setup / out),
             "--reward", f"{setup / 'rewards.py'}:length_share", f"{setup / 'rewards.py'}:answer_seen",
             "--reward-weights", "1", "0.5", "--num-generations", "4", "--batch-size", "8",
             "--max-completion-length", "8", "--max-prompt-length", "24", "--lr", "5e-2",
             "--log-every", "1", "--no-progress", *extra]  # fmt: skip
+
+
+def _zoo(setup: pathlib.Path, out: str, *extra: str) -> tuple[int, str]:
     said = io.StringIO()
     with contextlib.redirect_stderr(said):
-        code = main(args)
+        code = main(_args(setup, out, *extra))
     return code, said.getvalue()
 
 
@@ -66,27 +74,45 @@ def _steps(out: pathlib.Path) -> list[dict]:
     return [r for r in read_metrics(out / "metrics.jsonl") if "reward" in r]
 
 
-def test_lora_grpo_resumes_as_if_uninterrupted_and_exports_for_peft(setup):
-    lora = ["--lora-rank", "4", "--beta", "0.04", "--steps", "4", "--save-every", "2",
-            "--sample-every", "2"]  # fmt: skip
-    code, said = _zoo(setup, "stopped", *lora, "--stop-at", "2")
+LORA = ["--lora-rank", "4", "--beta", "0.04", "--steps", "8", "--save-every", "2",
+        "--sample-every", "4"]  # fmt: skip
+
+
+def _kill_after_checkpoint(setup: pathlib.Path, out: str, step: int) -> None:
+    """Run ``zoo`` in a process of its own and SIGKILL it once checkpoint ``step`` is saved."""
+    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", code, *_args(setup, out, *LORA)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    saved = setup / out / "checkpoints" / str(step)
+    deadline = time.monotonic() + 300
+    while not saved.is_dir() and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    _, stderr = victim.communicate(timeout=60)
+    assert victim.returncode == -signal.SIGKILL, stderr[-2000:]
+
+
+def test_lora_grpo_killed_and_resumed_equals_an_uninterrupted_run_and_exports_for_peft(setup):
+    _kill_after_checkpoint(setup, "killed", 2)
+    killed = _steps(setup / "killed")
+    assert killed and killed[-1]["step"] < 8  # it died mid-run
+    code, said = _zoo(setup, "killed", *LORA, "--export-hf", str(setup / "export"))
+    assert code == 0, said
+    code, said = _zoo(setup, "whole", *LORA)
     assert code == 0, said
     assert "reference: the base model with the LoRA adapters switched off" in said
-    code, said = _zoo(setup, "stopped", *lora, "--export-hf", str(setup / "export"))
-    assert code == 0, said
-    code, said = _zoo(setup, "whole", *lora)
-    assert code == 0, said
-    whole, stopped = _steps(setup / "whole"), _steps(setup / "stopped")
-    assert [r["step"] for r in whole] == [r["step"] for r in stopped] == [1, 2, 3, 4]
-    for a, b in zip(whole, stopped, strict=True):
+    whole, resumed = _steps(setup / "whole"), _steps(setup / "killed")
+    assert [r["step"] for r in whole] == [r["step"] for r in resumed] == list(range(1, 9))
+    for a, b in zip(whole, resumed, strict=True):
         for name in ("loss", "reward", "reward_std", "kl", "rewards/length_share/mean",
                      "rewards/answer_seen/mean", "completions/mean_length"):  # fmt: skip
             np.testing.assert_allclose(b[name], a[name], rtol=1e-6, err_msg=f"{name} {a['step']}")
     assert whole[0]["kl"] == pytest.approx(0.0, abs=1e-7)  # zero-initialised adapters
-    samples = [
-        json.loads(x) for x in (setup / "whole" / "completions.jsonl").read_text().split("\n") if x
-    ]
-    assert {s["step"] for s in samples} == {2, 4}
+    logged = (setup / "whole" / "completions.jsonl").read_text().splitlines()
+    samples = [json.loads(line) for line in logged]
+    assert {s["step"] for s in samples} == {4, 8}
     # The adapter loads in peft, and merged it is the export.
     import torch
     from peft import PeftModel
@@ -97,7 +123,7 @@ def test_lora_grpo_resumes_as_if_uninterrupted_and_exports_for_peft(setup):
     ids = torch.as_tensor(np.random.default_rng().integers(3, 256, (2, 12)))
     with torch.no_grad():
         before, want = base(ids).logits.numpy(), export(ids).logits.numpy()
-        got = PeftModel.from_pretrained(base, setup / "stopped" / "adapter").eval()(ids).logits
+        got = PeftModel.from_pretrained(base, setup / "killed" / "adapter").eval()(ids).logits
     np.testing.assert_allclose(got.numpy(), want, atol=2e-5)
     assert not np.allclose(want, before, atol=1e-4)  # the adapters learned something
 
