@@ -149,3 +149,24 @@ def test_a_prompt_too_long_is_refused_naming_its_line_or_cut_on_request(setup):
     code, said = _zoo(setup, "cut", "--steps", "1", "--max-prompt-length", "3",
                       "--long-prompts", "cut")  # fmt: skip
     assert code == 0, said
+
+
+def test_settings_grpo_cannot_use_are_refused_before_the_model_loads(setup, tmp_path):
+    for extra, said in [
+        (["--epochs", "1"], "counts its length in --steps"),
+        (["--eval-data", str(setup / "prompts.jsonl")], "drop --eval-data"),
+        (["--num-generations", "3"], "not whole groups of --num-generations 3"),
+        (["--reward-weights", "1"], "1 weights for 2 reward functions"),
+    ]:
+        steps = [] if extra[0] == "--epochs" else ["--steps", "1"]
+        code, err = _zoo(setup, "refused", *steps, *extra)
+        assert code == 2 and said in err, (extra, err)
+    assert not (setup / "refused").exists()
+    text = tmp_path / "notes.txt"
+    text.write_text("plain text\n")
+    args = _args(setup, "refused")
+    args[args.index("--data") + 1] = str(text)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(args) == 2
+    assert "as JSON lines files" in err.getvalue()

@@ -95,6 +95,8 @@ def check_grpo(s: FinetuneSettings) -> None:
         )
     if s.eval_data:
         raise UsageError("--objective grpo evaluates no held-out data; drop --eval-data.")
+    if s.epochs is not None:
+        raise UsageError("--objective grpo counts its length in --steps; drop --epochs.")
     if not s.grpo.reward:
         raise UsageError(
             "--objective grpo needs at least one --reward (module:function, "
