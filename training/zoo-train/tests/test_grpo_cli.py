@@ -142,13 +142,27 @@ def test_a_failing_reward_stops_in_one_sentence_and_keeps_the_last_checkpoint(se
     assert saved == [2]
 
 
-def test_a_prompt_too_long_is_refused_naming_its_line_or_cut_on_request(setup):
+def test_a_prompt_too_long_is_refused_or_cut_and_a_full_fine_tune_exports(setup):
     code, said = _zoo(setup, "long", "--steps", "1", "--max-prompt-length", "3")
     assert code == 2
     assert "prompts.jsonl:" in said and "--long-prompts cut" in said
-    code, said = _zoo(setup, "cut", "--steps", "1", "--max-prompt-length", "3",
-                      "--long-prompts", "cut")  # fmt: skip
+    # Full fine-tuning, its reference the starting weights once per batch, exported whole.
+    code, said = _zoo(setup, "cut", "--steps", "3", "--max-prompt-length", "3",
+                      "--long-prompts", "cut", "--beta", "0.04",
+                      "--export-hf", str(setup / "full"))  # fmt: skip
     assert code == 0, said
+    assert "reference: the starting weights, once per batch" in said
+    steps = _steps(setup / "cut")
+    # Step 1 trains at lr 0 (the warm-up's start): step 2 is still the reference; then it moves.
+    assert steps[0]["kl"] == pytest.approx(0.0, abs=1e-6) and steps[-1]["kl"] > 0
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(setup / "hf", dtype=torch.float32).eval()
+    full = AutoModelForCausalLM.from_pretrained(setup / "full", dtype=torch.float32).eval()
+    ids = torch.as_tensor(np.random.default_rng().integers(3, 256, (2, 12)))
+    with torch.no_grad():
+        assert not np.allclose(full(ids).logits.numpy(), base(ids).logits.numpy(), atol=1e-4)
 
 
 def test_settings_grpo_cannot_use_are_refused_before_the_model_loads(setup, tmp_path):
