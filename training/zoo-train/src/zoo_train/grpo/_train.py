@@ -14,8 +14,7 @@ from jaxtyping import PyTree
 
 from .._config import TrainConfig
 from ..loop import StepEnd, TrainResult, train
-from ..parallel import BatchLayout, is_primary
-from ..program import StepSpec
+from ..parallel import BatchLayout, is_primary, make_mesh, make_rules
 from ._config import GRPOConfig
 from ._loss import GRPOLoss
 from ._prompts import Prompt, PromptSource
@@ -78,7 +77,8 @@ def grpo_parts(
             f"--batch-size × --grad-accum = {rows} completions per step are not whole groups "
             f"of --num-generations {grpo.num_generations}; make it a multiple."
         )
-    mesh, rules = StepSpec(None, config, mesh=mesh).layout()
+    mesh = make_mesh(config.mesh) if mesh is None else mesh  # as the loop lays the run out
+    rules = make_rules(config.sharding)
     source = PromptSource(
         prompts,
         num_generations=grpo.num_generations,
