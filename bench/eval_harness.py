@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .harness import median, new_result, table, target, unavailable
+from .harness import llama_checkpoint, median, new_result, table, target, unavailable
 
 NAME = "eval"
 TITLE = "lm-eval requests per second: zoo's backend against lm-eval's hf backend (CPU)"
@@ -55,19 +55,6 @@ class Timed:
         return out
 
 
-def _checkpoint(directory: pathlib.Path) -> pathlib.Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from zoo_train.testing import tiny_tokenizer
-
-    torch.manual_seed(0)
-    config = LlamaConfig(**SHAPE, vocab_size=256, bos_token_id=1, eos_token_id=2)
-    LlamaForCausalLM(config).save_pretrained(directory)
-    tiny_tokenizer(directory)
-    return directory
-
-
 def _backends(model_dir: pathlib.Path, batch_size: int) -> dict[str, Any]:
     from lm_eval.models.huggingface import HFLM
 
@@ -93,7 +80,7 @@ def measure(quick: bool) -> dict[str, Any]:
     setup = {"docs": 16 if quick else 64, "batch_size": 16, "rounds": 2 if quick else 4}
     with tempfile.TemporaryDirectory(prefix="zoo-bench-eval-") as scratch:
         root = pathlib.Path(scratch)
-        model_dir = _checkpoint(root / "hf")
+        model_dir = llama_checkpoint(root / "hf", SHAPE)
         tasks = write_eval_tasks(root / "tasks", docs=setup["docs"], longest=600)
         names = list(EVAL_TASKS.values())
         manager = find_tasks(names, str(tasks))

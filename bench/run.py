@@ -25,6 +25,7 @@ from . import (
     compile_time,
     data,
     eval_harness,
+    grpo,
     loop,
     mesh,
     moe,
@@ -51,7 +52,7 @@ sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
 FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
 MODULES: list[ModuleType] = [
     training, loop, profile_step, attention, compile_time, checkpoint_io, data, *FLASH, mesh,
-    moe, eval_harness, tpu_fit, tpu_kernels, soak,
+    moe, eval_harness, grpo, tpu_fit, tpu_kernels, soak,
 ]  # fmt: skip
 BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 

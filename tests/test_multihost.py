@@ -323,3 +323,50 @@ def test_benchmark_tasks_on_two_processes_give_one_processs_results(tmp_path):
         for key, value in want.items():
             if isinstance(value, float):
                 assert got[key] == pytest.approx(value, rel=1e-6), (task, key)
+
+
+GRPO_REWARDS = '''
+import os, pathlib
+
+def length_share(prompts, completions, **columns):
+    """Longer completions score higher; each call says how many completions it scored."""
+    with (pathlib.Path(__file__).parent / "scored.txt").open("a") as f:
+        f.write(f"{os.getpid()} {len(completions)}\\n")
+    return [min(len(text), 40) / 40 for text in completions]
+'''
+
+
+def test_grpo_on_two_processes_gives_one_processs_losses_and_rewards(tmp_path):
+    pytest.importorskip("torch", reason="the tiny checkpoint is made with transformers")
+    from zoo_train.testing import tiny_hf_llama
+
+    tiny_hf_llama(tmp_path / "hf", seed=3)
+    rng = np.random.default_rng(4)
+    prompts = [{"prompt": " ".join(rng.choice(WORDS, 3))} for _ in range(8)]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    for name in ("one", "many"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "rewards.py").write_text(GRPO_REWARDS)
+    args = ["finetune", "--from-hf", "hf", "--objective", "grpo", "--data", "prompts.jsonl",
+            "--num-generations", "4", "--batch-size", "8", "--max-completion-length", "6",
+            "--max-prompt-length", "8", "--lora-rank", "4", "--beta", "0.04", "--lr", "5e-2",
+            "--steps", "3", "--log-every", "1", "--no-progress", "--seed", "5"]  # fmt: skip
+    results = _zoo(2, 2, [*args, "--out", "many", "--reward", "many/rewards.py:length_share"],
+                   tmp_path)  # fmt: skip
+    for code, _, err in results:
+        assert code == 0, err[-3000:]
+    [(code, _, err)] = _zoo(1, 1, [*args, "--out", "one", "--reward", "one/rewards.py:length_share"],
+                            tmp_path)  # fmt: skip
+    assert code == 0, err[-3000:]
+    many, one = ({r["step"]: r for r in _records(tmp_path / n) if "reward" in r}
+                 for n in ("many", "one"))  # fmt: skip
+    assert sorted(many) == sorted(one) == [1, 2, 3]
+    for step in one:
+        for key in ("loss", "reward", "reward_std", "kl", "completions/mean_length"):
+            assert many[step][key] == pytest.approx(one[step][key], rel=1e-4, abs=1e-6), (step, key)
+    # Each process scored its own group of 4 completions each step; one process all 8.
+    calls = [line.split() for line in (tmp_path / "many" / "scored.txt").read_text().splitlines()]
+    assert len({pid for pid, _ in calls}) == 2 and {n for _, n in calls} == {"4"}
+    assert len(calls) == 2 * 3
+    alone = (tmp_path / "one" / "scored.txt").read_text().split()
+    assert alone[1::2] == ["8"] * 3

@@ -5,6 +5,7 @@ A benchmark is a module with ``NAME``, ``TITLE`` and ``run(quick) -> result``, a
 again from its stored raw numbers); ``bench/run.py`` lists them.
 """
 
+from ._checkpoints import llama_checkpoint as llama_checkpoint
 from ._flops import FORMULA as FORMULA
 from ._flops import flops_per_token as flops_per_token
 from ._flops import gpt2_matmul_params as gpt2_matmul_params

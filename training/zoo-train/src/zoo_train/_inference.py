@@ -7,9 +7,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.sharding import Mesh
+from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 import zoo_models
 from zoo_data import leading_bos
@@ -223,3 +225,31 @@ def continue_ids(
     new = [int(t) for t in to_host(out)[0, pad + len(ids) :]]
     ends = [i for i, t in enumerate(new) if t in stops]
     return new[: ends[0]] if ends else new
+
+
+@eqx.filter_jit
+def traced_generate(
+    model: Any,
+    ids: Int[Array, "B T"],
+    mask: Bool[Array, "B T"],
+    key: PRNGKeyArray,
+    sampling: Any,
+    stop_tokens: tuple[int, ...],
+) -> Int[Array, "B T+N"]:
+    """``zoo_models.generate`` traced as one program, compiled once per shape and settings:
+    the prompt arrays, which on several processes span devices this process cannot read, are
+    never read on the host (the caller builds them left-padded). ``sampling`` is a hashable
+    object with ``max_new_tokens``, ``temperature``, ``top_k``, ``top_p`` and ``greedy``; rows
+    that end are padded with the first stop token."""
+    return zoo_models.generate(
+        model,
+        ids,
+        prompt_mask=mask,
+        max_new_tokens=sampling.max_new_tokens,
+        key=key,
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        greedy=sampling.greedy,
+        stop_tokens=stop_tokens,
+    )

@@ -8,14 +8,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 import numpy as np
 from jax.sharding import Mesh
-from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
-import zoo_models
-
+from .._inference import traced_generate
 from ..parallel import mesh_context, to_host
 from ._batches import padded_rows, plan_batches
 from ._placement import RowPlacer
@@ -92,7 +89,7 @@ class Generator:
         # The seed is in the key: the settings that remain are the program's.
         static = dataclasses.replace(sampling, seed=0)
         with mesh_context(self.placer.mesh, self.placer.rules):
-            tokens = _generate(self.model, placed["ids"], placed["mask"], key, static,
+            tokens = traced_generate(self.model, placed["ids"], placed["mask"], key, static,
                                self.stop_tokens)  # fmt: skip
         return np.asarray(to_host(tokens))[:, ids.shape[1] :]
 
@@ -100,29 +97,3 @@ class Generator:
         new = [int(t) for t in tokens]
         ends = [k for k, t in enumerate(new) if t in self.stop_tokens]
         return new[: ends[0]] if ends else new
-
-
-@eqx.filter_jit
-def _generate(
-    model: Any,
-    ids: Int[Array, "B T"],
-    mask: Bool[Array, "B T"],
-    key: PRNGKeyArray,
-    sampling: Sampling,
-    stop_tokens: tuple[int, ...],
-) -> Int[Array, "B T+N"]:
-    """``zoo_models.generate`` traced as one program: the prompt arrays, which on several
-    processes span devices this process cannot read, are never read on the host (the batch is
-    built left-padded here)."""
-    return zoo_models.generate(
-        model,
-        ids,
-        prompt_mask=mask,
-        max_new_tokens=sampling.max_new_tokens,
-        key=key,
-        temperature=sampling.temperature,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        greedy=sampling.greedy,
-        stop_tokens=stop_tokens,
-    )

@@ -93,6 +93,8 @@ class Reporter:
             shown.update(loss=rec.get("loss", m["loss"]), lr=m["lr"])
             if "rewards/accuracies" in rec:  # preference tuning: how often the chosen side wins
                 shown["acc"] = rec["rewards/accuracies"]
+            if "reward" in rec:  # GRPO: the mean reward of the step's completions
+                shown["reward"] = rec["reward"]
             if rec["tokens_per_s"] is not None:
                 shown["tok_s"] = rec["tokens_per_s"]
             balance = expert_balance(rec)

@@ -30,6 +30,10 @@ class TrainSpec:
         on_record: called with every metrics record as it is written.
         start_info: JSON-ready facts for the start (or resume) record, not compared on resume.
         hooks: ``(fn, every)`` pairs run after the standard hooks.
+        rollout: ``rollout(model, step, rows) -> batch``: each step's batch made from the
+            data's rows with the model being trained, on the host thread before the step
+            (GRPO's sampled completions); ``rollout.shapes()`` gives the batch's fields as
+            abstract arrays. ``None``: the data's rows are the batch.
     """
 
     step: StepSpec
@@ -41,3 +45,4 @@ class TrainSpec:
     on_record: Callable[[dict[str, Any]], None] | None = None
     start_info: Mapping[str, Any] | None = None
     hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = ()
+    rollout: Any = None

@@ -86,6 +86,8 @@ class Run:
         meta: what every checkpoint records besides the loader's position and last evaluation.
         stop: the stop request (SIGTERM, Ctrl-C, SIGHUP).
         profile, profile_meta: the traced window and what its capture records.
+        rollout: makes each step's batch from the data's rows with the model being trained
+            (GRPO), or ``None``: the data's rows are the batch.
     """
 
     config: TrainConfig
@@ -107,6 +109,7 @@ class Run:
     stop: StopRequest
     profile: ProfileWindow
     profile_meta: dict[str, Any]
+    rollout: Any = None
 
     @property
     def train_step(self) -> MeshFunction:
@@ -167,7 +170,10 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
     feed = _feed(data, program, max(end - start, 1), resources, checks)
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()
-    shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
+    if spec.rollout is not None:  # the step trains on rollouts, not on the data's rows
+        shapes = spec.rollout.shapes()
+    else:
+        shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
     resolved = program.resolve_kernels(shapes)
     kernels = resolved["attention"]
     primary = is_primary()
@@ -217,6 +223,7 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
+        rollout=spec.rollout,
     )
     vocab = checks.vocab_size
     reporter.diagnose = lambda step: nonfinite_cause(

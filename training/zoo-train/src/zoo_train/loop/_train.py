@@ -45,6 +45,7 @@ def train(
     mesh: Mesh | None = None,
     start_info: dict[str, Any] | None = None,
     hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
+    rollout: Any = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` for ``config.steps`` steps, resuming from ``out`` if it holds
     checkpoints.
@@ -78,6 +79,8 @@ def train(
             metrics, not compared on resume (e.g. parameter counts).
         hooks: ``(fn, every)`` pairs run after the standard hooks: ``fn(StepEnd)`` after every
             ``every``-th step and the last (``None``: every step).
+        rollout: ``rollout(model, step, rows) -> batch``, each step's batch made from the
+            data's rows with the model being trained (GRPO's :class:`~zoo_train.grpo.Rollout`).
 
     Returns:
         A :class:`TrainResult`.
@@ -100,6 +103,7 @@ def train(
         on_record=on_record,
         start_info=start_info,
         hooks=tuple(hooks),
+        rollout=rollout,
     )
     return run_training(spec)
 
@@ -148,8 +152,11 @@ def loop_view(run: Run) -> LoopView:
 def take_step(run: Run) -> StepEnd:
     """Dispatch the next step, then make the batch after it while the device runs."""
     now = run.now
+    batch = now.batch
+    if run.rollout is not None:  # sampled from the parameters before this step's update
+        batch = run.rollout(now.state.model, now.step + 1, batch)
     with step_annotation(now.step + 1):
-        now.state, metrics = run.train_step(now.batch, now.state)
+        now.state, metrics = run.train_step(batch, now.state)
     now.step += 1
     end = StepEnd(now.step, data_state=now.data_state)  # the loader's position after this batch
     if now.step < run.end:

@@ -55,6 +55,9 @@ def check_objective(s: FinetuneSettings) -> None:
         raise UsageError(
             f"--objective must be one of {', '.join(OBJECTIVES)}; got {s.objective!r}."
         )
+    if s.objective == "grpo":
+        check_grpo(s)
+        return
     if s.beta is not None and not s.beta > 0:
         raise UsageError(f"--beta must be positive, got {s.beta}.")
     preference = s.objective != "sft"
@@ -79,6 +82,37 @@ def check_objective(s: FinetuneSettings) -> None:
                 f"{path!r} holds preference pairs; pass --objective dpo, ipo, simpo or orpo to "
                 "tune on them."
             )
+
+
+def check_grpo(s: FinetuneSettings) -> None:
+    """GRPO's prompts (JSON lines files) and reward functions are named, and nothing is
+    evaluated on held-out data (its loss needs rollouts)."""
+    if not s.data or not all(str(p).endswith(".jsonl") and pathlib.Path(p).is_file()
+                             for p in s.data):  # fmt: skip
+        raise UsageError(
+            "--objective grpo samples completions of prompts; pass them with --data as JSON "
+            "lines files (`prompt` as text or chat messages, any other columns for the rewards)."
+        )
+    if s.eval_data:
+        raise UsageError("--objective grpo evaluates no held-out data; drop --eval-data.")
+    if s.epochs is not None:
+        raise UsageError("--objective grpo counts its length in --steps; drop --epochs.")
+    if not s.grpo.reward:
+        raise UsageError(
+            "--objective grpo needs at least one --reward (module:function, "
+            "path/to/file.py:function, or answer_match, format_match, length_penalty)."
+        )
+    if s.grpo.reward_weights and len(s.grpo.reward_weights) != len(s.grpo.reward):
+        raise UsageError(
+            f"--reward-weights gives {len(s.grpo.reward_weights)} weights for "
+            f"{len(s.grpo.reward)} reward functions; give one per --reward."
+        )
+    rows = s.batch_size * s.grad_accum
+    if rows % s.grpo.num_generations:
+        raise UsageError(
+            f"--batch-size x --grad-accum = {rows} completions per step are not whole groups "
+            f"of --num-generations {s.grpo.num_generations}; make it a multiple."
+        )
 
 
 def check_finetune(s: FinetuneSettings) -> None:

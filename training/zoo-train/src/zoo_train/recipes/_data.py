@@ -33,18 +33,21 @@ def check_data_paths(paths: list[str]) -> None:
 @dataclasses.dataclass
 class Data:
     """A run's training rows, its held-out rows by source (``None``: none), and a description
-    for the start line."""
+    for the start line (``headline``: what the steps are, when not rows of tokens)."""
 
     train: Any
     val: Mapping[str, Any] | None
     described: str
+    headline: str | None = None
 
     def __enter__(self) -> Data:
         return self
 
     def __exit__(self, *exc: object) -> None:
         """Close every store's files."""
-        self.train.close()
+        close = getattr(self.train, "close", None)
+        if close is not None:
+            close()
         for part in (self.val or {}).values():
             part.close()
 

@@ -11,12 +11,13 @@ from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import export, export_again, sample
+from ._grpo import grpo_data
 from ._lora import lora_config
 from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
 from ._preference import preference_loss
-from ._run import Job, open_trackers, run, saved_provenance, say, trained
+from ._run import Job, open_trackers, run, saved_provenance, say, stop_tokens, trained
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -43,11 +44,18 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         # A rotary Hugging Face model takes a longer context from model_config; a zoo run's
         # model is what it was trained as.
         settable = s.from_hf is not None and model.config.positional == "rope"
-        check_train_positions(model.config, s.seq_len, settable=settable)
         lora = lora_config(s, model)
-        with build_data(s, model.tokenizer) as data:
-            s = steps_for_epochs(s, data.train)
-            loss_fn = preference_loss(s, model, data, lora, out, mesh, rules)
+        extra: dict = {}
+        if s.objective == "grpo":  # prompts; each step's batch is sampled from the model
+            data, rollout, loss_fn, hook = grpo_data(s, model, lora, mesh, stop_tokens(s, model))
+            extra = {"rollout": rollout, "hooks": [] if hook is None else [hook]}
+        else:
+            check_train_positions(model.config, s.seq_len, settable=settable)
+            data = build_data(s, model.tokenizer)
+        with data:
+            if s.objective != "grpo":
+                s = steps_for_epochs(s, data.train)
+                loss_fn = preference_loss(s, model, data, lora, out, mesh, rules)
             job = Job("finetune", s, out, mesh, rules, model, data, lora, saved, trackers)
             result = run(
                 job,
@@ -56,6 +64,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
                 key=jax.random.key(s.seed),
                 adapter_from=s.lora.from_,
                 loss_fn=loss_fn,
+                **extra,
             )
         if lora is not None and trained(result):
             say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")

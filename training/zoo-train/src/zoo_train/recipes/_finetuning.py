@@ -59,6 +59,7 @@ def finetune(
     adapter_from: str | pathlib.Path | None = None,
     loss_fn: LossFn | None = None,
     hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
+    rollout: Any = None,
 ) -> TrainResult:
     """Fine-tune ``model``: every floating-point array, or only LoRA adapters.
 
@@ -68,7 +69,8 @@ def finetune(
     ``lora``'s settings) gives their starting values. At the end the adapters alone are written
     to ``out/adapter/`` as a PEFT adapter directory (``adapter_model.safetensors``,
     ``adapter_config.json``). ``loss_fn`` replaces the next-token loss (e.g. a
-    :class:`~zoo_train.preference.PreferenceLoss`). The other arguments (``hooks`` too) are those of
+    :class:`~zoo_train.preference.PreferenceLoss`), and ``rollout`` makes each step's batch
+    (GRPO's :class:`~zoo_train.grpo.Rollout`). The other arguments (``hooks`` too) are those of
     :func:`~zoo_train.train`, and resuming works as there (same ``out``).
 
     Returns:
@@ -81,8 +83,9 @@ def finetune(
         model, config, lora=lora, key=key, adapter_from=adapter_from, loss_fn=loss_fn, mesh=mesh
     )
     spec = TrainSpec(
-        step, data, pathlib.Path(out), eval_data, info, stop_at, on_record, start_info, hooks
-    )
+        step, data, pathlib.Path(out), eval_data, info, stop_at, on_record, start_info, hooks,
+        rollout,
+    )  # fmt: skip
     result = run_training(spec)
     if lora is not None:
         adapted = to_host(result.model)  # every process joins the gather; process 0 writes

@@ -52,16 +52,20 @@ def _report_skips(data: Data, layouts: list[Any], seq_len: int) -> None:
         )
 
 
-def _reference_model(s: FinetuneSettings, model: Model, lora: LoRAConfig | None) -> Any:
+def reference_weights(s: FinetuneSettings, model: Model, lora: LoRAConfig | None) -> Any:
     """The model the reference log-probabilities are computed with: the starting weights (with
-    the adapter ``--lora-from`` continues merged in)."""
+    the adapter ``--lora-from`` continues merged in), built when a resumed run holds only
+    their builder."""
+    from .._plan import is_builder
+
+    base = model.model() if is_builder(model.model) else model.model
     if lora is None or s.lora.from_ is None:
-        return model.model
+        return base
     import jax
 
     from ..peft import apply_lora, load_adapters, merge_lora
 
-    adapted = apply_lora(model.model, lora, key=jax.random.key(s.seed))
+    adapted = apply_lora(base, lora, key=jax.random.key(s.seed))
     return merge_lora(load_adapters(adapted, s.lora.from_))
 
 
@@ -142,7 +146,7 @@ def preference_loss(
     else:
         started = time.perf_counter()
         tables = reference_logps(
-            _reference_model(s, model, lora),
+            reference_weights(s, model, lora),
             splits,
             seq_len=s.seq_len,
             batch_size=s.batch_size,

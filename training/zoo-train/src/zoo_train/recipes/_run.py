@@ -79,15 +79,8 @@ class Job:
         return f"{self.model.config.family} model from {source}"
 
     def stop_tokens(self) -> tuple[int, ...]:
-        """Where the model's generation stops: the source checkpoint's generation settings,
-        else the tokenizer's EOS."""
-        import zoo_models
-
-        from .._runs import read_generation
-
-        source = getattr(self.settings, "from_hf", None) or getattr(self.settings, "from_run", None)
-        generation = read_generation(source) if source else {}
-        return tuple(zoo_models.stop_token_ids(generation, self.model.tokenizer))
+        """Where the model's generation stops (:func:`stop_tokens`)."""
+        return stop_tokens(self.settings, self.model)
 
     def run_info(self) -> dict[str, Any]:
         """What the run records about its model (compared on resume)."""
@@ -100,7 +93,9 @@ class Job:
             "init": self.model.init,
         }
         objective = getattr(self.settings, "objective", "sft")
-        if objective != "sft":  # a preference run resumes only with the same objective
+        if objective == "grpo":  # a GRPO run resumes only with the same settings
+            info["objective"] = {"name": "grpo", "beta": getattr(self.settings, "beta", None)}
+        elif objective != "sft":  # a preference run resumes only with the same objective
             s = self.settings
             info["objective"] = {
                 "name": objective,
@@ -108,6 +103,18 @@ class Job:
                 "simpo_gamma": getattr(s, "simpo_gamma", None) if objective == "simpo" else None,
             }
         return info
+
+
+def stop_tokens(s: RunSettings, model: Model) -> tuple[int, ...]:
+    """Where ``model``'s generation stops: the source checkpoint's generation settings, else
+    the tokenizer's EOS."""
+    import zoo_models
+
+    from .._runs import read_generation
+
+    source = getattr(s, "from_hf", None) or getattr(s, "from_run", None)
+    generation = read_generation(source) if source else {}
+    return tuple(zoo_models.stop_token_ids(generation, model.tokenizer))
 
 
 def open_trackers(s: RunSettings, out: pathlib.Path) -> Trackers:
@@ -127,7 +134,12 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     from ..parallel import describe_mesh
 
     s, config = job.settings, job.settings.train_config()
-    if not job.saved:
+    if not job.saved and job.data.headline is not None:
+        say(
+            f"zoo: {job.command} {job.model_name()} on {job.data.described}: "
+            f"{job.data.headline} on mesh {describe_mesh(job.mesh)} -> {job.out}"
+        )
+    elif not job.saved:
         say(
             f"zoo: {job.command} {job.model_name()} on {job.data.described}: "
             f"{job.data.tokens_per_epoch:,} training tokens, {config.steps} steps of "
@@ -151,6 +163,7 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     hooks = harness_hooks(
         s.eval_harness, job.model.tokenizer, steps=config.steps, stop_tokens=job.stop_tokens()
     )
+    hooks = [*hooks, *loop_args.pop("hooks", ())]
     result = loop(
         job.model.model,
         job.data.train,

@@ -26,6 +26,7 @@ from ._run import OBJECTIVES as OBJECTIVES
 from ._run import AttentionSettings as AttentionSettings
 from ._run import EvalHarnessSettings as EvalHarnessSettings
 from ._run import FinetuneSettings as FinetuneSettings
+from ._run import GRPOSettings as GRPOSettings
 from ._run import LoRASettings as LoRASettings
 from ._run import OptimizerSettings as OptimizerSettings
 from ._run import RunSettings as RunSettings

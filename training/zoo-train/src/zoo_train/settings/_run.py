@@ -10,7 +10,7 @@ these classes (:mod:`._fields`); the defaults are those of ``zoo train`` with no
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from .._usage import UsageError
 from ._fields import declared, section, setting, table
@@ -22,8 +22,9 @@ from ._train import (
     default_warmup,
 )
 
-#: ``zoo finetune --objective``: next-token loss, or a preference objective on pairs.
-OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo")
+#: ``zoo finetune --objective``: next-token loss, a preference objective on pairs, or GRPO on
+#: prompts scored by reward functions.
+OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo", "grpo")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,6 +319,72 @@ class LoRASettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class GRPOSettings:
+    """``[grpo]``: GRPO's sampling, rewards and loss, under TRL's names (``--beta`` is the KL
+    weight)."""
+
+    reward: list[str] = setting(
+        [],
+        "reward functions: module:function, path/to/file.py:function, or answer_match, "
+        "format_match, length_penalty",
+        flag="--reward",
+        nargs="+",
+        metavar="FN",
+    )
+    reward_weights: list[float] = setting(
+        [], "each reward function's weight (empty: 1 each)", flag="--reward-weights",
+        nargs="+", metavar="W",
+    )  # fmt: skip
+    num_generations: int = setting(
+        8, "completions sampled per prompt", flag="--num-generations", metavar="G",
+        within="[2, inf)",
+    )  # fmt: skip
+    max_prompt_length: int = setting(
+        256, "prompt tokens at most", flag="--max-prompt-length", metavar="N", within="[1, inf)"
+    )
+    long_prompts: Literal["refuse", "cut"] = setting(
+        "refuse",
+        "a prompt longer than max_prompt_length: refuse (naming its line) or cut its first tokens",
+        flag="--long-prompts",
+        metavar="{refuse,cut}",
+    )
+    max_completion_length: int = setting(
+        256, "new tokens per completion at most", flag="--max-completion-length", metavar="N",
+        within="[1, inf)",
+    )  # fmt: skip
+    temperature: float = setting(
+        1.0, "sampling temperature", flag="--temperature", metavar="T", within="(0, inf)"
+    )
+    top_p: float = setting(1.0, "nucleus sampling mass", flag="--top-p", metavar="P",
+                           within="(0, 1]")  # fmt: skip
+    epsilon: float = setting(
+        0.2, "lower clipping range of the ratio", flag="--epsilon", metavar="E", within="[0, inf)"
+    )
+    epsilon_high: float | None = setting(
+        None, "upper clipping range (none: epsilon)", flag="--epsilon-high", metavar="E",
+        within="[0, inf)",
+    )  # fmt: skip
+    loss_type: Literal["grpo", "dr_grpo", "dapo"] = setting(
+        "dapo",
+        "how per-token losses are averaged",
+        flag="--loss-type",
+        metavar="{grpo,dr_grpo,dapo}",
+    )
+    num_iterations: int = setting(
+        1, "updates on each batch of rollouts", flag="--num-iterations", metavar="N",
+        within="[1, inf)",
+    )  # fmt: skip
+    scale_rewards: Literal["group", "batch", "none"] = setting(
+        "group", "divide advantages by the group's or the batch's reward std, or not",
+        flag="--scale-rewards", metavar="{group,batch,none}",
+    )  # fmt: skip
+    sample_every: int = setting(
+        10, "write sample completions with their rewards every N steps (0: never)",
+        flag="--sample-every", metavar="N", within="[0, inf)",
+    )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
 class FinetuneSettings(RunSettings):
     """The settings of ``zoo finetune``: those of ``zoo train`` and where the model comes from,
     where it goes, and its LoRA adapters."""
@@ -342,17 +409,18 @@ class FinetuneSettings(RunSettings):
     )
     objective: str = setting(
         "sft",
-        "sft (next-token loss on the responses), or preference tuning on pairs: dpo, ipo, "
-        "simpo or orpo",
+        "sft (next-token loss on the responses), preference tuning on pairs: dpo, ipo, "
+        "simpo or orpo, or grpo (rewards of sampled completions)",
         flag="--objective",
         metavar="NAME",
     )
     beta: float | None = setting(
         None,
-        "beta of the preference objective (none: 0.1 for dpo, ipo and orpo; 2.0 for simpo)",
+        "beta of the preference objective (none: 0.1 for dpo, ipo and orpo; 2.0 for simpo), "
+        "or GRPO's KL weight (none: 0, no reference)",
         flag="--beta",
         metavar="BETA",
-        within="(0, inf)",
+        within="[0, inf)",
     )
     simpo_gamma: float = setting(
         0.5,
@@ -362,6 +430,7 @@ class FinetuneSettings(RunSettings):
         within="[0, inf)",
     )
     lora: LoRASettings = section(LoRASettings)
+    grpo: GRPOSettings = section(GRPOSettings)
 
 
 def finetune_defaults() -> FinetuneSettings:

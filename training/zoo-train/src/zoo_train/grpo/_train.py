@@ -1,0 +1,180 @@
+"""``train_grpo``: GRPO through zoo's training loop, with its checkpoints, resume, metrics and
+hooks. The loop's data are prompt rows (:class:`PromptSource`); each step's batch is sampled
+from the parameters being trained (:class:`Rollout`) and trained on with :class:`GRPOLoss`."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jax.sharding import Mesh
+from jaxtyping import PyTree
+
+from .._config import TrainConfig
+from ..loop import StepEnd, TrainResult, train
+from ..parallel import BatchLayout, is_primary, make_mesh, make_rules
+from ._config import GRPOConfig
+from ._loss import GRPOLoss
+from ._prompts import Prompt, PromptSource
+from ._rewards import Rewards
+from ._rollout import Rollout
+
+#: Where sample completions are written, in the run's directory.
+COMPLETIONS_FILE = "completions.jsonl"
+
+
+class CompletionLog:
+    """A loop hook writing the first ``rows`` completions of the step's rollouts, their prompts,
+    rewards and advantages to ``OUT/completions.jsonl`` (process 0)."""
+
+    def __init__(self, rollout: Rollout, out: pathlib.Path, rows: int = 4) -> None:
+        self.rollout = rollout
+        self.path = out / COMPLETIONS_FILE
+        self.rows = rows
+
+    def __call__(self, end: StepEnd) -> None:
+        last = self.rollout.last
+        if last is None or not is_primary():
+            return
+        with self.path.open("a") as f:
+            for i in range(min(self.rows, len(last.completions))):
+                rec = {
+                    "step": end.step,
+                    "prompt": last.prompts[i],
+                    "completion": last.completions[i],
+                    "rewards": {k: v[i] for k, v in last.rewards.items()},
+                    "advantage": last.advantages[i],
+                }
+                f.write(json.dumps(rec) + "\n")
+
+
+def grpo_parts(
+    prompts: Sequence[Prompt],
+    rewards: Rewards,
+    tokenizer: Any,
+    *,
+    grpo: GRPOConfig,
+    config: TrainConfig,
+    max_prompt_length: int,
+    stop_tokens: Sequence[int],
+    reference: str | None,
+    reference_model: Any = None,
+    mesh: Mesh | None = None,
+    compute_dtype: Any = None,
+    pad_id: int = 0,
+) -> tuple[PromptSource, Rollout, GRPOLoss]:
+    """The prompt source, the rollout and the loss of a GRPO run on ``config``'s mesh (a
+    step's ``batch_size * grad_accum`` rows are completions, ``num_generations`` per prompt).
+
+    Raises:
+        ValueError: the rows are not whole groups, or a group would straddle processes.
+    """
+    rows = config.batch_size * config.grad_accum
+    if rows % grpo.num_generations:
+        raise ValueError(
+            f"--batch-size × --grad-accum = {rows} completions per step are not whole groups "
+            f"of --num-generations {grpo.num_generations}; make it a multiple."
+        )
+    mesh = make_mesh(config.mesh) if mesh is None else mesh  # as the loop lays the run out
+    rules = make_rules(config.sharding)
+    source = PromptSource(
+        prompts,
+        num_generations=grpo.num_generations,
+        max_prompt_length=max_prompt_length,
+        seed=config.seed,
+        pad_id=pad_id,
+    )
+    rollout = Rollout(
+        grpo,
+        source,
+        rewards,
+        tokenizer,
+        layout=BatchLayout(mesh, rules, rows),
+        rules=rules,
+        stop_tokens=stop_tokens,
+        seed=config.seed,
+        reference=reference,
+        reference_model=reference_model,
+        compute_dtype=compute_dtype,
+    )
+    loss = GRPOLoss(
+        grpo,
+        reference=reference,
+        compute_dtype=compute_dtype,
+        reward_names=rewards.names,
+        reward_weights=rewards.weights,
+    )
+    return source, rollout, loss
+
+
+def train_grpo(
+    model: PyTree,
+    prompts: Sequence[Prompt],
+    rewards: Rewards,
+    tokenizer: Any,
+    *,
+    grpo: GRPOConfig,
+    config: TrainConfig,
+    out: str | pathlib.Path,
+    max_prompt_length: int,
+    stop_tokens: Sequence[int] = (),
+    reference: str | None = None,
+    reference_model: Any = None,
+    trainable: Any = None,
+    mesh: Mesh | None = None,
+    sample_every: int | None = None,
+    hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
+    **train_kwargs: Any,
+) -> TrainResult:
+    """Fine-tune ``model`` with GRPO for ``config.steps`` steps into ``out`` (resuming what
+    is there), as :func:`zoo_train.train` does.
+
+    Args:
+        model: a zoo model (``decode`` with a KV cache, and the training call), with LoRA
+            adapters when ``trainable`` selects them.
+        prompts: the prompts (:func:`read_prompts`).
+        rewards: the reward functions.
+        tokenizer: decodes completions.
+        grpo: the GRPO settings.
+        config: the loop's settings; ``batch_size`` counts completions.
+        max_prompt_length: the prompts' padded width.
+        stop_tokens: ids that end a completion.
+        reference: ``"adapters"``, ``"batch"`` (with ``reference_model``) or ``None``
+            (``beta = 0``).
+        sample_every: write sample completions every this many steps (``None``: never).
+        hooks, train_kwargs: passed to :func:`zoo_train.train`.
+    """
+    out = pathlib.Path(out)
+    source, rollout, loss = grpo_parts(
+        prompts,
+        rewards,
+        tokenizer,
+        grpo=grpo,
+        config=config,
+        max_prompt_length=max_prompt_length,
+        stop_tokens=stop_tokens,
+        reference=reference,
+        reference_model=reference_model,
+        mesh=mesh,
+    )
+    extra = list(hooks)
+    if sample_every is not None:
+        extra.append((CompletionLog(rollout, out), sample_every))
+    run_info = dict(train_kwargs.pop("run_info", None) or {})
+    run_info["grpo"] = grpo.to_dict()
+    run_info["rewards"] = {"names": list(rewards.names), "weights": list(rewards.weights)}
+    return train(
+        model,
+        source,
+        config=config,
+        out=out,
+        loss_fn=loss,
+        trainable=trainable,
+        mesh=mesh,
+        hooks=extra,
+        rollout=rollout,
+        run_info=run_info,
+        **train_kwargs,
+    )
