@@ -221,3 +221,40 @@ def test_builtin_rewards_follow_their_definitions():
     np.testing.assert_array_equal(scored[:, 0], [1.0, 1.0, 0.0, 1.0])
     np.testing.assert_array_equal(scored[:, 1], [1.0, 0.0, 0.0, 0.0])
     np.testing.assert_allclose(scored[:, 2], [0.0, 0.0, -0.5, 0.0])
+
+
+def test_prompts_come_from_any_record_input_with_their_columns(tmp_path):
+    """JSON lines (plain and gzipped), Parquet and Arrow give the same prompts and columns,
+    tokenized as the tokenizer encodes them; a plain-text file has no fields and is refused."""
+    import gzip
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from zoo_data import byte_tokenizer
+    from zoo_train.grpo import read_prompts
+
+    rng = np.random.default_rng()
+    words = ["alpha", "beta", "gamma", "delta", "épsilon"]
+    rows = [
+        {"prompt": " ".join(rng.choice(words, int(rng.integers(1, 5)))), "answer": str(i)}
+        for i in range(int(rng.integers(3, 9)))
+    ]
+    lines = "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "p.jsonl").write_text(lines)
+    (tmp_path / "p.jsonl.gz").write_bytes(gzip.compress(lines.encode()))
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table, tmp_path / "p.parquet")
+    with pa.ipc.new_file(tmp_path / "p.arrow", table.schema) as writer:
+        writer.write_table(table)
+    tok = byte_tokenizer()
+    want = [(tuple(tok.encode(r["prompt"])), r["prompt"], {"answer": r["answer"]}) for r in rows]
+    for name in ("p.jsonl", "p.jsonl.gz", "p.parquet", "p.arrow"):
+        got = read_prompts(tmp_path / name, tok, max_prompt_length=64)
+        assert [(p.ids, p.shown, p.columns) for p in got] == want, name
+    both = read_prompts([tmp_path / "p.parquet", tmp_path / "p.jsonl"], tok, max_prompt_length=64)
+    assert len(both) == 2 * len(rows)
+    (tmp_path / "p.txt").write_text(rows[0]["prompt"])
+    with pytest.raises(ValueError, match="plain text, which has no fields"):
+        read_prompts(tmp_path / "p.txt", tok, max_prompt_length=64)

@@ -35,6 +35,8 @@ from ._tokenizers import HFTokenizer as HFTokenizer
 from ._tokenizers import ZooTokenizer as ZooTokenizer
 from ._tokenizers import load_tokenizer as load_tokenizer
 from .inputs import DocumentStream as DocumentStream
+from .inputs import Record as Record
+from .inputs import read_records as read_records
 from .store import STORE_FORMAT_VERSION as STORE_FORMAT_VERSION
 from .store import HeldOut as HeldOut
 from .store import StoreLoader as StoreLoader

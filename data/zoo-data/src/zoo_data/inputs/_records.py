@@ -4,7 +4,6 @@ line or a record batch at a time, as documents (plain text, chat or prompt/compl
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,6 +13,7 @@ from .._documents import Document
 from .._pairs import is_pair_record, pair_documents
 from ._compressed import open_raw
 from ._files import InputFile
+from ._rows import arrow_batches, json_line
 from ._text import piece_documents, pieces
 
 _BATCH_ROWS = 1024
@@ -75,10 +75,7 @@ def read_jsonl(
                 not_utf8(line_no)
                 continue
             where = f"{file.path}:{line_no}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{where} is not valid JSON ({e.msg}); fix the line.") from e
+            record = json_line(line, where)
             yield from record_documents(
                 record, f"{file.name}:{line_no}", where, text_field, required=True, skip=skip
             )
@@ -103,7 +100,6 @@ def _columns(names: list[str], file: InputFile, text_field: str) -> list[str]:
 
 def _batches(file: InputFile, text_field: str) -> tuple[Iterator[Any], int]:
     """Record batches of the columns that hold documents, and the number of rows (-1: unknown)."""
-    import pyarrow as pa
 
     if file.kind == "parquet":
         import pyarrow.parquet as pq
@@ -112,15 +108,8 @@ def _batches(file: InputFile, text_field: str) -> tuple[Iterator[Any], int]:
         columns = _columns(table.schema_arrow.names, file, text_field)
         rows = table.metadata.num_rows
         return table.iter_batches(batch_size=_BATCH_ROWS, columns=columns), rows
-    source = pa.memory_map(str(file.path))
-    try:  # the Arrow file format; `datasets` writes the stream format
-        reader: Any = pa.ipc.open_file(source)
-        batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-    except pa.ArrowInvalid:
-        source.seek(0)
-        reader = pa.ipc.open_stream(source)
-        batches = iter(reader)
-    columns = _columns(reader.schema.names, file, text_field)
+    names, batches = arrow_batches(file.path)
+    columns = _columns(names, file, text_field)
     # The stream format does not say how many rows it holds: progress moves per file.
     return (b.select(columns) for b in batches), -1
 

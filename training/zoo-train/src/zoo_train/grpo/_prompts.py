@@ -1,4 +1,4 @@
-"""The prompts GRPO samples from: a JSON-lines file of ``prompt`` (text, or chat messages
+"""The prompts GRPO samples from: records (JSON lines, Parquet, Arrow) of ``prompt`` (text, or chat messages
 rendered with the model's chat template) and any other columns, handed to the reward
 functions; and the data source that gives each step its rows, a prompt repeated over its group.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import pathlib
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,53 +47,55 @@ def _encode(record: dict[str, Any], tokenizer: Any) -> tuple[list[int], Any, boo
 
 
 def read_prompts(
-    path: str | pathlib.Path,
+    sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     tokenizer: Any,
     *,
     max_prompt_length: int,
     long_prompts: str = "refuse",
 ) -> list[Prompt]:
-    """The prompts of a JSON-lines file, tokenized.
+    """The prompts of ``sources``, tokenized.
 
     Args:
-        path: one JSON object per line with ``prompt`` (or ``messages``); every other key is
-            a column for the reward functions.
+        sources: files, directories or globs of records (:func:`zoo_data.read_records`: JSON
+            lines, plain or compressed, Parquet, Arrow, ``datasets`` directories), each with
+            ``prompt`` (or ``messages``); every other field is a column for the reward
+            functions.
         tokenizer: the model's (its chat template renders chat prompts).
         max_prompt_length: tokens a prompt may have (the room left beside the completion).
-        long_prompts: ``"refuse"``: a longer prompt is an error naming its line; ``"cut"``:
+        long_prompts: ``"refuse"``: a longer prompt is an error naming its record; ``"cut"``:
             its first tokens are dropped (the end of a prompt is what the completion follows).
 
     Raises:
-        ValueError: an unreadable line, a line without a prompt, an empty file, or a prompt
-            too long with ``long_prompts="refuse"``; the message names the file and line.
+        ValueError: an unreadable record, a record without a prompt, no record at all, or a
+            prompt too long with ``long_prompts="refuse"``; the message names the record.
     """
+    from zoo_data import read_records
+
     if long_prompts not in LONG_PROMPTS:
         raise ValueError(f"--long-prompts must be one of {LONG_PROMPTS}, got {long_prompts!r}.")
-    path = pathlib.Path(path)
     out: list[Prompt] = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    for record in read_records(sources):
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError("is not a JSON object")
-            ids, shown, chat = _encode(record, tokenizer)
+            ids, shown, chat = _encode(record.values, tokenizer)
         except ValueError as e:
-            raise ValueError(f"{path}:{number} {e}.") from None
+            raise ValueError(f"{record.where} {e}.") from None
         if len(ids) > max_prompt_length:
             if long_prompts == "refuse":
                 raise ValueError(
-                    f"{path}:{number} has a prompt of {len(ids)} tokens, more than "
+                    f"{record.where} has a prompt of {len(ids)} tokens, more than "
                     f"--max-prompt-length {max_prompt_length}; raise it, or pass "
                     "--long-prompts cut to keep the last tokens."
                 )
             ids = ids[-max_prompt_length:]
-        columns = {k: v for k, v in record.items() if k not in ("prompt", "messages")}
+        columns = {k: v for k, v in record.values.items() if k not in ("prompt", "messages")}
         out.append(Prompt(tuple(int(i) for i in ids), shown, columns, chat))
     if not out:
-        raise ValueError(f"{path} holds no prompt.")
+        raise ValueError(f"{', '.join(map(str, _listed(sources)))} holds no prompt.")
     return out
+
+
+def _listed(sources: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[Any]:
+    return [sources] if isinstance(sources, str | os.PathLike) else list(sources)
 
 
 class PromptSource:

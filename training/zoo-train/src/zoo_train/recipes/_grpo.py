@@ -69,16 +69,12 @@ def grpo_data(
             f"{model.config.max_position} positions; lower them."
         )
     try:
-        prompts = [
-            p
-            for path in s.data
-            for p in read_prompts(
-                path,
-                model.tokenizer,
-                max_prompt_length=g.max_prompt_length,
-                long_prompts=g.long_prompts,
-            )
-        ]
+        prompts = read_prompts(
+            s.data,
+            model.tokenizer,
+            max_prompt_length=g.max_prompt_length,
+            long_prompts=g.long_prompts,
+        )
         rewards = Rewards.load(g.reward, g.reward_weights or None)
     except ValueError as e:
         raise UsageError.from_error(e) from None
