@@ -78,26 +78,42 @@ LORA = ["--lora-rank", "4", "--beta", "0.04", "--steps", "8", "--save-every", "2
         "--sample-every", "4"]  # fmt: skip
 
 
-def _kill_after_checkpoint(setup: pathlib.Path, out: str, step: int) -> None:
-    """Run ``zoo`` in a process of its own and SIGKILL it once checkpoint ``step`` is saved."""
+def _saved(out: pathlib.Path) -> list[int]:
+    return sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
+
+
+def _start(setup: pathlib.Path, out: str) -> subprocess.Popen:
     code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    victim = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", code, *_args(setup, out, *LORA)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    saved = setup / out / "checkpoints" / str(step)
+
+
+def _stop_when(victim: subprocess.Popen, ready, sig: signal.Signals) -> str:
+    """Send ``sig`` to ``victim`` once ``ready()``; its stderr."""
     deadline = time.monotonic() + 300
-    while not saved.is_dir() and victim.poll() is None and time.monotonic() < deadline:
+    while not ready() and victim.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    victim.send_signal(signal.SIGKILL)
-    _, stderr = victim.communicate(timeout=60)
+    victim.send_signal(sig)
+    return victim.communicate(timeout=120)[1]
+
+
+def test_lora_grpo_killed_or_preempted_and_resumed_equals_an_uninterrupted_run(setup):
+    """SIGKILL once checkpoint 2 is saved, then SIGTERM (a preemption) between checkpoints,
+    which finishes and saves the step in flight: each resumed, the run's losses, rewards and
+    KL are the uninterrupted run's, step by step; and its adapter loads in peft."""
+    out = setup / "killed"
+    victim = _start(setup, "killed")
+    stderr = _stop_when(victim, (out / "checkpoints" / "2").is_dir, signal.SIGKILL)
     assert victim.returncode == -signal.SIGKILL, stderr[-2000:]
-
-
-def test_lora_grpo_killed_and_resumed_equals_an_uninterrupted_run_and_exports_for_peft(setup):
-    _kill_after_checkpoint(setup, "killed", 2)
-    killed = _steps(setup / "killed")
+    killed = _steps(out)
     assert killed and killed[-1]["step"] < 8  # it died mid-run
+    after = _saved(out)[-1] + 2  # a checkpoint only the resumed process writes
+    victim = _start(setup, "killed")
+    stderr = _stop_when(victim, (out / "checkpoints" / str(after)).is_dir, signal.SIGTERM)
+    assert victim.returncode == 143, stderr[-2000:]
+    assert after <= _saved(out)[-1] < 8  # the step in flight when it stopped, saved
     code, said = _zoo(setup, "killed", *LORA, "--export-hf", str(setup / "export"))
     assert code == 0, said
     code, said = _zoo(setup, "whole", *LORA)
@@ -137,9 +153,7 @@ def test_a_failing_reward_stops_in_one_sentence_and_keeps_the_last_checkpoint(se
     error = [line for line in said.splitlines() if "Reward function fails_at_step_3" in line]
     assert len(error) == 1 and "Traceback" not in said
     assert "returned nan for row 1 at step 3" in error[0] and "last checkpoint kept" in error[0]
-    saved = sorted(int(p.name) for p in (setup / "failing" / "checkpoints").iterdir()
-                   if p.name.isdigit())  # fmt: skip
-    assert saved == [2]
+    assert _saved(setup / "failing") == [2]
 
 
 def test_a_prompt_too_long_is_refused_or_cut_and_a_full_fine_tune_exports(setup):
