@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import inspect
 from typing import ClassVar
 
 import jax
@@ -12,7 +13,7 @@ from ._spec import AttentionSpec
 
 #: The attention contract. Its major number is this package's major version (shared with the
 #: grouped-matmul contract, ``zoo_attention.grouped.GROUPED_MATMUL_CONTRACT_VERSION``).
-CONTRACT_VERSION = "1.1"
+CONTRACT_VERSION = "1.2"
 
 
 class AttentionKernel(Kernel):
@@ -37,6 +38,12 @@ class AttentionKernel(Kernel):
             kernel that tiles sequences without padding, such as ``splash``: 128); the shared
             conformance cases run on it at their lengths rounded up to a multiple (contract
             1.2's test suite; 1 for every other kernel).
+
+    Contract 1.2 adds the optional feature ``query_offset`` (``spec.has_query_offset``): the
+    queries are one block of a longer sequence (a sequence sharded over a mesh axis), and
+    ``__call__`` receives the block's first position as ``query_offset=``. A kernel serves it
+    when its ``check`` accepts such a spec and its ``__call__`` has the ``query_offset``
+    parameter; a kernel written before 1.2 has none and is refused (:func:`contract_reason`).
     """
 
     contract_version: ClassVar[str] = CONTRACT_VERSION
@@ -60,6 +67,8 @@ class AttentionKernel(Kernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
+        *,
+        query_offset: jax.Array | None = None,
     ) -> jax.Array:
         """Compute attention for a call already validated into ``spec``.
 
@@ -71,7 +80,31 @@ class AttentionKernel(Kernel):
             spec: the static description of the call; ``spec.scale`` is already resolved.
                 Under ``shard_map`` (``partitionable = False`` on a mesh) the arrays and the
                 spec are one shard's.
+            query_offset: int32 scalar, the position of query row 0 for the causal and window
+                rules (keys start at 0); passed only when ``spec.has_query_offset`` (contract
+                1.2), so a kernel that never accepts such a spec may leave it out.
 
         Returns:
             ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
         """
+
+
+def takes_query_offset(kernel: AttentionKernel) -> bool:
+    """Whether ``kernel.__call__`` accepts ``query_offset=`` (contract 1.2)."""
+    try:
+        params = inspect.signature(kernel.__call__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "query_offset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def contract_reason(kernel: AttentionKernel, spec: AttentionSpec) -> str | None:
+    """Why a kernel cannot serve ``spec`` whatever its ``check`` says (``None``: its ``check``
+    decides): a kernel written before contract 1.2 never heard of a query offset, so its
+    ``check`` cannot refuse one, and its call has no ``query_offset`` to receive it."""
+    if spec.has_query_offset and not takes_query_offset(kernel):
+        return (
+            "its call takes no query offset (contract 1.2), which causal and window masks "
+            "need on a sequence split over devices."
+        )
+    return None

@@ -1,0 +1,43 @@
+"""Load balancing for causal attention over a sequence-sharded axis: the dual-chunk order.
+
+Split into contiguous blocks, a causal sequence gives the last shard ``C`` times the work of
+the first (its queries see every key). Cut the sequence into ``2C`` chunks instead and give
+shard ``d`` chunks ``d`` and ``2C - 1 - d``: every shard then holds one early and one late
+chunk, and the same number of visible (query, key) pairs. The data are laid out in this order
+before the model sees them (positions and segment ids travel with the tokens); attention
+restores the natural order of the gathered keys.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def dual_chunk_chunks(shard: int, shards: int) -> tuple[int, int]:
+    """The two chunks (of ``2 * shards``) that ``shard`` holds: ``(shard, 2*shards-1-shard)``."""
+    return shard, 2 * shards - 1 - shard
+
+
+def dual_chunk_order(length: int, shards: int) -> np.ndarray:
+    """``order[i]``: the natural position at place ``i`` of the balanced layout, int ``[length]``.
+
+    ``x[..., order]`` lays a sequence out balanced; shard ``d`` of the result (contiguous block
+    ``d`` of ``length // shards``) holds chunks ``d`` and ``2*shards-1-d``.
+
+    Raises:
+        ValueError: ``length`` is not a multiple of ``2 * shards``.
+    """
+    if shards < 1 or length % (2 * shards):
+        raise ValueError(
+            f"a load-balanced sequence of {length} over {shards} shards needs a length that is "
+            f"a multiple of {2 * shards}; change the sequence length or the context axis."
+        )
+    chunk = length // (2 * shards)
+    chunks = [c for d in range(shards) for c in dual_chunk_chunks(d, shards)]
+    return np.concatenate([np.arange(c * chunk, (c + 1) * chunk) for c in chunks])
+
+
+def natural_order(length: int, shards: int) -> np.ndarray:
+    """The inverse of :func:`dual_chunk_order`: ``balanced[..., natural_order(...)]`` is the
+    sequence in its natural order again."""
+    return np.argsort(dual_chunk_order(length, shards))
