@@ -8,7 +8,9 @@ balancing.
 
 from ._order import dual_chunk_chunks as dual_chunk_chunks
 from ._order import dual_chunk_order as dual_chunk_order
+from ._order import from_dual_chunk as from_dual_chunk
 from ._order import natural_order as natural_order
+from ._order import to_dual_chunk as to_dual_chunk
 from ._sharded import CONTEXT_AXIS as CONTEXT_AXIS
 from ._sharded import SequencePlan as SequencePlan
 from ._sharded import sequence_plan as sequence_plan

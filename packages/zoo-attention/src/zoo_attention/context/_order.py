@@ -10,6 +10,8 @@ restores the natural order of the gathered keys.
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -41,3 +43,32 @@ def natural_order(length: int, shards: int) -> np.ndarray:
     """The inverse of :func:`dual_chunk_order`: ``balanced[..., natural_order(...)]`` is the
     sequence in its natural order again."""
     return np.argsort(dual_chunk_order(length, shards))
+
+
+def _chunks(x: jax.Array, shards: int, axis: int) -> tuple[jax.Array, tuple[int, ...]]:
+    shape = x.shape
+    if shape[axis] % (2 * shards):
+        raise ValueError(
+            f"a load-balanced sequence of {shape[axis]} over {shards} shards needs a length "
+            f"that is a multiple of {2 * shards}."
+        )
+    split = (*shape[:axis], 2 * shards, shape[axis] // (2 * shards), *shape[axis + 1 :])
+    return x.reshape(split), shape
+
+
+def to_dual_chunk(x: jax.Array, shards: int, axis: int = 1) -> jax.Array:
+    """``x`` with its ``axis`` laid out in the dual-chunk order (``x[..., dual_chunk_order]``
+    along ``axis``), by reshapes and a flip instead of a gather."""
+    chunks, shape = _chunks(x, shards, axis)
+    first = jax.lax.slice_in_dim(chunks, 0, shards, axis=axis)
+    second = jnp.flip(jax.lax.slice_in_dim(chunks, shards, 2 * shards, axis=axis), axis=axis)
+    return jnp.stack([first, second], axis=axis + 1).reshape(shape)
+
+
+def from_dual_chunk(x: jax.Array, shards: int, axis: int = 1) -> jax.Array:
+    """The inverse of :func:`to_dual_chunk`: ``x``'s ``axis`` back in natural order."""
+    chunks, shape = _chunks(x, shards, axis)
+    pairs = chunks.reshape(*shape[:axis], shards, 2, *chunks.shape[axis + 1 :])
+    first = jax.lax.index_in_dim(pairs, 0, axis=axis + 1, keepdims=False)
+    second = jnp.flip(jax.lax.index_in_dim(pairs, 1, axis=axis + 1, keepdims=False), axis=axis)
+    return jnp.concatenate([first, second], axis=axis).reshape(shape)

@@ -23,7 +23,7 @@ from .._kernel import AttentionKernel
 from .._partition import Axes, current_partition_axes, free_axes, plan_axes, spec_entry
 from .._spec import AttentionSpec
 from .._target import active_mesh, input_mesh
-from ._order import dual_chunk_chunks
+from ._order import dual_chunk_chunks, from_dual_chunk
 
 #: The mesh axis that splits sequences when :func:`zoo_attention.partition_axes` names none
 #: (MaxText's name).
@@ -91,16 +91,6 @@ def sequence_plan(spec: AttentionSpec, *arrays: Any) -> SequencePlan | None:
     )
 
 
-def _natural(x: jax.Array, shards: int) -> jax.Array:
-    """Gathered ``[B, S, ...]`` in the dual-chunk layout, back in natural order: shard ``d``
-    brought chunks ``d`` and ``2C-1-d``, so the first halves in shard order, then the second
-    halves in reverse shard order, are the chunks ``0 … 2C-1``."""
-    b, s, *rest = x.shape
-    halves = x.reshape(b, shards, 2, s // (2 * shards), *rest)
-    first, second = halves[:, :, 0], jnp.flip(halves[:, :, 1], axis=1)
-    return jnp.concatenate([first, second], axis=1).reshape(b, s, *rest)
-
-
 def sequence_sharded_call(
     kernel: AttentionKernel,
     query: jax.Array,
@@ -133,7 +123,7 @@ def sequence_sharded_call(
 
     def gather(x: jax.Array) -> jax.Array:
         full = jax.lax.all_gather(x, plan.sequence, axis=1, tiled=True)
-        return _natural(full, shards) if plan.balanced else full
+        return from_dual_chunk(full, shards) if plan.balanced else full
 
     def run(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, first: Any) -> jax.Array:
         if not local.has_query_offset:
