@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import inspect
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 
@@ -67,10 +67,12 @@ class AttentionKernel(Kernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
-        *,
-        query_offset: jax.Array | None = None,
     ) -> jax.Array:
         """Compute attention for a call already validated into ``spec``.
+
+        A kernel serving contract 1.2's query offset adds the keyword-only parameter
+        ``query_offset: jax.Array | None = None`` (an optional parameter, so the signature stays
+        compatible with this one).
 
         Args:
             query: ``[B, T, N, H]``.
@@ -80,9 +82,9 @@ class AttentionKernel(Kernel):
             spec: the static description of the call; ``spec.scale`` is already resolved.
                 Under ``shard_map`` (``partitionable = False`` on a mesh) the arrays and the
                 spec are one shard's.
-            query_offset: int32 scalar, the position of query row 0 for the causal and window
-                rules (keys start at 0); passed only when ``spec.has_query_offset`` (contract
-                1.2), so a kernel that never accepts such a spec may leave it out.
+            query_offset: (1.2, when the kernel declares it) int32 scalar, the position of
+                query row 0 for the causal and window rules (keys start at 0); passed only when
+                ``spec.has_query_offset``.
 
         Returns:
             ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
@@ -96,6 +98,23 @@ def takes_query_offset(kernel: AttentionKernel) -> bool:
     except (TypeError, ValueError):
         return False
     return "query_offset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def run_kernel(
+    kernel: AttentionKernel,
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    segment_ids: tuple[jax.Array, jax.Array] | None,
+    spec: AttentionSpec,
+    query_offset: jax.Array | None = None,
+) -> jax.Array:
+    """``kernel(...)``, with ``query_offset=`` when ``spec.has_query_offset`` (resolution has
+    checked the kernel takes it: :func:`contract_reason`)."""
+    if not spec.has_query_offset:
+        return kernel(query, key, value, segment_ids, spec)
+    call: Any = kernel  # the 1.2 parameter is the kernel's own, not the base signature's
+    return call(query, key, value, segment_ids, spec, query_offset=query_offset)
 
 
 def contract_reason(kernel: AttentionKernel, spec: AttentionSpec) -> str | None:

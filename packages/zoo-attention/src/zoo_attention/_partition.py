@@ -21,7 +21,7 @@ import jax
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
-from ._kernel import AttentionKernel
+from ._kernel import AttentionKernel, run_kernel
 from ._spec import AttentionSpec
 from ._target import active_mesh, input_mesh
 
@@ -148,9 +148,7 @@ def call_kernel(
     ``query_offset`` reaches the kernel only when ``spec.has_query_offset``."""
 
     def call(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any, s: Any) -> jax.Array:
-        if s.has_query_offset:
-            return kernel(q, k, v, ids, s, query_offset=off)
-        return kernel(q, k, v, ids, s)
+        return run_kernel(kernel, q, k, v, ids, s, off)
 
     if kernel.partitionable:
         return call(query, key, value, segment_ids, query_offset, spec)

@@ -10,13 +10,16 @@ restores the natural order of the gathered keys.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 
-def dual_chunk_chunks(shard: int, shards: int) -> tuple[int, int]:
-    """The two chunks (of ``2 * shards``) that ``shard`` holds: ``(shard, 2*shards-1-shard)``."""
+def dual_chunk_chunks(shard: Any, shards: int) -> tuple[Any, Any]:
+    """The two chunks (of ``2 * shards``) that ``shard`` holds: ``(shard, 2*shards-1-shard)``
+    (``shard`` an int, or a traced index inside ``shard_map``)."""
     return shard, 2 * shards - 1 - shard
 
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from .._kernel import AttentionKernel
+from .._kernel import AttentionKernel, run_kernel
 from .._partition import Axes, current_partition_axes, free_axes, plan_axes, spec_entry
 from .._spec import AttentionSpec
 from .._target import active_mesh, input_mesh
@@ -126,9 +126,7 @@ def sequence_sharded_call(
         return from_dual_chunk(full, shards) if plan.balanced else full
 
     def run(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, first: Any) -> jax.Array:
-        if not local.has_query_offset:
-            return kernel(q, k, v, ids, local)
-        return kernel(q, k, v, ids, local, query_offset=first)
+        return run_kernel(kernel, q, k, v, ids, local, first)
 
     def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, extra: Any) -> jax.Array:
         k, v = gather(k), gather(v)
