@@ -82,21 +82,25 @@ def test_sequence_sharded_attention_matches_the_reference(impl, mask, balanced):
         np.testing.assert_allclose(got[:, back], ref, rtol=2e-5, atol=2e-5)
 
 
-def test_flash_tpu_serves_unmasked_blocks_and_hands_causal_ones_on(monkeypatch):
-    """flash_tpu (generic interpret mode under ``shard_map``) runs a sequence-sharded call
-    whose mask does not depend on positions unchanged; it plans its grid from static
-    positions and takes no query offset, so a causal call falls back, saying why."""
+@pytest.mark.parametrize("mask", CASES)
+@pytest.mark.parametrize("balanced", [False, True], ids=["contiguous", "balanced"])
+def test_flash_tpu_runs_each_shard_with_its_static_offset(mask, balanced, monkeypatch):
+    """flash_tpu plans its grid from the offset, so it takes it as an int: the contract runs
+    one ``lax.switch`` branch per shard (generic Pallas interpret mode under ``shard_map``),
+    and the result is float64 reference attention and its gradients."""
     monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
-    monkeypatch.setenv(zoo_attention.ENV_VAR, "flash_tpu,xla")
     q, k, v, ids, cot = _inputs(np.random.default_rng().integers(1 << 30))
+    want = reference_attention(q, k, v, segment_ids=ids, cotangent=cot, **mask)
     mesh = _mesh((2, 4), ("data", "context"))
-    want = reference_attention(q, k, v, segment_ids=ids, cotangent=cot)
+    order = dual_chunk_order(T, 4) if balanced else np.arange(T)
+    lay = lambda x: x[:, order]
     with zoo_attention.recording() as log:
-        out, grads, _ = _run(None, {}, mesh, q, k, v, ids, cot)
-    assert log.last.kernel == "flash_tpu" and log.last.spec.q_len == T // 4
-    np.testing.assert_allclose(out, want.out, rtol=2e-5, atol=2e-5)
+        out, grads, text = _run(
+            "flash_tpu", mask, mesh, *map(lay, (q, k, v, ids, cot)), balanced=balanced
+        )
+    assert {r.kernel for r in log.resolutions} == {"flash_tpu"}
+    assert "case" in text  # the switch over shards
+    back = natural_order(T, 4) if balanced else np.arange(T)
+    np.testing.assert_allclose(out[:, back], want.out, rtol=2e-5, atol=2e-5)
     for got, ref in zip(grads, (want.dq, want.dk, want.dv), strict=True):
-        np.testing.assert_allclose(got, ref, rtol=2e-5, atol=2e-5)
-    with zoo_attention.recording() as log:
-        _run(None, {"is_causal": True}, mesh, q, k, v, ids, cot)
-    assert log.last.kernel == "xla" and "query offset" in log.last.fallback_reason
+        np.testing.assert_allclose(got[:, back], ref, rtol=2e-5, atol=2e-5)

@@ -38,6 +38,9 @@ class AttentionKernel(Kernel):
             kernel that tiles sequences without padding, such as ``splash``: 128); the shared
             conformance cases run on it at their lengths rounded up to a multiple (contract
             1.2's test suite; 1 for every other kernel).
+        static_query_offset: (contract 1.2) the kernel takes the query offset as a Python int
+            only (it plans before tracing, as a Pallas grid is): a sequence-sharded call then
+            runs one branch per shard (``lax.switch``), each with its own static offset.
 
     Contract 1.2 adds the optional feature ``query_offset`` (``spec.has_query_offset``): the
     queries are one block of a longer sequence (a sequence sharded over a mesh axis), and
@@ -49,6 +52,7 @@ class AttentionKernel(Kernel):
     contract_version: ClassVar[str] = CONTRACT_VERSION
     partitionable: ClassVar[bool] = True
     sequence_tile: ClassVar[int] = 1
+    static_query_offset: ClassVar[bool] = False
 
     @abc.abstractmethod
     def check(self, spec: AttentionSpec) -> str | None:
@@ -107,7 +111,7 @@ def run_kernel(
     value: jax.Array,
     segment_ids: tuple[jax.Array, jax.Array] | None,
     spec: AttentionSpec,
-    query_offset: jax.Array | None = None,
+    query_offset: jax.Array | int | None = None,
 ) -> jax.Array:
     """``kernel(...)``, with ``query_offset=`` when ``spec.has_query_offset`` (resolution has
     checked the kernel takes it: :func:`contract_reason`)."""

@@ -141,7 +141,7 @@ def call_kernel(
     value: jax.Array,
     segment_ids: tuple[jax.Array, jax.Array] | None,
     spec: AttentionSpec,
-    query_offset: jax.Array | None = None,
+    query_offset: jax.Array | int | None = None,
 ) -> jax.Array:
     """Call ``kernel``, under ``shard_map`` when it cannot be partitioned and a mesh is active.
 
@@ -172,8 +172,12 @@ def call_kernel(
     kv_spec = P(spec_entry(batch), None, spec_entry(heads) if kv_split else None, None)
     id_spec = P(spec_entry(batch), None)
 
+    # A Python int offset stays static (a kernel may plan from it); an array goes in replicated.
+    fixed = query_offset if isinstance(query_offset, int) else None
+    traced = None if isinstance(query_offset, int) else query_offset
+
     def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any) -> jax.Array:
-        return call(q, k, v, ids, off, local)
+        return call(q, k, v, ids, fixed if off is None else off, local)
 
     # Every free axis is manual inside: an axis that shards neither batch nor heads runs the
     # kernel replicated, instead of leaving XLA a Mosaic call it cannot partition.
@@ -185,10 +189,10 @@ def call_kernel(
             kv_spec,
             kv_spec,
             None if segment_ids is None else (id_spec, id_spec),
-            None if query_offset is None else P(),
+            None if traced is None else P(),
         ),
         out_specs=q_spec,
         axis_names=set(free),
         check_vma=False,
     )
-    return sharded(query, key, value, segment_ids, query_offset)
+    return sharded(query, key, value, segment_ids, traced)

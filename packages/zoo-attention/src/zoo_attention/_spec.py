@@ -139,8 +139,9 @@ def _normalise_segment_ids(
     return jnp.asarray(q_ids, jnp.int32), jnp.asarray(kv_ids, jnp.int32)
 
 
-def normalise_query_offset(query_offset: Any) -> jax.Array | None:
-    """``query_offset`` as an int32 scalar array (``None`` stays ``None``).
+def normalise_query_offset(query_offset: Any) -> jax.Array | int | None:
+    """``query_offset`` checked: a Python int stays one (a kernel that plans before tracing
+    needs it static), an integer scalar array becomes int32 (``None`` stays ``None``).
 
     Raises:
         ValueError: not a non-negative int nor an integer scalar array.
@@ -152,7 +153,7 @@ def normalise_query_offset(query_offset: Any) -> jax.Array | None:
     if isinstance(query_offset, int):
         if query_offset < 0:
             raise ValueError(f"`query_offset` must be non-negative, got {query_offset}.")
-        return jnp.asarray(query_offset, jnp.int32)
+        return query_offset
     if (
         not hasattr(query_offset, "shape")
         or _shape(query_offset) != ()

@@ -98,7 +98,7 @@ def sequence_sharded_call(
     value: jax.Array,
     segment_ids: tuple[jax.Array, jax.Array] | None,
     plan: SequencePlan,
-    query_offset: jax.Array | None = None,
+    query_offset: jax.Array | int | None = None,
 ) -> jax.Array:
     """Run ``kernel`` on every device's block of the sequence (see the module's docstring).
 
@@ -109,9 +109,23 @@ def sequence_sharded_call(
         plan: from :func:`sequence_plan`.
         query_offset: added to every block's offset (a caller's own), or ``None``.
 
+    A kernel that takes the offset only as a Python int (``static_query_offset``) runs in one
+    ``lax.switch`` branch per shard, each with its shard's offsets as constants.
+
     Returns:
         ``[B, T, N, H]``, sharded like ``query``.
+
+    Raises:
+        ValueError: a traced ``query_offset`` for a kernel that needs it static.
     """
+    static = kernel.static_query_offset and local_needs_offset(plan)
+    if static and query_offset is not None and not isinstance(query_offset, int):
+        raise ValueError(
+            f"kernel {kernel.name!r} takes the query offset as a Python int, got an array; "
+            "pass an int or use a kernel that takes traced offsets (xla, chunked)."
+        )
+    fixed = query_offset if isinstance(query_offset, int) else None
+    traced = None if isinstance(query_offset, int) else query_offset
     local = plan.local
     kv_heads = spec_entry(plan.heads) if plan.kv_heads_split else None
     seq = spec_entry(plan.sequence)
@@ -128,12 +142,8 @@ def sequence_sharded_call(
     def run(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, first: Any) -> jax.Array:
         return run_kernel(kernel, q, k, v, ids, local, first)
 
-    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, extra: Any) -> jax.Array:
-        k, v = gather(k), gather(v)
-        if ids is not None:
-            ids = (ids[0], gather(ids[1]))
-        shard = jax.lax.axis_index(plan.sequence)
-        base = jnp.int32(0) if extra is None else extra
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, shard: Any, base: Any) -> Any:
+        """The shard's block; ``shard`` and ``base`` ints (static offsets) or traced."""
         if not plan.balanced:
             return run(q, k, v, ids, base + shard * block)
         chunk = local.q_len
@@ -144,6 +154,17 @@ def sequence_sharded_call(
             outs.append(run(q[:, rows], k, v, part_ids, base + c * chunk))
         return jnp.concatenate(outs, axis=1)
 
+    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, extra: Any) -> jax.Array:
+        k, v = gather(k), gather(v)
+        if ids is not None:
+            ids = (ids[0], gather(ids[1]))
+        shard = jax.lax.axis_index(plan.sequence)
+        base: Any = fixed or 0
+        if not static:
+            return attend(q, k, v, ids, shard, base if extra is None else base + extra)
+        branches = [lambda q, k, v, ids, d=d: attend(q, k, v, ids, d, base) for d in range(shards)]
+        return jax.lax.switch(shard, branches, q, k, v, ids)
+
     sharded = jax.shard_map(
         per_shard,
         mesh=plan.mesh,
@@ -152,10 +173,15 @@ def sequence_sharded_call(
             kv_spec,
             kv_spec,
             None if segment_ids is None else (id_spec, id_spec),
-            None if query_offset is None else P(),
+            None if traced is None else P(),
         ),
         out_specs=q_spec,
         axis_names=set(plan.manual),
         check_vma=False,
     )
-    return sharded(query, key, value, segment_ids, query_offset)
+    return sharded(query, key, value, segment_ids, traced)
+
+
+def local_needs_offset(plan: SequencePlan) -> bool:
+    """Whether the plan's kernel calls take a query offset (their mask depends on positions)."""
+    return plan.local.has_query_offset

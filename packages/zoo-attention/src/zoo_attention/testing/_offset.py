@@ -19,13 +19,21 @@ OFFSET_MASKS: dict[str, dict] = {
 }
 
 
-def check_query_offset(implementation: str, mask: str, seed: int, tol: float = 2e-5) -> list[str]:
-    """Failures (one line each, empty when it agrees) of ``implementation`` on a block of 10
-    queries at a random offset in a packed sequence of 40, with the ``OFFSET_MASKS[mask]``
-    rules, float32, GQA 4/2, against rows of the float64 reference."""
+def check_query_offset(
+    implementation: str,
+    mask: str,
+    seed: int,
+    tol: float = 2e-5,
+    *,
+    length: int = 40,
+    block: int = 10,
+) -> list[str]:
+    """Failures (one line each, empty when it agrees) of ``implementation`` on a block of
+    ``block`` queries at a random offset in a packed sequence of ``length``, with the
+    ``OFFSET_MASKS[mask]`` rules, float32, GQA 4/2, against rows of the float64 reference."""
     rng = np.random.default_rng(seed)
     kwargs = OFFSET_MASKS[mask]
-    t, block = 40, 10
+    t = length
     start = int(rng.integers(1, t - block + 1))
     q = rng.standard_normal((2, t, 4, 8)).astype(np.float32)
     k, v = (rng.standard_normal((2, t, 2, 8)).astype(np.float32) for _ in range(2))
