@@ -149,6 +149,17 @@ def test_two_processes_match_one_then_resume_on_four_and_on_one(corpus, referenc
     assert steps == list(range(1, STEPS + 1))
 
 
+def test_a_context_axis_over_two_processes_gives_the_losses_of_one(corpus, reference):
+    """Each sequence split over 4 devices of 2 processes (context=4): the steps read their rows
+    on every process and the keys and values are gathered across processes."""
+    run = [*RUN, "--data", "data", "--out", "context", "--mesh", "fsdp=1,context=4"]
+    results = _zoo(2, 2, [*run, "--stop-at", "2"], corpus)
+    for code, _, err in results:
+        assert code == 0, err[-3000:]
+    assert "mesh data=1 fsdp=1 context=4 tensor=1" in results[0][2]
+    _assert_same_curve(_losses(corpus / "context"), reference, range(1, 3))
+
+
 def _committed(run: pathlib.Path) -> list[int]:
     directory = run / "checkpoints"
     if not directory.is_dir():

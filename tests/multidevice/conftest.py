@@ -3,7 +3,6 @@
 import os
 import pathlib
 import subprocess
-import sys
 from collections.abc import Callable
 
 # Before jax is imported by anything: a second chance when the suite is run by hand.
@@ -11,6 +10,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 
 import jax
 import pytest
+from mesh_helpers import zoo_process
 
 import zoo_attention
 
@@ -27,12 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _one_device_zoo(*args: str, cwd: pathlib.Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-    code = "import sys; from zoo_train.cli import main; sys.exit(main())"
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
+    return zoo_process(1, *args, cwd=cwd)
 
 
 @pytest.fixture(scope="session")

@@ -11,12 +11,13 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from mesh_helpers import corpus as _corpus
+from mesh_helpers import losses as _losses
 
 import zoo_train
 from zoo_train import parallel
 from zoo_train.cli import main
 
-WORDS = ("def", "return", "class", "import", "alpha", "beta", "gamma", "self", "value", "(x)")
 STEPS = 6
 EXPERTS = "fsdp=2,expert=4"  # 4 expert shards
 ARGS = [
@@ -25,20 +26,6 @@ ARGS = [
     "--sample-tokens", "0", "--seed", "3", "--no-progress",
     "--set", "optimizer.warmup_steps=2",
 ]  # fmt: skip
-
-
-def _corpus(directory: pathlib.Path) -> pathlib.Path:
-    rng = np.random.default_rng(0)
-    directory.mkdir(parents=True, exist_ok=True)
-    for i in range(10):
-        lines = "\n".join(" ".join(rng.choice(WORDS, 8)) for _ in range(30))
-        (directory / f"doc{i}.txt").write_text(lines + "\n")
-    return directory
-
-
-def _losses(run: pathlib.Path) -> dict[int, float]:
-    records = zoo_train.read_metrics(run / zoo_train.METRICS_FILE)
-    return {r["step"]: r["loss"] for r in records if isinstance(r.get("loss"), float)}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +94,7 @@ def test_resume_on_one_device_reports_the_mesh_change(runs, one_device_zoo):
         (["--mesh", "fsdp=-1,tensor=-1"], "most one mesh axis may be -1"),
         (
             ["--mesh", "pipeline=2"],
-            "expected NAME=SIZE items with NAME in data, fsdp, expert, tensor",
+            "expected NAME=SIZE items with NAME in data, fsdp, expert, context, tensor",
         ),
         (["--mesh", "tensor=4"], "the model has 2 key/value heads"),
         (["--batch-size", "6"], "--batch-size 6 cannot be split over the 8 data-parallel shards"),

@@ -7,17 +7,16 @@ micro-batches along other rows than one device."""
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from mesh_helpers import state_and_step
 
 import zoo_models
 import zoo_train
-from zoo_train import OptimizerConfig, parallel
+from zoo_train import parallel
 from zoo_train.data import PackedLoader
 
-SGD = OptimizerConfig(name="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, clip_norm=None)
 AXES = ("data", "fsdp", "expert", "tensor")
 # Both router losses in the objective, so their gradients are compared too.
 LOSS = zoo_train.make_lm_loss(router_aux_loss=0.05, router_z_loss=1e-3)
@@ -32,19 +31,7 @@ def _mesh(shape: tuple[int, ...], devices=None):
 
 
 def _step(config, mesh, batch):
-    rules = parallel.make_rules()
-
-    def build():
-        return zoo_models.build(config, key=jax.random.key(1))
-
-    optimizer, schedule = zoo_train.make_optimizer(SGD, 10, eqx.filter_eval_shape(build))
-
-    def fresh():
-        return zoo_train.init_train_state(build(), optimizer, seed=0)
-
-    shardings = parallel.state_shardings(eqx.filter_eval_shape(fresh), optimizer, mesh, rules)
-    state = parallel.init_sharded(fresh, mesh=mesh, shardings=shardings)
-    step = zoo_train.make_train_step(optimizer, LOSS, schedule, mesh=mesh, rules=rules)
+    state, step = state_and_step(config, mesh, loss_fn=LOSS)
     before = jax.device_get(state.params)
     after, metrics = step(batch, state)
     grads = jax.tree.map(lambda a, b: a - b, before, jax.device_get(after.params))

@@ -13,13 +13,13 @@ import jax
 import numpy as np
 import optax
 import pytest
+from mesh_helpers import SGD, state_and_step
 
 import zoo_models
 import zoo_train
 from zoo_train import OptimizerConfig, parallel
 from zoo_train.data import PackedLoader
 
-SGD = OptimizerConfig(name="sgd", lr=1.0, momentum=0.0, weight_decay=0.0, clip_norm=None)
 CONFIG = zoo_models.get("llama-tiny").replace(
     vocab_size=64, n_layers=2, attention_implementation="xla"
 )
@@ -32,24 +32,7 @@ def _batch(rows: int, seed: int) -> dict:
 
 
 def _state_and_step(mesh, optimizer_config, grad_accum: int, config=CONFIG):
-    rules = parallel.make_rules()
-
-    def build():
-        return zoo_models.build(config, key=jax.random.key(1))
-
-    optimizer, schedule = zoo_train.make_optimizer(
-        optimizer_config, 10, eqx.filter_eval_shape(build)
-    )
-
-    def fresh():
-        return zoo_train.init_train_state(build(), optimizer, seed=0)
-
-    shardings = parallel.state_shardings(eqx.filter_eval_shape(fresh), optimizer, mesh, rules)
-    state = parallel.init_sharded(fresh, mesh=mesh, shardings=shardings)
-    step = zoo_train.make_train_step(
-        optimizer, zoo_train.make_lm_loss(), schedule, grad_accum=grad_accum, mesh=mesh, rules=rules
-    )
-    return state, step
+    return state_and_step(config, mesh, optimizer_config=optimizer_config, grad_accum=grad_accum)
 
 
 def _mesh(data: int, fsdp: int, tensor: int, devices=None):

@@ -49,13 +49,18 @@ def test_ranges_cover_exactly_the_visible_blocks() -> None:
     for t, s, causal, window, blocks in _configs(rng, 80):
         q = jax.ShapeDtypeStruct((1, t, 1, 8), jnp.float32)
         kv = jax.ShapeDtypeStruct((1, s, 1, 8), jnp.float32)
-        spec, _ = zoo_attention.make_spec(q, kv, kv, is_causal=causal, local_window_size=window)
+        # Half the configurations place the queries at a random offset (contract 1.2): the
+        # truth is then rows [off, off + T) of the mask of a longer query sequence.
+        off = int(rng.integers(0, s + 1)) if rng.random() < 0.5 else 0
+        spec, _ = zoo_attention.make_spec(
+            q, kv, kv, is_causal=causal, local_window_size=window, query_offset=off
+        )
         plan = make_plan(spec, blocks)
-        mask = reference_mask(1, t, s, is_causal=causal, local_window=window)[0]
+        mask = reference_mask(1, off + t, s, is_causal=causal, local_window=window)[0][off:]
         any_visible, all_visible = _block_truth(mask, plan)
-        label = f"T={t} S={s} causal={causal} window={window} plan={plan}"
+        label = f"T={t} S={s} offset={off} causal={causal} window={window} plan={plan}"
         for i in range(plan.num_q_blocks):
-            r = kv_blocks_for_query_block(jnp.int32(i), plan)
+            r = kv_blocks_for_query_block(jnp.int32(i), plan, jnp.int32(off))
             lo, flo, fhi, hi = (int(x) for x in (r.lo, r.full_lo, r.full_hi, r.hi))
             visited = np.zeros(plan.num_kv_blocks, bool)
             visited[lo:hi] = True
@@ -64,7 +69,7 @@ def test_ranges_cover_exactly_the_visible_blocks() -> None:
                 assert lo <= flo <= fhi <= hi, label
                 assert all_visible[i, flo:fhi].all(), label
         for j in range(plan.num_kv_blocks):
-            r = query_blocks_for_kv_block(jnp.int32(j), plan)
+            r = query_blocks_for_kv_block(jnp.int32(j), plan, jnp.int32(off))
             lo, flo, fhi, hi = (int(x) for x in (r.lo, r.full_lo, r.full_hi, r.hi))
             visited = np.zeros(plan.num_q_blocks, bool)
             visited[lo:hi] = True
@@ -79,7 +84,7 @@ def test_causal_skips_the_upper_triangle_and_runs_the_lower_unmasked() -> None:
     spec, _ = zoo_attention.make_spec(q, q, q, is_causal=True)
     plan = make_plan(spec, BlockSizes(16, 16))
     for i in range(4):
-        r = kv_blocks_for_query_block(jnp.int32(i), plan)
+        r = kv_blocks_for_query_block(jnp.int32(i), plan, jnp.int32(0))
         # Blocks before the diagonal need no mask; only the diagonal block is masked.
         assert (int(r.lo), int(r.full_lo), int(r.full_hi), int(r.hi)) == (0, 0, i, i + 1)
 

@@ -14,6 +14,7 @@ def test_presets_are_listed_and_named():
         "gpt2",
         "gpt2-medium",
         "llama-3.2-1b",
+        "llama-3.1-8b",
         "llama-2-7b",
         "mistral-7b",
         "qwen2-0.5b",
@@ -104,6 +105,7 @@ def test_published_sizes():
     # The sizes these architectures are known by.
     assert round(zoo_models.num_params(zoo_models.get("gpt2")) / 1e6) == 124
     assert round(zoo_models.num_params(zoo_models.get("llama-2-7b")) / 1e9, 2) == 6.74
+    assert round(zoo_models.num_params(zoo_models.get("llama-3.1-8b")) / 1e9, 2) == 8.03
     assert round(zoo_models.num_params(zoo_models.get("gemma-2-2b")) / 1e9, 2) == 2.61
     assert round(zoo_models.num_params(zoo_models.get("qwen3-0.6b")) / 1e9, 2) == 0.60
     assert round(zoo_models.num_params(zoo_models.get("qwen3-1.7b")) / 1e9, 2) == 1.72

@@ -131,3 +131,37 @@ def test_resolutions_are_recorded_for_jitted_calls(picky, resolution_log):
     kinds = [r.kernel for r in resolution_log.resolutions]
     assert kinds == ["picky_test", "xla"]
     assert resolution_log.resolutions[1].as_dict()["fallback_reason"].startswith("picky_test")
+
+
+def test_a_kernel_whose_call_takes_no_query_offset_is_passed_over_for_one(
+    picky, caplog, resolution_log
+):
+    """Contract 1.2: a kernel written before the query offset cannot be asked for one (its
+    ``check`` never heard of it); the order falls back to ``xla`` saying why, and naming it
+    raises with the reason."""
+    q, k, v = _qkv(12)
+    with caplog.at_level(logging.WARNING, logger="zoo_attention"):
+        out = zoo_attention.dot_product_attention(q[:, 4:], k, v, is_causal=True, query_offset=4)
+    res = resolution_log.last
+    assert res.kernel == "xla" and "query offset" in res.fallback_reason
+    assert picky.calls == 0
+    want = zoo_attention.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+    np.testing.assert_allclose(out, want[:, 4:], rtol=1e-6, atol=1e-6)
+    with pytest.raises(zoo_attention.KernelUnavailableError, match="query offset"):
+        zoo_attention.dot_product_attention(
+            q[:, 4:], k, v, is_causal=True, query_offset=4, implementation="picky_test"
+        )
+
+
+def test_an_offset_without_a_positional_mask_asks_nothing_of_the_kernel(picky, resolution_log):
+    q, k, v = _qkv()
+    spec, _ = zoo_attention.make_spec(q, k, v, query_offset=3)
+    assert not spec.has_query_offset and "query_offset" not in spec.features
+    spec, _ = zoo_attention.make_spec(q, k, v, is_causal=True, query_offset=3)
+    assert spec.has_query_offset and "query_offset" in spec.features
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, jnp.zeros(2, jnp.int32)])
+def test_a_bad_query_offset_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="query_offset"):
+        zoo_attention.dot_product_attention(*_qkv(), is_causal=True, query_offset=bad)

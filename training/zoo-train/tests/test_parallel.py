@@ -20,12 +20,21 @@ from zoo_train.settings import resolve_settings
 @pytest.mark.parametrize(
     ("text", "devices", "want"),
     [
-        ("data=1,fsdp=-1,tensor=1", 8, {"data": 1, "fsdp": 8, "expert": 1, "tensor": 1}),
-        ("tensor=2", 8, {"data": 1, "fsdp": 4, "expert": 1, "tensor": 2}),
-        ("data=2,fsdp=2,tensor=2", 8, {"data": 2, "fsdp": 2, "expert": 1, "tensor": 2}),
-        ("data=-1,fsdp=1", 4, {"data": 4, "fsdp": 1, "expert": 1, "tensor": 1}),
-        ("", 1, {"data": 1, "fsdp": 1, "expert": 1, "tensor": 1}),
-        ("fsdp=2,expert=-1", 8, {"data": 1, "fsdp": 2, "expert": 4, "tensor": 1}),
+        (
+            "data=1,fsdp=-1,tensor=1",
+            8,
+            {"data": 1, "fsdp": 8, "expert": 1, "context": 1, "tensor": 1},
+        ),
+        ("tensor=2", 8, {"data": 1, "fsdp": 4, "expert": 1, "context": 1, "tensor": 2}),
+        (
+            "data=2,fsdp=2,tensor=2",
+            8,
+            {"data": 2, "fsdp": 2, "expert": 1, "context": 1, "tensor": 2},
+        ),
+        ("data=-1,fsdp=1", 4, {"data": 4, "fsdp": 1, "expert": 1, "context": 1, "tensor": 1}),
+        ("", 1, {"data": 1, "fsdp": 1, "expert": 1, "context": 1, "tensor": 1}),
+        ("fsdp=2,expert=-1", 8, {"data": 1, "fsdp": 2, "expert": 4, "context": 1, "tensor": 1}),
+        ("fsdp=2,context=4", 8, {"data": 1, "fsdp": 2, "expert": 1, "context": 4, "tensor": 1}),
     ],
 )
 def test_mesh_sizes_resolve_against_the_device_count(text, devices, want):

@@ -51,6 +51,7 @@ REACHED = {
     "mesh.fsdp": "mesh.fsdp",
     "mesh.tensor": "mesh.tensor",
     "mesh.expert": "mesh.expert",
+    "mesh.context": "mesh.context",
     "optimizer.lr": "lr",
     "optimizer.warmup_steps": "optimizer.warmup_steps",
     **{

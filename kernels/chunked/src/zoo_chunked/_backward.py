@@ -103,6 +103,7 @@ def backward(
     value: jax.Array,
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
+    q_offset: jax.Array,
     out: jax.Array,
     lse: jax.Array,
     d_out: jax.Array,
@@ -111,7 +112,7 @@ def backward(
     """Gradients of blockwise attention.
 
     Args:
-        query, key, value, q_ids, kv_ids: as given to :func:`zoo_chunked._forward.forward`.
+        query, key, value, q_ids, kv_ids, q_offset: as given to :func:`zoo_chunked._forward.forward`.
         out: its output ``[B, T, N, H]``; lse: its log-sum-exp ``[nq, B, K, block_q * G]``.
         d_out: cotangent of ``out``, ``[B, T, N, H]``.
         plan: the tiling.
@@ -146,7 +147,7 @@ def backward(
                     mask = None
                     if masked:
                         q_ids_i = qidb[i] if segmented else None
-                        mask = block_mask(i, j, q_ids_i, kv_ids_j, plan)
+                        mask = block_mask(i, j, q_ids_i, kv_ids_j, plan, q_offset)
                     return _block_grads(query_block(i), k_j, kt_j, vt_j, mask, plan)
 
                 if masked and kv_r is not None:  # segmented
@@ -174,7 +175,7 @@ def backward(
         if not plan.has_mask:
             carry = jax.lax.fori_loop(0, plan.num_q_blocks, body(False), carry)
         else:
-            rng = query_blocks_for_kv_block(j, plan)
+            rng = query_blocks_for_kv_block(j, plan, q_offset)
             masked = body(True)
             carry = jax.lax.fori_loop(
                 0, rng.num_masked, lambda n, c: masked(rng.masked_block(n), c), carry

@@ -16,6 +16,9 @@ _SUPPORTED_DTYPES = ("float16", "bfloat16", "float32", "float64")
 class ChunkedKernel(AttentionKernel):
     """Pure-JAX blockwise attention with online softmax: O(T) memory on every backend.
 
+    Serves contract 1.2's query offset (sequence-sharded calls): the offset shifts the query
+    positions of the masks and of the block ranges the loops visit.
+
     The default kernel on CPU (priority 1 there, ahead of ``xla``): it is faster than ``xla``
     from short sequences on and its memory grows linearly in T. On GPU and TPU it serves only
     when named, ``implementation="chunked"`` or ``ZOO_ATTENTION=chunked``.
@@ -65,12 +68,15 @@ class ChunkedKernel(AttentionKernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
+        *,
+        query_offset: jax.Array | None = None,
     ) -> jax.Array:
         plan = make_plan(spec, self.block_sizes(spec.platform))
         q_ids, kv_ids = (None, None) if segment_ids is None else segment_ids
         if q_ids is not None:
             q_ids, kv_ids = jnp.asarray(q_ids, jnp.int32), jnp.asarray(kv_ids, jnp.int32)
-        return chunked_attention(query, key, value, q_ids, kv_ids, plan)
+        offset = jnp.asarray(0 if query_offset is None else query_offset, jnp.int32)
+        return chunked_attention(query, key, value, q_ids, kv_ids, offset, plan)
 
 
 KERNEL = ChunkedKernel()

@@ -47,6 +47,7 @@ def forward(
     value: jax.Array,
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
+    q_offset: jax.Array,
     plan: Plan,
 ) -> tuple[jax.Array, jax.Array]:
     """Blockwise attention.
@@ -54,6 +55,7 @@ def forward(
     Args:
         query: ``[B, T, N, H]``; key, value: ``[B, S, K, H]``.
         q_ids, kv_ids: int32 ``[B, T]`` and ``[B, S]`` segment ids, or both ``None``.
+        q_offset: int32 scalar, the position of query row 0 (keys start at 0).
         plan: the tiling.
 
     Returns:
@@ -85,7 +87,7 @@ def forward(
 
                 def run(state: State) -> State:
                     kv_ids_j = kvidb[j] if segmented else None
-                    mask = block_mask(i, j, q_ids_i, kv_ids_j, plan)
+                    mask = block_mask(i, j, q_ids_i, kv_ids_j, plan, q_offset)
                     return _attend_block(state, q_i, ktb[j], vb[j], mask, plan)
 
                 if q_r is None:  # not segmented
@@ -103,7 +105,7 @@ def forward(
         if not plan.has_mask:
             state = jax.lax.fori_loop(0, plan.num_kv_blocks, body(False), state)
         else:
-            rng = kv_blocks_for_query_block(i, plan)
+            rng = kv_blocks_for_query_block(i, plan, q_offset)
             masked = body(True)
             state = jax.lax.fori_loop(
                 0, rng.num_masked, lambda n, st: masked(rng.masked_block(n), st), state

@@ -9,7 +9,9 @@ triangle, with a window everything more than a window away. Segment ids are data
 cannot bound the loop; blocks whose id ranges do not overlap in any batch row are skipped at
 run time instead (see :func:`segments_overlap`).
 
-All bounds are int32 scalars computed from the traced loop index.
+All bounds are int32 scalars computed from the traced loop index. ``q_offset`` (contract
+1.2's query offset) is the position of query row 0: queries are a block of a longer sequence
+whose keys start at 0.
 """
 
 from __future__ import annotations
@@ -64,12 +66,12 @@ def _finish(
     return BlockRange(lo, full_lo, full_hi, hi)
 
 
-def kv_blocks_for_query_block(i: jax.Array, plan: Plan) -> BlockRange:
+def kv_blocks_for_query_block(i: jax.Array, plan: Plan, q_offset: jax.Array) -> BlockRange:
     """Key blocks that query block ``i`` must visit in the forward pass."""
     spec = plan.spec
     bq, bk = plan.block_q, plan.block_kv
-    q_first = i * bq
-    q_last = jnp.minimum(q_first + bq, spec.q_len) - 1  # last real query row
+    q_first = q_offset + i * bq
+    q_last = q_offset + jnp.minimum(i * bq + bq, spec.q_len) - 1  # last real query row
     q_block_last = q_first + bq - 1  # padding rows included: harmless, stays conservative
     lo_pos = jnp.int32(0)
     hi_pos = jnp.int32(spec.kv_len - 1)
@@ -90,18 +92,20 @@ def kv_blocks_for_query_block(i: jax.Array, plan: Plan) -> BlockRange:
     return _finish(lo_pos, hi_pos, bk, plan.num_kv_blocks, full_lo, full_hi)
 
 
-def query_blocks_for_kv_block(j: jax.Array, plan: Plan) -> BlockRange:
+def query_blocks_for_kv_block(j: jax.Array, plan: Plan, q_offset: jax.Array) -> BlockRange:
     """Query blocks that key block ``j`` must visit in the backward pass."""
     spec = plan.spec
     bq, bk = plan.block_q, plan.block_kv
-    k_first = j * bk
-    k_last = jnp.minimum(k_first + bk, spec.kv_len) - 1  # last real key
-    k_block_last = k_first + bk - 1
+    # A key block holding padding always gets a mask.
+    padded = j * bk + bk - 1 >= spec.kv_len
+    # Key positions counted from query row 0, so the rules below compare like with like.
+    k_first = j * bk - q_offset
+    k_last = jnp.minimum(j * bk + bk, spec.kv_len) - 1 - q_offset  # last real key
+    k_block_last = j * bk + bk - 1 - q_offset
     lo_pos = jnp.int32(0)
     hi_pos = jnp.int32(spec.q_len - 1)
     full_lo = jnp.int32(0)
-    # A key block holding padding always gets a mask.
-    full_hi = jnp.where(k_block_last < spec.kv_len, plan.num_q_blocks, 0).astype(jnp.int32)
+    full_hi = jnp.where(padded, 0, plan.num_q_blocks).astype(jnp.int32)
     if spec.is_causal:
         lo_pos = jnp.maximum(lo_pos, k_first)
         # Query block i is below the diagonal when its first query i*bq >= the last key.

@@ -46,16 +46,17 @@ def block_mask(
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
     plan: Plan,
+    q_offset: jax.Array,
 ) -> jax.Array | None:
     """Visibility of block pair ``(i, j)``, broadcastable to ``[B, K, block_q, G, block_kv]``.
 
     Args:
-        i, j: query and key block indices.
+        i, j: query and key block indices; ``q_offset``: the position of query row 0.
         q_ids: ``[B, block_q]`` segment ids of the query block, or ``None``.
         kv_ids: ``[B, block_kv]`` segment ids of the key block, or ``None``.
     """
     bq, bk = plan.block_q, plan.block_kv
-    q_pos = (i * bq + jnp.arange(bq, dtype=jnp.int32))[:, None, None]
+    q_pos = (q_offset + i * bq + jnp.arange(bq, dtype=jnp.int32))[:, None, None]
     kv_pos = (j * bk + jnp.arange(bk, dtype=jnp.int32))[None, None, :]
     q_seg = kv_seg = None
     if q_ids is not None and kv_ids is not None:

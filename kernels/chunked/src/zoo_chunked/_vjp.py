@@ -17,13 +17,14 @@ from ._policy import Plan
 Residuals = tuple[jax.Array, ...]
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(5,))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
 def chunked_attention(
     query: jax.Array,
     key: jax.Array,
     value: jax.Array,
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
+    q_offset: jax.Array,
     plan: Plan,
 ) -> jax.Array:
     """Blockwise attention ``[B, T, N, H]`` with a recomputing backward pass.
@@ -31,9 +32,10 @@ def chunked_attention(
     Args:
         query: ``[B, T, N, H]``; key, value: ``[B, S, K, H]``.
         q_ids, kv_ids: int32 segment ids ``[B, T]`` and ``[B, S]``, or both ``None``.
+        q_offset: int32 scalar, the position of query row 0 for the causal and window rules.
         plan: static tiling (see :func:`zoo_chunked._policy.make_plan`).
     """
-    return forward(query, key, value, q_ids, kv_ids, plan)[0]
+    return forward(query, key, value, q_ids, kv_ids, q_offset, plan)[0]
 
 
 def _fwd(
@@ -42,17 +44,18 @@ def _fwd(
     value: jax.Array,
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
+    q_offset: jax.Array,
     plan: Plan,
 ) -> tuple[jax.Array, tuple]:
-    out, lse = forward(query, key, value, q_ids, kv_ids, plan)
-    return out, (query, key, value, q_ids, kv_ids, out, lse)
+    out, lse = forward(query, key, value, q_ids, kv_ids, q_offset, plan)
+    return out, (query, key, value, q_ids, kv_ids, q_offset, out, lse)
 
 
 def _bwd(plan: Plan, residuals: tuple, d_out: jax.Array) -> tuple:
-    query, key, value, q_ids, kv_ids, out, lse = residuals
-    dq, dk, dv = backward(query, key, value, q_ids, kv_ids, out, lse, d_out, plan)
-    # Segment ids are integers: no cotangent.
-    return dq, dk, dv, None, None
+    query, key, value, q_ids, kv_ids, q_offset, out, lse = residuals
+    dq, dk, dv = backward(query, key, value, q_ids, kv_ids, q_offset, out, lse, d_out, plan)
+    # Segment ids and the offset are integers: no cotangent.
+    return dq, dk, dv, None, None, None
 
 
 chunked_attention.defvjp(_fwd, _bwd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -131,6 +132,7 @@ def flash_attention(
     device_kind: str | None = None,
     interpret: Any = None,
     vmem_limit_bytes: int | None = None,
+    query_offset: int = 0,
 ) -> jax.Array:
     """Flash attention on TPU (or in Pallas TPU interpret mode), differentiable.
 
@@ -153,6 +155,8 @@ def flash_attention(
         vmem_limit_bytes: the scoped VMEM limit every Mosaic kernel of the call gets; default
             the generation's (``Generation.vmem_limit_bytes``). Blocks are still planned for
             the generation's budget: a limit below what they need fails to compile.
+        query_offset: the position of query row 0 for the causal and window rules (keys
+            start at 0), a Python int: the grid is planned from it before tracing.
 
     Returns:
         ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
@@ -186,6 +190,12 @@ def flash_attention(
         interpret=interpret,
         vmem_limit_bytes=vmem_limit_bytes,
     )
+    if isinstance(query_offset, bool) or not isinstance(query_offset, int) or query_offset < 0:
+        raise ValueError(
+            f"query_offset must be a non-negative Python int (flash_tpu plans its grid from "
+            f"it before tracing), got {query_offset!r}."
+        )
+    cfg = dataclasses.replace(cfg, q_offset=query_offset)
     q_ids = kv_ids = None
     if segment_ids is not None:
         q_ids = jnp.asarray(segment_ids[0], jnp.int32)

@@ -29,6 +29,8 @@ class FlashConfig:
         interpret: ``None`` to compile with Mosaic, else the ``pltpu.InterpretParams``.
         heads_per_step: query heads of one group the forward and dQ kernels take per grid
             step against one key/value block (a divisor of the group size; see ``_policy``).
+        q_offset: the position of query row 0 for the causal and window rules (contract
+            1.2's query offset, static: the grid is planned from it); keys start at 0.
     """
 
     batch: int
@@ -47,6 +49,7 @@ class FlashConfig:
     vmem_limit_bytes: int
     interpret: Any = None
     heads_per_step: int = 1
+    q_offset: int = 0
 
     def __post_init__(self) -> None:
         if self.heads_per_step < 1 or self.group_size % self.heads_per_step:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -37,6 +39,9 @@ class FlashTpuKernel(AttentionKernel):
     # A Mosaic call cannot be partitioned by XLA: on a mesh the contract runs it under
     # shard_map over the batch and head axes.
     partitionable = False
+    # Contract 1.2's query offset, as a Python int: the grid is planned from it, so on a
+    # sequence-sharded mesh the contract runs one branch per shard, each with its own offset.
+    static_query_offset = True
 
     def __init__(self, block_sizes: BlockSizes | None = None) -> None:
         self.block_sizes = block_sizes
@@ -83,7 +88,18 @@ class FlashTpuKernel(AttentionKernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
+        *,
+        query_offset: Any = None,
     ) -> jax.Array:
+        offset = 0
+        if query_offset is not None:
+            try:
+                offset = int(query_offset)  # a Python int, or a concrete (not traced) scalar
+            except (TypeError, jax.errors.ConcretizationTypeError):
+                raise ValueError(
+                    "flash_tpu takes the query offset as a static int (it plans its grid from "
+                    "it before tracing), got a traced value; use implementation='chunked'."
+                ) from None
         interpret = None
         if spec.platform != "tpu" or interpret_requested():
             interpret = interpret_params_here()
@@ -101,6 +117,7 @@ class FlashTpuKernel(AttentionKernel):
             # CPU host plans for the TPU it targets.
             device_kind=spec.device_kind if spec.platform == "tpu" else None,
             interpret=interpret,
+            query_offset=offset,
         )
         return out.astype(jnp.dtype(spec.dtype))
 

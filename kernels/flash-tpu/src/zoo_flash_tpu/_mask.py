@@ -6,7 +6,9 @@ vectors (inside a kernel) alike.
 
 Positions are absolute token indices in the padded sequence. Key positions at or past
 ``kv_len`` are padding and never visible; query padding needs no mask because its outputs are
-discarded and its cotangents are zero.
+discarded and its cotangents are zero. Query positions passed in are the block's own (row 0 is
+0); the causal and window rules see them shifted by ``cfg.q_offset`` (contract 1.2: the
+queries are a block of a longer sequence), here and nowhere else.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def kv_span(q_first: Int, q_last: Int, cfg: FlashConfig) -> tuple[np.ndarray, np
     last = np.full_like(q_last, cfg.kv_len - 1)
     # Queries past q_len are padding: a block made only of padding needs no key.
     last = np.where(q_first >= cfg.q_len, -1, last)
+    q_first, q_last = q_first + cfg.q_offset, q_last + cfg.q_offset
     if cfg.causal:
         last = np.minimum(last, q_last)
     if cfg.window is not None:
@@ -48,12 +51,14 @@ def q_span(kv_first: Int, kv_last: Int, cfg: FlashConfig) -> tuple[np.ndarray, n
     last = np.full_like(kv_last, cfg.q_len - 1)
     # Keys past kv_len are padding: a block made only of padding is seen by nobody.
     last = np.where(kv_first >= cfg.kv_len, -1, last)
+    # Key positions counted from query row 0, so the rules compare like with like.
+    shift = cfg.q_offset
     if cfg.causal:
-        first = np.maximum(first, kv_first)
+        first = np.maximum(first, kv_first - shift)
     if cfg.window is not None:
         left, right = cfg.window
-        first = np.maximum(first, kv_first - right)
-        last = np.minimum(last, kv_last + left)
+        first = np.maximum(first, kv_first - right - shift)
+        last = np.minimum(last, kv_last + left - shift)
     return first, last
 
 
@@ -64,6 +69,7 @@ def block_fully_visible(
 
     True blocks skip the element mask entirely. Works on ints and traced scalars.
     """
+    q_first, q_last = q_first + cfg.q_offset, q_last + cfg.q_offset
     full = kv_last < cfg.kv_len
     if cfg.causal:
         full = full & (kv_last <= q_first)
@@ -82,6 +88,7 @@ def block_any_visible(
     kv_last - q_first]``; a pair is visible when that difference lies in the window (and is
     at most 0 when causal) and the key is not padding. Works on ints and traced scalars.
     """
+    q_first, q_last = q_first + cfg.q_offset, q_last + cfg.q_offset
     kv_last = jnp.minimum(kv_last, cfg.kv_len - 1)
     seen = kv_first <= kv_last
     upper = 0 if cfg.causal else None
@@ -116,6 +123,7 @@ def visible(
     Same rule as ``zoo_attention.visible`` plus the key-padding bound.
     """
     mask = kv_pos < cfg.kv_len
+    q_pos = q_pos + cfg.q_offset
     if cfg.causal:
         mask = mask & (kv_pos <= q_pos)
     if cfg.window is not None:

@@ -10,6 +10,7 @@ import importlib
 import warnings
 from typing import Any
 
+from . import context as context
 from . import grouped as grouped
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name
@@ -41,7 +42,7 @@ from ._spec import make_spec as make_spec
 from ._target import Target as Target
 from ._target import find_target as find_target
 
-__version__ = "1.2.0"
+__version__ = "1.3.0.dev0"
 
 # Names that left the API in 1.2, kept working (with a DeprecationWarning) for code written
 # against 1.1, zoo-train 0.9.0 among it, until contract 2: name -> (module, what replaces it).

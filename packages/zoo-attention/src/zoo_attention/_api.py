@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import jax
 
+from . import context
 from ._partition import call_kernel
 from ._registry import get_kernel
 from ._resolve import resolve
-from ._spec import make_spec
+from ._spec import make_spec, normalise_query_offset
 
 # int [B, T], or (q_ids [B, T], kv_ids [B, S])
 SegmentIds = jax.Array | tuple[jax.Array, jax.Array]
@@ -28,6 +29,7 @@ def dot_product_attention(
     segment_ids: SegmentIds | None = None,
     local_window_size: int | tuple[int, int] | None = None,
     logits_soft_cap: float | None = None,
+    query_offset: int | jax.Array | None = None,
     implementation: str | None = None,
 ) -> jax.Array:
     """Scaled dot-product attention through the best available kernel.
@@ -44,13 +46,19 @@ def dot_product_attention(
         local_window_size: ``w`` or ``(left, right)``: query ``i`` sees keys in
             ``[i - left, i + right]``.
         logits_soft_cap: ``c``: logits become ``c * tanh(logits / c)`` before masking.
+        query_offset: (contract 1.2) the position of query row 0 for the causal and window
+            rules, an int or int scalar array (keys start at 0): the queries are a block of a
+            longer sequence. Kernels that cannot take it say so in ``check``.
         implementation: a kernel name (``"xla"``, ``"flash_tpu"``, ``"chunked"``, …); ``None``
             uses ``ZOO_ATTENTION`` if set, else the platform's default order.
 
     The kernel is chosen for the call's target: the active mesh's platform and device kind
     (``jax.set_mesh``, ``shard_map``), else those of the inputs' shardings, else the default
     backend's. Under a mesh, a kernel XLA cannot partition runs under ``shard_map`` over the
-    batch and head axes (see :func:`partition_axes`).
+    batch and head axes (see :func:`partition_axes`). Self-attention whose sequence a mesh axis
+    splits (``context``, or the ``sequence`` axes of :func:`partition_axes`) runs each device's
+    block of queries against all-gathered keys and values, through any kernel that takes a
+    query offset (:mod:`zoo_attention.context`).
 
     Returns:
         ``[B, T, N, H]`` in the dtype of ``query``. A query that sees no key gives zeros.
@@ -68,8 +76,13 @@ def dot_product_attention(
         segment_ids=segment_ids,
         local_window_size=local_window_size,
         logits_soft_cap=logits_soft_cap,
+        query_offset=query_offset,
     )
-    resolution = resolve(spec, implementation)
+    offset = normalise_query_offset(query_offset)
+    plan = context.sequence_plan(spec, query, key, value)
+    resolution = resolve(spec if plan is None else plan.local, implementation)
     kernel = get_kernel(resolution.kernel)
     with jax.named_scope(scope_name(kernel.name, kernel.version)):
-        return call_kernel(kernel, query, key, value, ids, spec)
+        if plan is not None:
+            return context.sequence_sharded_call(kernel, query, key, value, ids, plan, offset)
+        return call_kernel(kernel, query, key, value, ids, spec, offset)

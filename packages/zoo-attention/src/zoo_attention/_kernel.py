@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import abc
-from typing import ClassVar
+import inspect
+from typing import Any, ClassVar
 
 import jax
 
@@ -12,7 +13,7 @@ from ._spec import AttentionSpec
 
 #: The attention contract. Its major number is this package's major version (shared with the
 #: grouped-matmul contract, ``zoo_attention.grouped.GROUPED_MATMUL_CONTRACT_VERSION``).
-CONTRACT_VERSION = "1.1"
+CONTRACT_VERSION = "1.2"
 
 
 class AttentionKernel(Kernel):
@@ -37,11 +38,21 @@ class AttentionKernel(Kernel):
             kernel that tiles sequences without padding, such as ``splash``: 128); the shared
             conformance cases run on it at their lengths rounded up to a multiple (contract
             1.2's test suite; 1 for every other kernel).
+        static_query_offset: (contract 1.2) the kernel takes the query offset as a Python int
+            only (it plans before tracing, as a Pallas grid is): a sequence-sharded call then
+            runs one branch per shard (``lax.switch``), each with its own static offset.
+
+    Contract 1.2 adds the optional feature ``query_offset`` (``spec.has_query_offset``): the
+    queries are one block of a longer sequence (a sequence sharded over a mesh axis), and
+    ``__call__`` receives the block's first position as ``query_offset=``. A kernel serves it
+    when its ``check`` accepts such a spec and its ``__call__`` has the ``query_offset``
+    parameter; a kernel written before 1.2 has none and is refused (:func:`contract_reason`).
     """
 
     contract_version: ClassVar[str] = CONTRACT_VERSION
     partitionable: ClassVar[bool] = True
     sequence_tile: ClassVar[int] = 1
+    static_query_offset: ClassVar[bool] = False
 
     @abc.abstractmethod
     def check(self, spec: AttentionSpec) -> str | None:
@@ -63,6 +74,10 @@ class AttentionKernel(Kernel):
     ) -> jax.Array:
         """Compute attention for a call already validated into ``spec``.
 
+        A kernel serving contract 1.2's query offset adds the keyword-only parameter
+        ``query_offset: jax.Array | None = None`` (an optional parameter, so the signature stays
+        compatible with this one).
+
         Args:
             query: ``[B, T, N, H]``.
             key: ``[B, S, K, H]``.
@@ -71,7 +86,48 @@ class AttentionKernel(Kernel):
             spec: the static description of the call; ``spec.scale`` is already resolved.
                 Under ``shard_map`` (``partitionable = False`` on a mesh) the arrays and the
                 spec are one shard's.
+            query_offset: (1.2, when the kernel declares it) int32 scalar, the position of
+                query row 0 for the causal and window rules (keys start at 0); passed only when
+                ``spec.has_query_offset``.
 
         Returns:
             ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
         """
+
+
+def takes_query_offset(kernel: AttentionKernel) -> bool:
+    """Whether ``kernel.__call__`` accepts ``query_offset=`` (contract 1.2)."""
+    try:
+        params = inspect.signature(kernel.__call__).parameters
+    except (TypeError, ValueError):
+        return False
+    return "query_offset" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def run_kernel(
+    kernel: AttentionKernel,
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    segment_ids: tuple[jax.Array, jax.Array] | None,
+    spec: AttentionSpec,
+    query_offset: jax.Array | int | None = None,
+) -> jax.Array:
+    """``kernel(...)``, with ``query_offset=`` when ``spec.has_query_offset`` (resolution has
+    checked the kernel takes it: :func:`contract_reason`)."""
+    if not spec.has_query_offset:
+        return kernel(query, key, value, segment_ids, spec)
+    call: Any = kernel  # the 1.2 parameter is the kernel's own, not the base signature's
+    return call(query, key, value, segment_ids, spec, query_offset=query_offset)
+
+
+def contract_reason(kernel: AttentionKernel, spec: AttentionSpec) -> str | None:
+    """Why a kernel cannot serve ``spec`` whatever its ``check`` says (``None``: its ``check``
+    decides): a kernel written before contract 1.2 never heard of a query offset, so its
+    ``check`` cannot refuse one, and its call has no ``query_offset`` to receive it."""
+    if spec.has_query_offset and not takes_query_offset(kernel):
+        return (
+            "its call takes no query offset (contract 1.2), which causal and window masks "
+            "need on a sequence split over devices."
+        )
+    return None

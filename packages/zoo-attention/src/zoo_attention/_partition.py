@@ -21,7 +21,7 @@ import jax
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
-from ._kernel import AttentionKernel
+from ._kernel import AttentionKernel, run_kernel
 from ._spec import AttentionSpec
 from ._target import active_mesh, input_mesh
 
@@ -30,10 +30,14 @@ Axes = tuple[str, ...]
 
 @dataclasses.dataclass(frozen=True)
 class PartitionAxes:
-    """Mesh axes that shard the batch and the heads of attention inputs (``None``: not set)."""
+    """Mesh axes that shard the batch, the heads and the sequence of attention inputs
+    (``None``: not set), and whether the sequence is in the load-balanced dual-chunk order
+    (:func:`zoo_attention.context.dual_chunk_order`)."""
 
     batch: Axes | None = None
     heads: Axes | None = None
+    sequence: Axes | None = None
+    balanced: bool = False
 
 
 _AXES: contextvars.ContextVar[PartitionAxes | None] = contextvars.ContextVar(
@@ -49,15 +53,23 @@ def _as_axes(value: str | Sequence[str] | None) -> Axes | None:
 
 @contextlib.contextmanager
 def partition_axes(
-    *, batch: str | Sequence[str] | None = None, heads: str | Sequence[str] | None = None
+    *,
+    batch: str | Sequence[str] | None = None,
+    heads: str | Sequence[str] | None = None,
+    sequence: str | Sequence[str] | None = None,
+    balanced: bool = False,
 ) -> Iterator[PartitionAxes]:
-    """Within the block, name the mesh axes that shard the attention inputs' batch and heads.
+    """Within the block, name the mesh axes that shard the attention inputs' batch, heads and
+    sequence.
 
     A kernel that XLA cannot partition then runs under ``shard_map`` with query and output
     ``P(batch, None, heads, None)``. Axes that are not in the mesh, or do not divide the
-    dimension, are left out for that call.
+    dimension, are left out for that call. Self-attention whose sequence the ``sequence`` axes
+    split (default: an axis named ``context``) runs sequence-sharded, every kernel under
+    ``shard_map`` (:mod:`zoo_attention.context`); ``balanced``: the sequence is laid out in the
+    dual-chunk order (the caller permuted its data so).
     """
-    axes = PartitionAxes(_as_axes(batch), _as_axes(heads))
+    axes = PartitionAxes(_as_axes(batch), _as_axes(heads), _as_axes(sequence), balanced)
     token = _AXES.set(axes)
     try:
         yield axes
@@ -106,10 +118,20 @@ def plan_axes(
     return tuple(batch), tuple(heads)
 
 
-def _spec_entry(axes: Axes) -> str | Axes | None:
+def spec_entry(axes: Axes) -> str | Axes | None:
+    """A ``PartitionSpec`` entry for ``axes``: ``None``, one name, or a tuple."""
     if not axes:
         return None
     return axes[0] if len(axes) == 1 else axes
+
+
+def free_axes(mesh: Any) -> dict[str, int]:
+    """``{name: size}`` of the mesh axes not already manual (inside ``shard_map``)."""
+    return {
+        name: size
+        for name, size, kind in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types, strict=True)
+        if kind != AxisType.Manual
+    }
 
 
 def call_kernel(
@@ -119,20 +141,23 @@ def call_kernel(
     value: jax.Array,
     segment_ids: tuple[jax.Array, jax.Array] | None,
     spec: AttentionSpec,
+    query_offset: jax.Array | int | None = None,
 ) -> jax.Array:
-    """Call ``kernel``, under ``shard_map`` when it cannot be partitioned and a mesh is active."""
+    """Call ``kernel``, under ``shard_map`` when it cannot be partitioned and a mesh is active.
+
+    ``query_offset`` reaches the kernel only when ``spec.has_query_offset``."""
+
+    def call(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any, s: Any) -> jax.Array:
+        return run_kernel(kernel, q, k, v, ids, s, off)
+
     if kernel.partitionable:
-        return kernel(query, key, value, segment_ids, spec)
+        return call(query, key, value, segment_ids, query_offset, spec)
     mesh = active_mesh() or input_mesh(query, key, value)
     if mesh is None:
-        return kernel(query, key, value, segment_ids, spec)
-    free = {
-        name: size
-        for name, size, kind in zip(mesh.axis_names, mesh.axis_sizes, mesh.axis_types, strict=True)
-        if kind != AxisType.Manual
-    }
+        return call(query, key, value, segment_ids, query_offset, spec)
+    free = free_axes(mesh)
     if math.prod(free.values()) == 1:
-        return kernel(query, key, value, segment_ids, spec)
+        return call(query, key, value, segment_ids, query_offset, spec)
     batch, heads = plan_axes(spec, free, current_partition_axes())
     b_shards = math.prod(free[a] for a in batch)
     h_shards = math.prod(free[a] for a in heads)
@@ -143,21 +168,31 @@ def call_kernel(
         num_heads=spec.num_heads // h_shards,
         num_kv_heads=spec.num_kv_heads // h_shards if kv_split else spec.num_kv_heads,
     )
-    q_spec = P(_spec_entry(batch), None, _spec_entry(heads), None)
-    kv_spec = P(_spec_entry(batch), None, _spec_entry(heads) if kv_split else None, None)
-    id_spec = P(_spec_entry(batch), None)
+    q_spec = P(spec_entry(batch), None, spec_entry(heads), None)
+    kv_spec = P(spec_entry(batch), None, spec_entry(heads) if kv_split else None, None)
+    id_spec = P(spec_entry(batch), None)
 
-    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any) -> jax.Array:
-        return kernel(q, k, v, ids, local)
+    # A Python int offset stays static (a kernel may plan from it); an array goes in replicated.
+    fixed = query_offset if isinstance(query_offset, int) else None
+    traced = None if isinstance(query_offset, int) else query_offset
+
+    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any) -> jax.Array:
+        return call(q, k, v, ids, fixed if off is None else off, local)
 
     # Every free axis is manual inside: an axis that shards neither batch nor heads runs the
     # kernel replicated, instead of leaving XLA a Mosaic call it cannot partition.
     sharded = jax.shard_map(
         per_shard,
         mesh=mesh,
-        in_specs=(q_spec, kv_spec, kv_spec, None if segment_ids is None else (id_spec, id_spec)),
+        in_specs=(
+            q_spec,
+            kv_spec,
+            kv_spec,
+            None if segment_ids is None else (id_spec, id_spec),
+            None if traced is None else P(),
+        ),
         out_specs=q_spec,
         axis_names=set(free),
         check_vma=False,
     )
-    return sharded(query, key, value, segment_ids)
+    return sharded(query, key, value, segment_ids, traced)

@@ -7,9 +7,10 @@ attention, ``ZOO_GROUPED_MATMUL`` for grouped matmuls, read the same way.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, Generic
 
-from ._kernel import AttentionKernel
+from ._kernel import AttentionKernel, contract_reason
 from ._record import ATTENTION as ATTENTION_KIND
 from ._record import Resolution, Source, record, warn_once
 from ._registry import ATTENTION, K, KernelRegistry
@@ -32,15 +33,28 @@ class Resolver(Generic[K]):
         kind: the kind recorded in each :class:`Resolution` (``"attention"``, ...).
         label: what the fallback warning calls the chosen kernel, before its name (``""`` for
             attention, whose warnings predate the other kinds; ``"grouped matmul "``).
+        gate: asked before a kernel's own ``check``: a reason the kernel cannot serve the spec
+            whatever it says (a feature newer than the contract it declares), or ``None``.
     """
 
     def __init__(
-        self, registry: KernelRegistry[K], *, env_var: str, kind: str, label: str = ""
+        self,
+        registry: KernelRegistry[K],
+        *,
+        env_var: str,
+        kind: str,
+        label: str = "",
+        gate: Callable[[K, Any], str | None] | None = None,
     ) -> None:
         self.registry = registry
         self.env_var = env_var
         self.kind = kind
         self.label = label
+        self.gate = gate
+
+    def _check(self, kernel: K, spec: Any) -> str | None:
+        reason = None if self.gate is None else self.gate(kernel, spec)
+        return reason if reason is not None else kernel.check(spec)
 
     def default_order(self, platform: str) -> list[K]:
         """Kernels tried for ``platform`` when nothing is named: by priority, the reference
@@ -77,7 +91,7 @@ class Resolver(Generic[K]):
                 f"`implementation` must be a kernel name or None, got {implementation!r}."
             )
         kernel = self.registry.get(implementation)
-        reason = kernel.check(spec)
+        reason = self._check(kernel, spec)
         if reason is not None:
             raise KernelUnavailableError(
                 f"{self.registry.kind} kernel {kernel.describe()} cannot serve this call: {reason}"
@@ -94,7 +108,7 @@ class Resolver(Generic[K]):
             if isinstance(candidate, str):
                 skipped.append((candidate, f"not installed (installed: {installed})"))
                 continue
-            reason = candidate.check(spec)
+            reason = self._check(candidate, spec)
             if reason is None:
                 resolution = Resolution(
                     candidate.name, candidate.version, source, tuple(skipped), spec, self.kind
@@ -132,7 +146,9 @@ class Resolver(Generic[K]):
         return resolution
 
 
-_ATTENTION: Resolver[AttentionKernel] = Resolver(ATTENTION, env_var=ENV_VAR, kind=ATTENTION_KIND)
+_ATTENTION: Resolver[AttentionKernel] = Resolver(
+    ATTENTION, env_var=ENV_VAR, kind=ATTENTION_KIND, gate=contract_reason
+)
 
 
 def default_order(platform: str) -> list[AttentionKernel]:

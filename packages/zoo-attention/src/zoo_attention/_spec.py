@@ -26,7 +26,10 @@ class AttentionSpec:
     Shapes follow the contract layout: query ``[batch, q_len, num_heads, head_dim]``, key and
     value ``[batch, kv_len, num_kv_heads, head_dim]``. ``platform`` and ``device_kind`` describe
     the target (see :func:`zoo_attention.find_target`): the active mesh's devices when there is
-    one, which is not the host's when compiling for a TPU from a CPU.
+    one, which is not the host's when compiling for a TPU from a CPU. ``has_query_offset``
+    (contract 1.2): the queries are a block of a longer sequence, query row ``i`` sits at
+    position ``query_offset + i`` for the causal and window rules (the kernel receives the
+    offset as a traced int32 scalar); set only when the mask depends on positions.
     """
 
     batch: int
@@ -43,6 +46,7 @@ class AttentionSpec:
     local_window: Window | None = None
     logits_soft_cap: float | None = None
     device_kind: str | None = None
+    has_query_offset: bool = False
 
     @property
     def group_size(self) -> int:
@@ -61,7 +65,15 @@ class AttentionSpec:
             used.append("local_window")
         if self.logits_soft_cap is not None:
             used.append("logits_soft_cap")
+        if self.has_query_offset:
+            used.append("query_offset")
         return tuple(used)
+
+    @property
+    def uses_positions(self) -> bool:
+        """Whether the mask depends on positions (causal or windowed): only then does a query
+        offset change the result."""
+        return self.is_causal or self.local_window is not None
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -127,6 +139,31 @@ def _normalise_segment_ids(
     return jnp.asarray(q_ids, jnp.int32), jnp.asarray(kv_ids, jnp.int32)
 
 
+def normalise_query_offset(query_offset: Any) -> jax.Array | int | None:
+    """``query_offset`` checked: a Python int stays one (a kernel that plans before tracing
+    needs it static), an integer scalar array becomes int32 (``None`` stays ``None``).
+
+    Raises:
+        ValueError: not a non-negative int nor an integer scalar array.
+    """
+    if query_offset is None:
+        return None
+    if isinstance(query_offset, bool):
+        raise ValueError(f"`query_offset` must be an int or an int scalar, got {query_offset!r}.")
+    if isinstance(query_offset, int):
+        if query_offset < 0:
+            raise ValueError(f"`query_offset` must be non-negative, got {query_offset}.")
+        return query_offset
+    if (
+        not hasattr(query_offset, "shape")
+        or _shape(query_offset) != ()
+        or not jnp.issubdtype(query_offset.dtype, jnp.integer)
+    ):
+        shape = getattr(query_offset, "shape", type(query_offset).__name__)
+        raise ValueError(f"`query_offset` must be an int or an int scalar array, got {shape}.")
+    return jnp.asarray(query_offset, jnp.int32)
+
+
 def make_spec(
     query: Any,
     key: Any,
@@ -139,10 +176,14 @@ def make_spec(
     logits_soft_cap: float | None = None,
     platform: str | None = None,
     device_kind: str | None = None,
+    query_offset: Any = None,
 ) -> tuple[AttentionSpec, tuple[jax.Array, jax.Array] | None]:
     """Validate the arguments of ``dot_product_attention`` and describe the call.
 
     ``platform`` and ``device_kind`` default to the call's target (:func:`find_target`).
+    ``query_offset`` (an int or int scalar array, or ``None``) only marks the spec
+    (``has_query_offset``) when the mask depends on positions; check it with
+    :func:`normalise_query_offset`.
 
     Returns the spec and the segment ids normalised to a pair of int32 arrays (or ``None``).
     Raises ``ValueError`` naming the argument and the shapes for anything the contract rejects.
@@ -208,5 +249,6 @@ def make_spec(
         local_window=window,
         logits_soft_cap=logits_soft_cap,
         device_kind=device_kind,
+        has_query_offset=query_offset is not None and (is_causal or window is not None),
     )
     return spec, ids

@@ -30,6 +30,8 @@ class XlaKernel(AttentionKernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
+        *,
+        query_offset: jax.Array | None = None,
     ) -> jax.Array:
         b, t, n, h = query.shape
         k = spec.num_kv_heads
@@ -38,8 +40,10 @@ class XlaKernel(AttentionKernel):
         q = query.reshape(b, t, k, g, h)
         logits = jnp.einsum("btkgh,bskh->bkgts", q, key, preferred_element_type=jnp.float32)
         logits = soft_cap(logits * spec.scale, spec.logits_soft_cap)
-        q_pos = jnp.arange(spec.q_len)[:, None]
-        kv_pos = jnp.arange(spec.kv_len)[None, :]
+        q_pos = jnp.arange(spec.q_len, dtype=jnp.int32)[:, None]
+        if query_offset is not None:
+            q_pos = q_pos + query_offset
+        kv_pos = jnp.arange(spec.kv_len, dtype=jnp.int32)[None, :]
         q_seg = kv_seg = None
         if segment_ids is not None:
             q_seg = segment_ids[0][:, None, None, :, None]

@@ -23,6 +23,7 @@ from ._logical import LAYERS as LAYERS
 from ._logical import MLP_AXIS as MLP_AXIS
 from ._logical import NORM as NORM
 from ._logical import POSITION as POSITION
+from ._logical import SEQUENCE as SEQUENCE
 from ._logical import VOCAB as VOCAB
 from ._logical import LogicalAxes as LogicalAxes
 from ._logical import Rules as Rules
@@ -47,7 +48,7 @@ from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul
 
-__version__ = "0.5.0"
+__version__ = "0.6.0.dev0"
 
 
 def __getattr__(name: str) -> Any:

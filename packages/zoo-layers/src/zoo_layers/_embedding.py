@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._linear import dense
-from ._logical import BATCH, EMBED, VOCAB, Name, logical_constraint, with_names
+from ._logical import BATCH, EMBED, SEQUENCE, VOCAB, Name, logical_constraint, with_names
 
 
 class Embedding(eqx.Module):
@@ -53,7 +53,7 @@ class Embedding(eqx.Module):
         """
         table = logical_constraint(self.weight, (None, None))
         out = jnp.take(table, ids, axis=0)
-        out = logical_constraint(out, (BATCH,))
+        out = logical_constraint(out, (BATCH, SEQUENCE) if ids.ndim == 2 else (BATCH,))
         return out if dtype is None else out.astype(dtype)
 
     def attend(self, x: Float[Array, "*B D"]) -> Float[Array, "*B V"]:

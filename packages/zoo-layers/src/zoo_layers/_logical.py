@@ -40,6 +40,8 @@ EXPERTS = "experts"
 LAYERS = "layers"
 NORM = "norm"
 POSITION = "position"
+#: The sequence dimension of activations (``[B, T, ...]``): split over a context axis.
+SEQUENCE = "sequence"
 
 Name = str | None
 #: Logical name → mesh axis, tuple of mesh axes, or ``None`` (replicated).
@@ -166,14 +168,19 @@ _RULES: contextvars.ContextVar[Rules | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def axis_rules(rules: Rules) -> Iterator[Rules]:
+def axis_rules(rules: Rules, *, balanced: bool = False) -> Iterator[Rules]:
     """Within the block, :func:`logical_constraint` lays activations out by ``rules`` on the
     active mesh, and attention kernels that XLA cannot partition run per shard of the mesh axes
-    the rules give ``"batch"`` and ``"heads"``."""
+    the rules give ``"batch"`` and ``"heads"``; attention over a sequence the ``"sequence"``
+    axes split runs sequence-sharded (``balanced``: the caller laid the sequence out in the
+    dual-chunk order, :func:`zoo_attention.context.dual_chunk_order`)."""
     token = _RULES.set(dict(rules))
     try:
         with zoo_attention.partition_axes(
-            batch=_mesh_axes(rules.get(BATCH)), heads=_mesh_axes(rules.get(HEADS))
+            batch=_mesh_axes(rules.get(BATCH)),
+            heads=_mesh_axes(rules.get(HEADS)),
+            sequence=_mesh_axes(rules.get(SEQUENCE)),
+            balanced=balanced,
         ):
             yield rules
     finally:

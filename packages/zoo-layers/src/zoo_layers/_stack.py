@@ -30,7 +30,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 import zoo_attention
 
 from ._block import TransformerBlock
-from ._logical import BATCH, logical_axes, logical_constraint, stacked_axes
+from ._logical import BATCH, SEQUENCE, logical_axes, logical_constraint, stacked_axes
 from .moe import RouterStats
 
 _T = TypeVar("_T")
@@ -271,9 +271,10 @@ class LayerStack(eqx.Module):
         ) -> tuple[Array, tuple[RouterStats | None, ...]]:
             stats = []
             for p, block in enumerate(blocks):
-                # The residual stream is laid out by the batch rule at every block (a no-op
-                # without active axis rules); without it XLA may pick layouts that move data.
-                h = logical_constraint(h, (BATCH, None, None))
+                # The residual stream is laid out by the batch and sequence rules at every block
+                # (a no-op without active axis rules); without it XLA may pick layouts that
+                # move data.
+                h = logical_constraint(h, (BATCH, SEQUENCE, None))
                 h, s = block.apply(
                     h,
                     positions,

@@ -22,6 +22,7 @@ from .parallel import (
     MeshAxes,
     MeshFunction,
     PackedBatch,
+    balanced_sequences,
     batch_shardings,
     batch_shards,
     platform_of,
@@ -38,7 +39,10 @@ EvalFn = Callable[[Batch, TrainState], dict[str, jax.Array]]
 
 
 def _sums(loss_fn: LossFn, params: PyTree, frozen: PyTree, batch: dict, key: jax.Array) -> tuple:
-    loss_sum, aux = loss_fn(eqx.combine(params, frozen), batch, key)
+    # On a context axis the sequences are laid out for causal load balancing first: the sums
+    # are over tokens, so their order does not change them.
+    with balanced_sequences(batch) as laid:
+        loss_sum, aux = loss_fn(eqx.combine(params, frozen), laid, key)
     if "weight" not in aux:
         raise ValueError("The loss function's aux dict must hold 'weight' (the counted units).")
     return jnp.asarray(loss_sum, jnp.float32), {

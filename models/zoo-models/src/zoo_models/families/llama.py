@@ -31,7 +31,8 @@ def write(c: ModelConfig) -> dict[str, Any]:
 
 @functools.cache
 def presets() -> dict[str, ModelConfig]:
-    """Llama 3.2 1B, Llama 2 7B and ``llama-tiny`` (GQA, Llama 3 rotary scaling)."""
+    """Llama 3.2 1B, Llama 3.1 8B, Llama 2 7B and ``llama-tiny`` (GQA, Llama 3 rotary
+    scaling)."""
     return {
         "llama-3.2-1b": ModelConfig(
             family="llama",
@@ -50,6 +51,26 @@ def presets() -> dict[str, ModelConfig]:
             rope_high_freq_factor=4.0,
             rope_original_max_position=8192,
             tie_embeddings=True,
+            bos_token_id=128000,
+            eos_token_id=128001,
+        ),
+        # Meta-Llama-3.1-8B's config.json: 128k positions by Llama 3 rotary scaling.
+        "llama-3.1-8b": ModelConfig(
+            family="llama",
+            vocab_size=128256,
+            d_model=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=8,
+            head_dim=128,
+            mlp_hidden=14336,
+            max_position=131072,
+            rope_theta=500000.0,
+            rope_scaling="llama3",
+            rope_factor=8.0,
+            rope_low_freq_factor=1.0,
+            rope_high_freq_factor=4.0,
+            rope_original_max_position=8192,
             bos_token_id=128000,
             eos_token_id=128001,
         ),

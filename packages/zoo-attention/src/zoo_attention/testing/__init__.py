@@ -10,7 +10,8 @@ A kernel package checks itself with::
 Only ``ConformanceSuite`` (and ``conformance_suite``, which builds such a class) needs
 pytest, and it is imported on first use: ``run_case``, the case table and ``verify(name)``
 (every case as a pass/fail row, what ``zoo-attention verify`` and ``zoo kernels verify`` run)
-work with numpy and jax alone. ``fresh_seed``, ``compare``, ``run_checks`` and
+work with numpy and jax alone. ``check_query_offset`` checks contract 1.2's query offset on a
+kernel that serves it. ``fresh_seed``, ``compare``, ``run_checks`` and
 ``conformance_suite`` are shared with the grouped-matmul suite (``zoo_attention.grouped.testing``)
 and open to kernel packages' own tests.
 """
@@ -29,6 +30,8 @@ from ._check import make_inputs as make_inputs
 from ._check import named_scope_failures as named_scope_failures
 from ._check import run_case as run_case
 from ._check import tiled as tiled
+from ._offset import OFFSET_MASKS as OFFSET_MASKS
+from ._offset import check_query_offset as check_query_offset
 from ._reference import ReferenceResult as ReferenceResult
 from ._reference import reference_attention as reference_attention
 from ._reference import reference_mask as reference_mask
@@ -47,6 +50,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CASES",
+    "OFFSET_MASKS",
     "SEED_VAR",
     "TOLERANCES",
     "BadInput",
@@ -54,6 +58,7 @@ __all__ = [
     "ConformanceSuite",
     "ReferenceResult",
     "bad_inputs",
+    "check_query_offset",
     "compare",
     "conformance_suite",
     "fresh_seed",

@@ -128,6 +128,12 @@ def _describe(
         lines.append(
             f"  attention: {kernels} ({report.mosaic_calls} Mosaic kernel calls in the step)"
         )
+    gathers = report.collectives.get("all-gather", 0)
+    if gathers and report.all_gather_bytes is not None:
+        lines.append(
+            f"  all-gathers: {gathers} in the program, {gib(report.all_gather_bytes)} a device "
+            "as written (a layer loop's body counted once)"
+        )
     m = report.memory
     if m is None:
         return lines
@@ -189,6 +195,7 @@ def _as_json(report: Any, setup: Any, topology: str, s: Any) -> dict[str, Any]:
         "kernels": report.kernels,
         "mosaic_calls": report.mosaic_calls,
         "collectives": report.collectives,
+        "all_gather_bytes": report.all_gather_bytes,
         "compile_s": round(report.compile_s, 2),
         "error": report.error,
     }
@@ -229,6 +236,19 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
         help="with --max-batch: the largest micro-batch tried (default: a million tokens, "
         "2**20 // seq_len rows)",
     )
+    p.add_argument(
+        "--max-seq-len",
+        action="store_true",
+        help="find the longest sequence (1024 times a power of two) whose step fits at "
+        "--batch-size rows, from --seq-len (a search on compiles)",
+    )
+    p.add_argument(
+        "--max-seq-len-limit",
+        type=int,
+        default=1 << 17,
+        metavar="N",
+        help="with --max-seq-len: the longest sequence tried (default: 131072)",
+    )
     add_settings_flags(p, "compile")
 
 
@@ -241,12 +261,19 @@ def run_compile(args: argparse.Namespace) -> int:
         compile_step,
         default_batch_limit,
         optimizer_state_bytes,
+        snap_length,
         topology_devices,
     )
     from ..parallel import batch_shards
     from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
 
     s = settings_of(args, "compile")
+    if args.max_batch and args.max_seq_len:
+        raise UsageError("--max-batch and --max-seq-len search one at a time; pass one of them.")
+    if args.max_seq_len and args.max_seq_len_limit < 1024:
+        raise UsageError(
+            f"--max-seq-len-limit must be at least 1024, got {args.max_seq_len_limit}."
+        )
 
     try:
         devices = topology_devices(args.topology)
@@ -254,7 +281,8 @@ def run_compile(args: argparse.Namespace) -> int:
         raise UsageError.from_error(e) from None
     mesh, rules = mesh_and_rules(s.mesh_text, s.sharding, devices=devices)
     model = compiled_model_config(s)  # type: ignore[arg-type]
-    check_mesh_fits(mesh, rules, model, batch_size=s.batch_size)
+    first_len = snap_length(s.seq_len) if args.max_seq_len else s.seq_len
+    check_mesh_fits(mesh, rules, model, batch_size=s.batch_size, seq_len=first_len)
     spec, lora, full = compiled_step(s, model, mesh)  # type: ignore[arg-type]
     setup = StepSetup(spec, model, s.seq_len, lora)
     name = _step_name(s)
@@ -268,7 +296,12 @@ def run_compile(args: argparse.Namespace) -> int:
         )
     limit = args.max_batch_limit or default_batch_limit(s.seq_len, shards)
     watch = _Watch()
-    if args.max_batch:
+    if args.max_seq_len:
+        report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)
+        setup = StepSetup(
+            spec, model, extra["max_seq_len"] or extra["seq_search"][0]["seq_len"], lora
+        )
+    elif args.max_batch:
         report, extra = _search(setup, s.batch_size, shards, limit, watch)
     else:
         _say(f"zoo: compiling for {args.topology} ...")
@@ -286,13 +319,71 @@ def run_compile(args: argparse.Namespace) -> int:
         )
         if extra["max_batch"] == limit:
             print(f"  (the limit {limit} fits: raise --max-batch-limit to search further)")
+    if args.max_seq_len:
+        print(_length_line(extra, args.max_seq_len_limit))
     if args.json_file:
         figures = _as_json(report, setup, args.topology, s)
         figures["optimizer_bytes_full_finetune"] = full_optimizer
         pathlib.Path(args.json_file).write_text(json.dumps({**figures, **extra}, indent=1))
     if args.max_batch:
         return 0 if extra["max_batch"] > 0 else EXIT_DOES_NOT_FIT
+    if args.max_seq_len:
+        return 0 if extra["max_seq_len"] > 0 else EXIT_DOES_NOT_FIT
     return 0 if report.fits else EXIT_DOES_NOT_FIT
+
+
+def _search_length(
+    setup: Any, batch_size: int, limit: int, watch: _Watch
+) -> tuple[Any, dict[str, Any]]:
+    """``--max-seq-len``: the report to print (the longest that fit, else the shortest tried)
+    and the search's figures for the JSON."""
+    from ..compile import gib, max_seq_len, snap_length
+
+    start = snap_length(setup.seq_len)
+    _say(
+        f"zoo: searching for the longest sequence that fits at micro-batch {batch_size}, from "
+        f"{start} up to {snap_length(limit)} tokens (--max-seq-len-limit), doubling or halving"
+    )
+
+    def heard(length: int, report: Any) -> None:
+        m = report.memory
+        figures = "" if m is None else f" (peak {gib(m.peak_bytes)} of {gib(m.hbm_bytes)})"
+        _say(f"zoo: {length} tokens {'fit' if report.fits else 'do not fit'}{figures}")
+
+    with watch.one_line_on_sigterm():
+        best, reports = max_seq_len(
+            setup,
+            batch_size,
+            start=start,
+            limit=limit,
+            on_compile=lambda n: _say(f"zoo: compiling {n} tokens a row ..."),
+            on_report=heard,
+        )
+    shown = reports[best] if best else reports[min(reports)]
+    search = [
+        {
+            "seq_len": n,
+            "fits": r.fits,
+            "peak_bytes": None if r.memory is None else r.memory.peak_bytes,
+            "collectives": r.collectives,
+            "all_gather_bytes": r.all_gather_bytes,
+            "compile_s": round(r.compile_s, 2),
+        }
+        for n, r in sorted(reports.items())
+    ]
+    return shown, {"max_seq_len": best, "seq_search": search}
+
+
+def _length_line(extra: dict[str, Any], limit: int) -> str:
+    """``longest sequence that fits: 32768 tokens (compiled 8192, 16384, 32768, 65536 (no))``."""
+    best = extra["max_seq_len"]
+    tried = ", ".join(f"{r['seq_len']}{'' if r['fits'] else ' (no)'}" for r in extra["seq_search"])
+    if best == 0:
+        return f"  no sequence of 1024 tokens or more fits (compiled {tried})"
+    line = f"  longest sequence that fits: {best} tokens (compiled {tried})"
+    if best * 2 > limit:
+        line += f"\n  (the limit {limit} fits: raise --max-seq-len-limit to search further)"
+    return line
 
 
 def _search(

@@ -8,8 +8,9 @@ from typing import Any
 from ..settings import add_flags, defaults
 
 MESH_HELP = (
-    "device mesh: sizes of the data, fsdp and tensor axes, -1 = every device left over "
-    "(default: data=1,fsdp=-1,tensor=1, i.e. every device fully sharded)"
+    "device mesh: sizes of the data, fsdp, expert, context and tensor axes, -1 = every device "
+    "left over (default: data=1,fsdp=-1,tensor=1, i.e. every device fully sharded; "
+    "context=N splits each sequence over N devices)"
 )
 
 

@@ -1,7 +1,8 @@
 """Ahead-of-time compilation of the train step for TPU topologies from any machine.
 
 ``zoo compile`` answers "does this model, at this batch and sequence length, fit that TPU
-slice?" without the slice: libtpu's compile-only devices stand in for the chips and the real
+slice?" (and, with ``--max-seq-len``, "how long may its sequences be?") without the slice:
+libtpu's compile-only devices stand in for the chips and the real
 train step is compiled for them.
 """
 
@@ -9,6 +10,8 @@ train step is compiled for them.
 from ..program import abstract_batch as abstract_batch
 from ._memory import StepMemory as StepMemory
 from ._memory import gib as gib
+from ._seq_len import max_seq_len as max_seq_len
+from ._seq_len import snap_length as snap_length
 from ._topology import KNOWN_TOPOLOGIES as KNOWN_TOPOLOGIES
 from ._topology import LibtpuMissingError as LibtpuMissingError
 from ._topology import available_hbm as available_hbm
@@ -18,6 +21,7 @@ from ._topology import topology_devices as topology_devices
 from ._train_step import SearchStep as SearchStep
 from ._train_step import StepReport as StepReport
 from ._train_step import StepSetup as StepSetup
+from ._train_step import all_gather_bytes as all_gather_bytes
 from ._train_step import bytes_per_device as bytes_per_device
 from ._train_step import compile_step as compile_step
 from ._train_step import count_collectives as count_collectives

@@ -66,7 +66,9 @@ class StepSetup:
 class StepReport:
     """One compile: the figures, or XLA's reason it did not compile.
 
-    ``optimizer_bytes`` is the optimizer state's share of the arguments, per device.
+    ``optimizer_bytes`` is the optimizer state's share of the arguments, per device;
+    ``all_gather_bytes`` what the compiled program's all-gathers bring each device (see
+    :func:`all_gather_bytes`).
     """
 
     batch_size: int
@@ -77,6 +79,7 @@ class StepReport:
     error: str | None = None
     collectives: dict[str, int] = dataclasses.field(default_factory=dict)
     optimizer_bytes: int | None = None
+    all_gather_bytes: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -105,6 +108,29 @@ COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "coll
 def count_collectives(text: str) -> dict[str, int]:
     """Collective instructions in a compiled module's text (an async pair counted once)."""
     return {op: len(re.findall(rf"\s{re.escape(op)}(?:-start)?\(", text)) for op in COLLECTIVES}
+
+
+_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+                "f32": 4, "s32": 4, "u32": 4, "f64": 8, "s64": 8, "u64": 8}  # fmt: skip
+_GATHER = re.compile(r"=\s*(.*?)\s+all-gather(?:-start)?\(")
+_SHAPE = re.compile(r"\b([a-z]+[0-9]*)\[([0-9,]*)\]")
+
+
+def all_gather_bytes(text: str) -> int:
+    """Bytes the all-gathers of a compiled module's text produce on one device: each
+    instruction's result (an async start's last shape, its output) counted once as written, so
+    one in a loop body (the layers' scan) counts once, not once per layer."""
+    total = 0
+    for result in _GATHER.findall(text):
+        shapes = _SHAPE.findall(result)
+        if not shapes:
+            continue
+        dtype, dims = shapes[-1]
+        size = 1
+        for d in filter(None, dims.split(",")):
+            size *= int(d)
+        total += size * _DTYPE_BYTES.get(dtype, 4)
+    return total
 
 
 def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[str, Any]]:
@@ -161,6 +187,7 @@ def compile_step(
         len(re.findall(r'custom_call_target="tpu_custom_call"', text)),
         collectives=count_collectives(text),
         optimizer_bytes=optimizer,
+        all_gather_bytes=all_gather_bytes(text),
     )
 
 

@@ -12,6 +12,9 @@ from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
 from ._checks import check_experts as check_experts
 from ._checks import check_heads as check_heads
+from ._checks import check_sequence as check_sequence
+from ._context import balanced_sequences as balanced_sequences
+from ._context import sequence_shards as sequence_shards
 from ._jit import MeshFunction as MeshFunction
 from ._jit import init_sharded as init_sharded
 from ._jit import mesh_context as mesh_context
@@ -42,6 +45,7 @@ from ._rules import MeshAxes as MeshAxes
 from ._rules import make_rules as make_rules
 from ._rules import rule_axes as rule_axes
 from ._shardings import array_spec as array_spec
+from ._shardings import batch_array_spec as batch_array_spec
 from ._shardings import batch_shardings as batch_shardings
 from ._shardings import batch_shards as batch_shards
 from ._shardings import batch_spec as batch_spec

@@ -20,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from ._packed_batch import PackedBatch
 from ._rules import MeshAxes
-from ._shardings import batch_spec, fit_sharding
+from ._shardings import batch_array_spec, batch_spec, fit_sharding
 
 Batch = dict[str, np.ndarray]
 
@@ -35,6 +35,7 @@ class BatchLayout:
 
     def __init__(self, mesh: Mesh, rules: Mapping[str, MeshAxes], rows: int) -> None:
         self.mesh = mesh
+        self.rules = rules
         self.rows = rows
         self._sharding = NamedSharding(mesh, batch_spec(mesh, rules))
         # jax types a device's index as optional, but every device of a sharding holds one.
@@ -71,7 +72,8 @@ class BatchLayout:
         shape = (self.rows, *part.shape[1:])
         sharding = self._fitted.get(shape)
         if sharding is None:
-            sharding = self._fitted[shape] = fit_sharding(self._sharding, shape)
+            spec = batch_array_spec(self.mesh, self.rules, len(shape))
+            sharding = self._fitted[shape] = fit_sharding(NamedSharding(self.mesh, spec), shape)
 
         def shard(index: tuple[slice, ...] | None) -> np.ndarray:
             assert index is not None  # jax gives every device its index (and asserts so)

@@ -62,3 +62,20 @@ def check_experts(n_experts: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> 
             f"but the model has {n_experts} experts a layer; use an expert size that divides "
             f"{n_experts}."
         )
+
+
+def check_sequence(seq_len: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> None:
+    """The context-parallel axes must split each sequence into twice as many equal chunks (the
+    causal load balancing gives each device two).
+
+    Raises:
+        ValueError: naming the sequence length and the axis sizes.
+    """
+    axes = rule_axes(rules, "sequence")
+    shards = math.prod(mesh.shape.get(a, 1) for a in axes)
+    if shards > 1 and seq_len % (2 * shards):
+        names = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in axes)
+        raise ValueError(
+            f"--seq-len {seq_len} cannot be split over the {shards} context-parallel shards of "
+            f"the mesh ({names}) in two chunks each; use a multiple of {2 * shards}."
+        )

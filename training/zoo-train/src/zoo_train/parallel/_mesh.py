@@ -1,5 +1,5 @@
-"""The device mesh: data parallel, fully sharded data parallel, expert parallel and tensor
-parallel axes."""
+"""The device mesh: data parallel, fully sharded data parallel, expert parallel, context
+parallel and tensor parallel axes."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from ..settings import shown_axes
 
 
 def make_mesh(config: MeshConfig | None = None, devices: Sequence[Any] | None = None) -> Mesh:
-    """A mesh with axes ``data``, ``fsdp``, ``expert``, ``tensor`` over ``devices`` (default: all
-    devices).
+    """A mesh with axes ``data``, ``fsdp``, ``expert``, ``context``, ``tensor`` over ``devices``
+    (default: all devices).
 
     The axes are ``Auto`` (XLA's partitioner places what the shardings leave open).
     """
@@ -48,7 +48,7 @@ def mesh_sizes(mesh: Mesh) -> dict[str, int]:
 
 
 def describe_mesh(mesh: Mesh) -> str:
-    """``"data=1 fsdp=8 tensor=1 (8 cpu devices)"`` (``expert=N`` when not 1)."""
+    """``"data=1 fsdp=8 tensor=1 (8 cpu devices)"`` (``expert=N``, ``context=N`` when not 1)."""
     n = mesh.devices.size
     kind = mesh.devices.flat[0].platform
     axes = " ".join(f"{k}={v}" for k, v in shown_axes(dict(mesh.shape)).items())

@@ -17,12 +17,15 @@ UNNAMED = "unnamed"
 #: experts it is one more data-parallel axis); parameters are fully sharded over ``fsdp`` along
 #: the model width (``embed``) and split over ``tensor`` along heads, MLP columns and the
 #: vocabulary (Megatron-style tensor parallelism); the experts of a mixture-of-experts layer
-#: are split over ``expert``; the residual stream stays whole on each device. A name mapped to
+#: are split over ``expert``; activations and batches are split along their sequence over
+#: ``context``, which also shards parameters like ``fsdp`` (as MaxText's rules do: a
+#: long-context run is small-batch, and its devices would otherwise each hold a whole copy of
+#: the parameters and optimizer state). At ``context`` 1 nothing changes. A name mapped to
 #: ``None`` is replicated.
 DEFAULT_RULES: dict[str, MeshAxes] = {
     "batch": ("data", "fsdp", "expert"),
     "experts": "expert",
-    "embed": "fsdp",
+    "embed": ("fsdp", "context"),
     "vocab": "tensor",
     "heads": "tensor",
     "kv_heads": "tensor",
@@ -31,7 +34,8 @@ DEFAULT_RULES: dict[str, MeshAxes] = {
     "layers": None,
     "norm": None,
     "position": None,
-    UNNAMED: "fsdp",
+    "sequence": "context",
+    UNNAMED: ("fsdp", "context"),
 }
 
 

@@ -116,10 +116,28 @@ def batch_shards(mesh: Mesh, rules: Mapping[str, MeshAxes]) -> int:
     return math.prod(mesh.shape.get(a, 1) for a in rule_axes(rules, zoo_layers.BATCH))
 
 
+def batch_array_spec(mesh: Mesh, rules: Mapping[str, MeshAxes], ndim: int) -> P:
+    """The spec of one batch array of rank ``ndim``: rows by the ``batch`` rule and, from rank
+    2, the last dimension (the sequence: ``[B, T]`` entries, a packed batch's ``[B, k, T]``) by
+    the ``sequence`` rule (size-1 axes left out)."""
+    rows = tuple(batch_spec(mesh, rules))
+    axes = tuple(a for a in rule_axes(rules, zoo_layers.SEQUENCE) if mesh.shape.get(a, 1) > 1)
+    if ndim < 2 or not axes:
+        return P(*rows)
+    entries: list[Any] = [rows[0] if rows else None] + [None] * (ndim - 1)
+    entries[-1] = axes[0] if len(axes) == 1 else axes
+    return P(*entries)
+
+
 def batch_shardings(batch: PyTree, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> PyTree:
-    """A ``NamedSharding`` per batch array: rows split by the ``batch`` rule."""
-    spec = batch_spec(mesh, rules)
-    return jax.tree.map(lambda x: fit_sharding(NamedSharding(mesh, spec), x.shape), batch)
+    """A ``NamedSharding`` per batch array: rows split by the ``batch`` rule, the sequence (the
+    last dimension from rank 2) by the ``sequence`` rule."""
+    return jax.tree.map(
+        lambda x: fit_sharding(
+            NamedSharding(mesh, batch_array_spec(mesh, rules, len(x.shape))), x.shape
+        ),
+        batch,
+    )
 
 
 def with_shardings(tree: PyTree, shardings: PyTree) -> PyTree:

@@ -40,7 +40,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
-        check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size)
+        check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size, seq_len=s.seq_len)
         # A rotary Hugging Face model takes a longer context from model_config; a zoo run's
         # model is what it was trained as.
         settable = s.from_hf is not None and model.config.positional == "rope"

@@ -31,15 +31,23 @@ def mesh_and_rules(
 
 
 def check_mesh_fits(
-    mesh: Any, rules: Mapping[str, Any], model_config: Any, *, batch_size: int | None = None
+    mesh: Any,
+    rules: Mapping[str, Any],
+    model_config: Any,
+    *,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
 ) -> None:
-    """A batch the data axes cannot split, a model's heads the tensor axes cannot, or its experts
-    the expert axes cannot, as a usage error (``batch_size=None``: only the model)."""
-    from ..parallel import check_batch, check_experts, check_heads
+    """A batch the data axes cannot split, a sequence the context axes cannot, a model's heads
+    the tensor axes cannot, or its experts the expert axes cannot, as a usage error
+    (``batch_size=None``, ``seq_len=None``: not checked)."""
+    from ..parallel import check_batch, check_experts, check_heads, check_sequence
 
     try:
         if batch_size is not None:
             check_batch(batch_size, mesh, rules)
+        if seq_len is not None:
+            check_sequence(seq_len, mesh, rules)
         check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
         check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
     except ValueError as e:

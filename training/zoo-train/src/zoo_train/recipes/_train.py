@@ -40,7 +40,7 @@ def train_recipe(s: RunSettings) -> int:
                 "ids rounded up to a multiple of 128"
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
-        check_mesh_fits(mesh, rules, config, batch_size=s.batch_size)
+        check_mesh_fits(mesh, rules, config, batch_size=s.batch_size, seq_len=s.seq_len)
         check_train_positions(config, s.seq_len, settable=True)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:

@@ -11,15 +11,20 @@ from ._fields import setting
 
 #: Mesh axis names, outermost first: ``data`` (replicas), ``fsdp`` (replicas that also shard
 #: parameters and optimizer state), ``expert`` (replicas that also split the experts of
-#: mixture-of-experts layers), ``tensor`` (heads and MLP columns split across devices).
-AXES: tuple[str, ...] = ("data", "fsdp", "expert", "tensor")
+#: mixture-of-experts layers), ``context`` (each sequence split across devices: activations
+#: and batches along their sequence dimension), ``tensor`` (heads and MLP columns split across
+#: devices).
+AXES: tuple[str, ...] = ("data", "fsdp", "expert", "context", "tensor")
+
+#: Axes left out of a mesh's description and record when their size is 1.
+_QUIET = ("expert", "context")
 
 
 def shown_axes(sizes: dict[str, int]) -> dict[str, int]:
-    """``sizes`` as shown and recorded: an ``expert`` axis of 1 left out."""
-    # A dense run's mesh reads (and compares with runs recorded before the axis existed) as it
+    """``sizes`` as shown and recorded: an ``expert`` or ``context`` axis of 1 left out."""
+    # A run's mesh reads (and compares with runs recorded before the axes existed) as it
     # always did.
-    return {k: v for k, v in sizes.items() if k != "expert" or v != 1}
+    return {k: v for k, v in sizes.items() if k not in _QUIET or v != 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +40,11 @@ class MeshConfig:
     expert: int = setting(
         1, "expert-parallel axis size: splits the experts of MoE layers (-1: every device left)"
     )
+    context: int = setting(
+        1,
+        "context-parallel axis size: splits each sequence over devices (-1: every device left)",
+        later=True,
+    )
 
     def __post_init__(self) -> None:
         sizes = self.to_dict()
@@ -48,7 +58,8 @@ class MeshConfig:
             raise ValueError(f"at most one mesh axis may be -1, got {self}.")
 
     def to_dict(self) -> dict[str, int]:
-        """``{"data": …, "fsdp": …, "expert": …, "tensor": …}`` as configured (``-1`` kept)."""
+        """``{"data": …, "fsdp": …, "expert": …, "context": …, "tensor": …}`` as configured
+        (``-1`` kept)."""
         return {name: getattr(self, name) for name in AXES}
 
     def __str__(self) -> str:
@@ -56,7 +67,7 @@ class MeshConfig:
 
     @classmethod
     def parse(cls, text: str) -> MeshConfig:
-        """``"data=1,fsdp=-1,expert=1,tensor=1"`` (axes left out keep their defaults)."""
+        """``"data=1,fsdp=-1,context=4,tensor=1"`` (axes left out keep their defaults)."""
         values: dict[str, int] = {}
         for part in (p.strip() for p in text.split(",")):
             if not part:
@@ -66,7 +77,7 @@ class MeshConfig:
             if not sep or name not in AXES:
                 raise ValueError(
                     f"mesh {text!r}: expected NAME=SIZE items with NAME in {', '.join(AXES)}, "
-                    f"e.g. data=1,fsdp=-1,expert=1,tensor=1."
+                    f"e.g. data=1,fsdp=-1,context=4,tensor=1."
                 )
             try:
                 values[name] = int(size)

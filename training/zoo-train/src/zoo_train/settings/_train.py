@@ -196,6 +196,8 @@ class TrainConfig(LoopSettings):
         for name, default in _LATER_DEFAULTS.items():
             if out[name] == default:
                 del out[name]
+        if out["mesh"].get("context") == 1:  # the axis came after runs that lack it
+            del out["mesh"]["context"]
         return out
 
     @classmethod

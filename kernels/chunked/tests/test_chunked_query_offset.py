@@ -1,0 +1,17 @@
+"""Contract 1.2's query offset on ``chunked`` against float64 reference rows, with blocks small
+enough that the offset moves the block ranges both passes visit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zoo_attention.testing import OFFSET_MASKS, check_query_offset
+
+
+@pytest.mark.parametrize("mask", sorted(OFFSET_MASKS))
+def test_a_block_of_queries_at_an_offset_is_those_rows_of_the_whole(mask, monkeypatch):
+    monkeypatch.setenv("ZOO_CHUNKED_BLOCK_Q", "4")
+    monkeypatch.setenv("ZOO_CHUNKED_BLOCK_KV", "8")
+    seed = int(np.random.default_rng().integers(1 << 30))
+    assert check_query_offset("chunked", mask, seed=seed) == []
