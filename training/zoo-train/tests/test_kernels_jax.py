@@ -107,9 +107,7 @@ def test_kernels_listing_shows_the_running_jax_and_each_kernels_verified_range(t
 def test_kernels_listing_shows_grouped_matmul_kernels_with_their_kind_and_contract(tmp_path):
     jax_version = importlib.metadata.version("jax")
     group = "zoo.grouped_matmul_kernels"
-    _install_fake_kernel(
-        tmp_path, "gmm_kernel", "0.3.0", f"<{jax_version}", group, "<2,>=1.2"
-    )
+    _install_fake_kernel(tmp_path, "gmm_kernel", "0.3.0", f"<{jax_version}", group, "<2,>=1.2")
     # A release built for a contract this zoo-attention does not provide.
     _install_fake_kernel(tmp_path, "future_gmm", "1.0.0", f">={jax_version}", group, "<3,>=2")
     proc = _zoo_kernels(tmp_path)
