@@ -21,4 +21,4 @@ from ._kernel import SplashKernel as SplashKernel
 from ._mask import head_mask as head_mask
 from ._mask import multi_head_mask as multi_head_mask
 
-__version__ = "0.1.0"
+__version__ = "0.1.1.dev0"

@@ -59,6 +59,7 @@ def splash_attention(
     logits_soft_cap: float | None = None,
     block_sizes: BlockSizes | None = None,
     interpret: bool = False,
+    query_offset: int = 0,
 ) -> jax.Array:
     """JAX's splash attention on the contract's layout, differentiable.
 
@@ -76,6 +77,9 @@ def splash_attention(
         block_sizes: splash's ``BlockSizes``; default :func:`choose_block_sizes`.
         interpret: ``False`` for Mosaic (TPU), ``True`` for Pallas interpret mode on any
             backend.
+        query_offset: the position of query row 0 for the causal and window rules (keys
+            start at 0): a block of queries of a longer sequence. A Python int, since
+            splash builds its block tables from the mask before tracing.
 
     Returns:
         ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
@@ -86,7 +90,7 @@ def splash_attention(
     blocks = block_sizes or choose_block_sizes(t, s)
     window = None if local_window is None else (int(local_window[0]), int(local_window[1]))
     kernel = make_splash_mha(
-        multi_head_mask(n, t, s, is_causal, window),
+        multi_head_mask(n, t, s, is_causal, window, query_offset),
         block_sizes=blocks,
         head_shards=1,
         q_seq_shards=1,

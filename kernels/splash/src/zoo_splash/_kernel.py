@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 
 from zoo_attention import AttentionKernel, AttentionSpec
@@ -29,6 +31,9 @@ class SplashKernel(AttentionKernel):
     # Its blocks must divide the lengths and be lane multiples; the shared conformance cases
     # (zoo-attention >= 1.2) run on it at their lengths rounded up to this.
     sequence_tile = LANES
+    # Contract 1.2's query offset, as a Python int: splash builds its mask's block tables
+    # before tracing, so on a sequence-sharded mesh the contract runs one branch per shard.
+    static_query_offset = True
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -46,7 +51,18 @@ class SplashKernel(AttentionKernel):
         value: jax.Array,
         segment_ids: tuple[jax.Array, jax.Array] | None,
         spec: AttentionSpec,
+        *,
+        query_offset: Any = None,
     ) -> jax.Array:
+        offset = 0
+        if query_offset is not None:
+            try:
+                offset = int(query_offset)  # a Python int, or a concrete (not traced) scalar
+            except (TypeError, jax.errors.ConcretizationTypeError):
+                raise ValueError(
+                    "splash takes the query offset as a static int (its mask's block tables are "
+                    "built before tracing), got a traced value; use implementation='chunked'."
+                ) from None
         return splash_attention(
             query,
             key,
@@ -57,6 +73,7 @@ class SplashKernel(AttentionKernel):
             local_window=spec.local_window,
             logits_soft_cap=spec.logits_soft_cap,
             interpret=spec.platform != "tpu" or interpret_requested(),
+            query_offset=offset,
         )
 
 

@@ -1,0 +1,32 @@
+"""Contract 1.2's query offset on ``splash`` (Pallas interpret mode): a block of 256 queries at
+a random offset in 640 tokens (several 128-blocks, so the offset moves the mask's block tables)
+gives those rows of float64 reference attention and their gradients; a traced offset, which
+the block tables cannot be built from, is refused in one sentence."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import zoo_attention
+from zoo_attention.testing import OFFSET_MASKS, check_query_offset
+
+
+@pytest.mark.parametrize("mask", sorted(OFFSET_MASKS))
+def test_a_block_of_queries_at_an_offset_is_those_rows_of_the_whole(mask):
+    seed = int(np.random.default_rng().integers(1 << 30))
+    assert check_query_offset("splash", mask, seed=seed, length=640, block=256) == []
+
+
+def test_a_traced_offset_is_refused():
+    q = jnp.ones((1, 128, 2, 64), jnp.float32)
+
+    def attend(offset: jax.Array) -> jax.Array:
+        return zoo_attention.dot_product_attention(
+            q, q, q, is_causal=True, query_offset=offset, implementation="splash"
+        )
+
+    with pytest.raises(ValueError, match="static int"):
+        jax.jit(attend)(jnp.int32(3))
