@@ -175,6 +175,7 @@ def test_every_numeric_setting_declares_its_range():
     }
     unchecked = sorted(k for k, v in numbers.items() if v.within is None)
     assert unchecked == [
+        "mesh.context",
         "mesh.data",
         "mesh.expert",
         "mesh.fsdp",

@@ -45,6 +45,8 @@ class Range:
         def show(x: float) -> str:
             return str(int(x)) if x.is_integer() else repr(x)
 
+        if math.isinf(self.high) and math.isinf(self.low):
+            return "a finite number"
         if math.isinf(self.high):
             return f"{'at least' if self.low_closed else 'greater than'} {show(self.low)}"
         return (

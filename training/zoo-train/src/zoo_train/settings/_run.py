@@ -333,7 +333,7 @@ class GRPOSettings:
     )
     reward_weights: list[float] = setting(
         [], "each reward function's weight (empty: 1 each)", flag="--reward-weights",
-        nargs="+", metavar="W",
+        nargs="+", metavar="W", within="(-inf, inf)",
     )  # fmt: skip
     num_generations: int = setting(
         8, "completions sampled per prompt", flag="--num-generations", metavar="G",
