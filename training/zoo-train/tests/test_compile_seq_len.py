@@ -4,9 +4,9 @@ without a ``context`` axis; and the search itself against memory models."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
-import pathlib
 
 import pytest
 from test_compile_cli import _tpu_python, _zoo
@@ -24,14 +24,22 @@ RUNS = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, dict]]:
+    """The two searches, side by side (each compile is mostly one thread of XLA)."""
     tmp = tmp_path_factory.mktemp("seq-len")
     python = _tpu_python()
+    with concurrent.futures.ThreadPoolExecutor(len(RUNS)) as pool:
+        procs = {
+            name: pool.submit(
+                _zoo, python, *args, "--max-seq-len", "--json", str(tmp / f"{name}.json"), cwd=tmp
+            )
+            for name, args in RUNS.items()
+        }
     out = {}
-    for name, args in RUNS.items():
-        report = tmp / f"{name}.json"
-        proc = _zoo(python, *args, "--max-seq-len", "--json", str(report), cwd=tmp)
+    for name, future in procs.items():
+        proc = future.result()
         assert proc.returncode == 0, proc.stderr[-3000:]
-        out[name] = (proc.returncode, proc.stdout, json.loads(pathlib.Path(report).read_text()))
+        report = json.loads((tmp / f"{name}.json").read_text())
+        out[name] = (proc.returncode, proc.stdout, report)
     return out
 
 
