@@ -134,6 +134,24 @@ def free_axes(mesh: Any) -> dict[str, int]:
     }
 
 
+def shard_spec(
+    spec: AttentionSpec, free: dict[str, int], batch: Axes, heads: Axes
+) -> tuple[bool, AttentionSpec]:
+    """``(kv_split, local)``: whether K/V heads split over ``heads`` too (else each shard keeps
+    them all), and the spec one shard sees with the batch over ``batch`` and the query heads
+    over ``heads``."""
+    b_shards = math.prod(free[a] for a in batch)
+    h_shards = math.prod(free[a] for a in heads)
+    kv_split = spec.num_kv_heads % h_shards == 0
+    local = dataclasses.replace(
+        spec,
+        batch=spec.batch // b_shards,
+        num_heads=spec.num_heads // h_shards,
+        num_kv_heads=spec.num_kv_heads // h_shards if kv_split else spec.num_kv_heads,
+    )
+    return kv_split, local
+
+
 def call_kernel(
     kernel: AttentionKernel,
     query: jax.Array,
@@ -159,15 +177,7 @@ def call_kernel(
     if math.prod(free.values()) == 1:
         return call(query, key, value, segment_ids, query_offset, spec)
     batch, heads = plan_axes(spec, free, current_partition_axes())
-    b_shards = math.prod(free[a] for a in batch)
-    h_shards = math.prod(free[a] for a in heads)
-    kv_split = spec.num_kv_heads % h_shards == 0
-    local = dataclasses.replace(
-        spec,
-        batch=spec.batch // b_shards,
-        num_heads=spec.num_heads // h_shards,
-        num_kv_heads=spec.num_kv_heads // h_shards if kv_split else spec.num_kv_heads,
-    )
+    kv_split, local = shard_spec(spec, free, batch, heads)
     q_spec = P(spec_entry(batch), None, spec_entry(heads), None)
     kv_spec = P(spec_entry(batch), None, spec_entry(heads) if kv_split else None, None)
     id_spec = P(spec_entry(batch), None)

@@ -20,7 +20,14 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
 from .._kernel import AttentionKernel, run_kernel
-from .._partition import Axes, current_partition_axes, free_axes, plan_axes, spec_entry
+from .._partition import (
+    Axes,
+    current_partition_axes,
+    free_axes,
+    plan_axes,
+    shard_spec,
+    spec_entry,
+)
 from .._spec import AttentionSpec
 from .._target import active_mesh, input_mesh
 from ._order import dual_chunk_chunks, from_dual_chunk
@@ -75,15 +82,10 @@ def sequence_plan(spec: AttentionSpec, *arrays: Any) -> SequencePlan | None:
         return None
     others = {a: n for a, n in free.items() if a not in sequence}
     batch, heads = plan_axes(spec, others, wanted)
-    b_shards = math.prod(free[a] for a in batch)
-    h_shards = math.prod(free[a] for a in heads)
-    kv_split = spec.num_kv_heads % h_shards == 0
+    kv_split, local = shard_spec(spec, free, batch, heads)
     local = dataclasses.replace(
-        spec,
-        batch=spec.batch // b_shards,
+        local,
         q_len=spec.q_len // shards // (2 if balanced else 1),
-        num_heads=spec.num_heads // h_shards,
-        num_kv_heads=spec.num_kv_heads // h_shards if kv_split else spec.num_kv_heads,
         has_query_offset=spec.uses_positions,
     )
     return SequencePlan(
