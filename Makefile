@@ -47,7 +47,7 @@ newest:
 # pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
 # setuptools: a Python >= 3.12 venv comes without it, and the eval extra's rouge-score builds
 # from its source distribution (installs here run without build isolation).
-$(NEWEST_STAMP): constraints.txt $(PYPROJECTS)
+$(NEWEST_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
 	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(NEWEST_PIP) install -c constraints.txt jax
@@ -56,9 +56,9 @@ $(NEWEST_STAMP): constraints.txt $(PYPROJECTS)
 	@touch $@
 
 # jax[tpu] at the newest leg's version, with its libtpu, for the TPU compile tests.
-$(NEWEST_TPU_STAMP): constraints.txt $(PYPROJECTS)
+$(NEWEST_TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(NEWEST_TPU_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_TPU_VENV)
-	$(NEWEST_TPU_PIP) install -c constraints.txt pip hatchling editables
+	$(NEWEST_TPU_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(NEWEST_TPU_PIP) install -c constraints.txt --no-build-isolation \
 		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
 	@touch $@
@@ -79,9 +79,9 @@ $(NEWEST_FULL_STAMP): $(NEWEST_STAMP) requirements-dev.txt
 runtime: $(RUNTIME_STAMP)
 	@$(BIN)/python $(EDITABLE)
 
-$(RUNTIME_STAMP): constraints.txt $(PYPROJECTS)
+$(RUNTIME_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt pip hatchling editables
+	$(PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES))
 	@touch $@
 
@@ -96,9 +96,9 @@ $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
 # A separate environment with libtpu, used only to compile for real TPU generations
 # (compile-only topologies): the kernel's compile tests and `.venv-tpu/bin/zoo compile`. Every zoo
 # package is installed (zoo-train with its `tpu` extra); the main .venv stays CPU-only.
-$(TPU_STAMP): constraints.txt $(PYPROJECTS)
+$(TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(TPU_VENV)/bin/python || $(PYTHON) -m venv $(TPU_VENV)
-	$(TPU_PIP) install -c constraints.txt pip hatchling editables
+	$(TPU_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(TPU_PIP) install -c constraints.txt --no-build-isolation \
 		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
 	@touch $@
