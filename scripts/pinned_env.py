@@ -48,11 +48,10 @@ def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
         )
     released = read_table(root)
     for pin in pins:
-        name, version = pinned_name(pin), pin.split("==", 1)[-1].strip()
-        versions = list(released.get(name, {}))
-        if "==" in pin and version not in versions:
+        asked, versions = pin.split("==", 1)[-1].strip(), list(released.get(pinned_name(pin), {}))
+        if "==" in pin and asked not in versions:
             raise ValueError(
-                f"{name} {version} is not a release (releases.toml records "
+                f"{pinned_name(pin)} {asked} is not a release (releases.toml records "
                 f"{', '.join(versions) or 'none'}); pin one of those."
             )
     tree = []
