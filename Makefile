@@ -9,6 +9,11 @@ BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
 PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+# Packages of the newest-JAX environments alone: zoo-tokamax (tokamax needs jax >= 0.11.1, so
+# Python >= 3.12).
+NEWEST_PACKAGES := $(PACKAGES) kernels/tokamax
+NEWEST_PYPROJECTS := $(addsuffix /pyproject.toml,$(NEWEST_PACKAGES))
+NEWEST_EDITABLE := scripts/editable.py $(NEWEST_PACKAGES)
 RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 TPU_STAMP := $(TPU_VENV)/.installed
@@ -30,7 +35,7 @@ NEWEST_TPU_PIP := $(NEWEST_TPU_VENV)/bin/python -m pip --disable-pip-version-che
 PIN ?= zoo-flash-tpu==0.1.1
 
 .PHONY: install newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
-	test-attention test-flash-tpu test-chunked test-splash test-megablox test-layers test-data test-models test-train test-integration test-multidevice test-bench
+	test-attention test-flash-tpu test-chunked test-splash test-megablox test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
 # two environments where a Python >= 3.12 exists (the test summary says so where none does).
@@ -41,26 +46,27 @@ install: $(STAMP) $(TPU_STAMP) newest
 newest:
 	@py=$$($(PYTHON) scripts/newest_python.py 2>&1) || { echo "zoo: the newest-JAX leg will not run: $$py"; exit 0; }; \
 	$(MAKE) --no-print-directory $(NEWEST_STAMP) $(NEWEST_TPU_STAMP) NEWEST_PYTHON=$$py && \
-	$(NEWEST_VENV)/bin/python $(EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(EDITABLE)
+	$(NEWEST_VENV)/bin/python $(NEWEST_EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(NEWEST_EDITABLE)
 
 # As a user with a current JAX: jax first, then zoo with the constraints, which keep it (the
 # pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
 # setuptools: a Python >= 3.12 venv comes without it, and the eval extra's rouge-score builds
 # from its source distribution (installs here run without build isolation).
-$(NEWEST_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
 	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(NEWEST_PIP) install -c constraints.txt jax
-	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) \
-		pytest pytest-xdist psutil
+	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation \
+		$(addprefix -e ,$(NEWEST_PACKAGES)) pytest pytest-xdist psutil
 	@touch $@
 
 # jax[tpu] at the newest leg's version, with its libtpu, for the TPU compile tests.
-$(NEWEST_TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_TPU_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_TPU_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_TPU_VENV)
 	$(NEWEST_TPU_PIP) install -c constraints.txt pip hatchling editables setuptools
 	$(NEWEST_TPU_PIP) install -c constraints.txt --no-build-isolation \
-		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
+		$(addprefix -e ,$(filter-out training/zoo-train,$(NEWEST_PACKAGES))) \
+		-e "training/zoo-train[tpu]"
 	@touch $@
 
 # Everything the whole suite needs on the newest leg: the references (torch, transformers,
@@ -121,6 +127,7 @@ test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
 test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
 test-splash: install ; $(BIN)/python scripts/run_tests.py zoo-splash
 test-megablox: install ; $(BIN)/python scripts/run_tests.py zoo-megablox
+test-tokamax: install ; $(BIN)/python scripts/run_tests.py --newest zoo-tokamax
 test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-data: install ; $(BIN)/python scripts/run_tests.py zoo-data
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models
