@@ -70,6 +70,7 @@ def place(tmp_path_factory) -> pathlib.Path:
     (root / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (root / "nested.json").write_text('{"model_config": {"x": ' + "[" * 40 + "]" * 40 + "}}")
     (root / "bomb.yaml").write_text(_alias_bomb())
+    (root / "small_bomb.yaml").write_text(_alias_bomb(4))  # under the cap: its error is short
     (root / "twice.yaml").write_text("steps: 2\nbatch_size: 4\nsteps: 3\n")
     (root / "twice.json").write_text('{"steps": 2, "steps": 3}')
     # A store whose manifest is not JSON, and shards whose manifest is gone.
@@ -83,12 +84,13 @@ def place(tmp_path_factory) -> pathlib.Path:
     return root
 
 
-def _alias_bomb() -> str:
-    """YAML whose ten anchors each list the one before nine times: ten lines, 9**10 values."""
-    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
-    for i in range(1, 10):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    lines.append("data: [" + ", ".join(["*a9"] * 9) + "]")
+def _alias_bomb(levels: int = 10) -> str:
+    """YAML whose anchors each list the one before nine times under `data:`: a few lines,
+    9**(levels + 1) values."""
+    lines = ["data:", "- &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        lines.append(f"- &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    lines.append("- [" + ", ".join([f"*a{levels - 1}"] * 9) + "]")
     return "\n".join(lines) + "\n"
 
 
@@ -246,6 +248,9 @@ CASES = [
     ([*TRAIN, "--config", "deep.json"], USAGE, "nests values more than 16 levels deep"),
     ([*TRAIN, "--config", "nested.json"], USAGE, "nests values more than 16 levels deep"),
     ([*TRAIN, "--config", "bomb.yaml"], USAGE, "holds more than 100,000 values"),
+    ([*TRAIN, "--config", "small_bomb.yaml"], USAGE,  # the value cut to 120 characters
+     "Setting `data` must be a list of strings, got [['x', 'x', 'x', 'x', ...], [['x', 'x', "
+     "'x', 'x', ...], ['x', 'x', 'x', 'x', ...], ['x', 'x', 'x', 'x', ...], ['x', 'x'…."),
     ([*TRAIN, "--config", "twice.yaml"], USAGE, "gives `steps` twice in one table (line 3)"),
     ([*TRAIN, "--config", "twice.json"], USAGE, "gives `steps` twice in one table; keep one"),
     # Sizes: refused before anything is allocated.

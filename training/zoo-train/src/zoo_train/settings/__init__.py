@@ -2,8 +2,8 @@
 
 The run config of the training loop (``TrainConfig``, ``OptimizerConfig``, ``MeshConfig``, in
 ``_train`` and ``_mesh``) declares each of its settings: default, help, range, flag and key.
-The command line's settings (``_run``) take those declarations as they are and add what only
-the command line has. Each setting's key, type, default and help are read off the classes
+The command line's settings (``_run``; GRPO's ``[grpo]`` in ``_grpo``) take those declarations
+as they are and add what only the command line has. Each setting's key, type, default and help are read off the classes
 (``_fields``), config files and ``--set`` are merged over the defaults (``_resolve``), and the
 command line's flags are made from them (``_flags``). Nothing here imports JAX.
 """
