@@ -78,21 +78,25 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
 BATCH_BYTES_PER_TOKEN = 20
 
 
-def check_batch_fits(rows: int, width: int, lower: str) -> None:
+def check_batch_fits(rows: int, width: int, lower: str, *, processes: int | None = None) -> None:
     """Refuse a step whose batch of ``rows`` rows of ``width`` tokens alone exceeds the memory
-    this process may use on the host, where every batch is made (``lower``: what to change).
+    this process may use on the host, where batches are made (``lower``: what to change). Each
+    of ``processes`` (default: the run's) makes its share of the rows.
 
     Raises:
         zoo_models.DoesNotFitError: one sentence with both figures.
     """
     from .compile import gib
 
+    processes = jax.process_count() if processes is None else processes
+    rows = -(-rows // processes)
     need = rows * width * BATCH_BYTES_PER_TOKEN
     have, where = zoo_models.host_memory_limit()
     if have is not None and need > have:
+        each = f" (each of {processes} processes' share)" if processes > 1 else ""
         raise zoo_models.DoesNotFitError(
-            f"A step's batch of {rows:,} rows of {width:,} tokens needs at least {gib(need)} of "
-            f"host memory, more than {where} ({gib(have)}); {lower}."
+            f"A step's batch of {rows:,} rows{each} of {width:,} tokens needs at least "
+            f"{gib(need)} of host memory, more than {where} ({gib(have)}); {lower}."
         )
 
 

@@ -310,7 +310,7 @@ def run_compile(args: argparse.Namespace) -> int:
     hosts = len({d.process_index for d in devices})
     rows = (limit if args.max_batch else s.batch_size) * s.grad_accum
     length = snap_length(args.max_seq_len_limit) if args.max_seq_len else s.seq_len
-    check_batch_fits(-(-rows // hosts), length, "lower --batch-size, --grad-accum or --seq-len")
+    check_batch_fits(rows, length, "lower --batch-size, --grad-accum or --seq-len", processes=hosts)
     watch = _Watch()
     if args.max_seq_len:
         report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)

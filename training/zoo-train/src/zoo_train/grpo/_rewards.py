@@ -208,12 +208,12 @@ class Rewards:
             if fn.left and name not in self._warned:
                 self._warned.add(name)
                 logger.warning(
-                    "reward function %s left %d process%s running after it returned; zoo ended "
-                    "them, and ends any it leaves after each call (a reward function must wait "
-                    "for what it starts)",
+                    "reward function %s left %s running after it returned; zoo ended %s, and "
+                    "ends any it leaves after each call (a reward function must wait for what "
+                    "it starts)",
                     name,
-                    fn.left,
-                    "" if fn.left == 1 else "es",
+                    "1 process" if fn.left == 1 else f"{fn.left} processes",
+                    "it" if fn.left == 1 else "them",
                 )
             return values
         try:  # copies: a function that changes its arguments changes nothing of the run's

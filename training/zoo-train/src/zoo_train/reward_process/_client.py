@@ -117,6 +117,10 @@ class RewardProcess:
                     return receive(self._replies)
                 except EOFError:
                     raise RewardProcessError(self._ended()) from None
+            # Ended with nothing to read (a child of it may hold the reply pipe open).
+            exited = self.process.poll() is not None
+            if exited and not select.select([self._replies], [], [], 0)[0]:
+                raise RewardProcessError(self._ended())
             signum = None if interrupted is None else interrupted()
             if signum is not None:
                 _end(self.process, self._fds)
