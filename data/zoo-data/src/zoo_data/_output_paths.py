@@ -59,6 +59,7 @@ def check_output_path(
     flag: str = "--out",
     kind: Literal["directory", "file"] | None = "directory",
     allow_same: bool = False,
+    may_hold_inputs: bool = False,
 ) -> None:
     """Refuse ``path`` as an output: the filesystem root or a system directory; a file where a
     directory is written (or a directory where a file is); one of ``inputs``, a directory that
@@ -73,6 +74,10 @@ def check_output_path(
             once it knows every input).
         allow_same: the output may be an input itself (an export that replaces its source on
             purpose, written beside it and swapped in); containing or lying inside one is still
+            refused.
+        may_hold_inputs: the output is a directory the command only adds to (a run's
+            directory: checkpoints, metrics), never replaces or empties, so it may hold an
+            input (a reward file kept with the run); being one or lying inside one is still
             refused.
 
     Raises:
@@ -92,7 +97,7 @@ def check_output_path(
         named = os.fspath(source)
         if real == read and not allow_same:
             relation = "is"
-        elif _within(read, real):
+        elif _within(read, real) and not may_hold_inputs:
             relation = "contains"
         elif _within(real, read):
             relation = "lies inside"

@@ -79,7 +79,7 @@ def _check_eval_outputs(args: argparse.Namespace) -> None:
         if args.output is not None:
             check_output_path(args.output, inputs, flag="--output", kind="file")
         if args.data_cache is not None:
-            check_output_path(args.data_cache, inputs, flag="--data-cache")
+            check_output_path(args.data_cache, inputs, flag="--data-cache", may_hold_inputs=True)
     except ValueError as e:
         raise UsageError.from_error(e) from None
 

@@ -58,20 +58,20 @@ def run_inputs(s: RunSettings) -> list[str | None]:
 
 def check_outputs(s: RunSettings) -> None:
     """``--out`` and the data cache: never the filesystem root or a system directory, never
-    an input, a directory holding one or a path inside one (checked before anything is read
-    or written)."""
+    an input or a path inside one (checked before anything is read or written). A run only
+    adds to them, so they may hold an input (a reward file kept with the run)."""
     from zoo_data import check_output_path, is_store, system_directory
 
     from ._stores import data_cache
 
     inputs = run_inputs(s)
     try:
-        check_output_path(s.out, inputs, flag="--out")
+        check_output_path(s.out, inputs, flag="--out", may_hold_inputs=True)
         raw = not s.data or not all(is_store(p) for p in [*s.data, *s.eval_data])
         if raw:  # raw data is prepared into the data cache
             cache = data_cache(s)
             flag = "--data-cache" if s.data_cache is not None else "the data cache"
-            check_output_path(cache, inputs, flag=flag)
+            check_output_path(cache, inputs, flag=flag, may_hold_inputs=True)
             where = system_directory(cache.parent) if s.data_cache is None else None
             if where is not None:
                 raise ValueError(
