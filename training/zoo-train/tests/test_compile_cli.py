@@ -258,6 +258,16 @@ def test_bad_topologies_and_meshes_are_usage_errors(args, needles, tmp_path: pat
     _usage_error(_zoo(_tpu_python(), *args, "--model", "llama-tiny", cwd=tmp_path), *needles)
 
 
+def test_a_sequence_no_host_could_make_exits_3_before_anything_is_built(tmp_path: pathlib.Path):
+    # The hostile pass: --seq-len 1000000000000 was OOM-killed at 24 GB (a kernel's host tables).
+    proc = _zoo(_tpu_python(), "--topology", "v5e:2x2", "--model", "llama-tiny",
+                "--seq-len", "1000000000000", cwd=tmp_path)  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("zoo compile:")]
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr and "compiling" not in proc.stderr
+    assert "A step's batch of 16 rows of 1,000,000,000,000 tokens needs at least" in lines[0]
+
+
 def test_without_libtpu_it_says_how_to_get_it(tmp_path: pathlib.Path):
     # This environment (the main .venv) is CPU-only: no libtpu.
     proc = _zoo(sys.executable, "--topology", "v5e:2x2", cwd=tmp_path)

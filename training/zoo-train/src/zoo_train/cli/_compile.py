@@ -255,6 +255,7 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
     # The compile, parallel and recipes packages load JAX: not on the `--help` path.
+    from .._capacity import check_batch_fits
     from ..compile import (
         LibtpuMissingError,
         StepSetup,
@@ -265,9 +266,18 @@ def run_compile(args: argparse.Namespace) -> int:
         topology_devices,
     )
     from ..parallel import batch_shards
-    from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
+    from ..recipes import (
+        check_compiled_objective,
+        check_json_output,
+        check_mesh_fits,
+        compiled_model_config,
+        compiled_step,
+        mesh_and_rules,
+    )
 
     s = settings_of(args, "compile")
+    check_compiled_objective(s.objective)  # type: ignore[attr-defined]
+    check_json_output(args.json_file, [getattr(s, "from_hf", None), args.config])
     if args.max_batch and args.max_seq_len:
         raise UsageError("--max-batch and --max-seq-len search one at a time; pass one of them.")
     if args.max_seq_len and args.max_seq_len_limit < 1024:
@@ -295,6 +305,12 @@ def run_compile(args: argparse.Namespace) -> int:
             f"into, got {args.max_batch_limit}."
         )
     limit = args.max_batch_limit or default_batch_limit(s.seq_len, shards)
+    # A host of the topology makes its share of the largest batch compiled: refused, with the
+    # figure, before anything is built for it (a kernel's host-side tables grow with it too).
+    hosts = len({d.process_index for d in devices})
+    rows = (limit if args.max_batch else s.batch_size) * s.grad_accum
+    length = snap_length(args.max_seq_len_limit) if args.max_seq_len else s.seq_len
+    check_batch_fits(rows, length, "lower --batch-size, --grad-accum or --seq-len", processes=hosts)
     watch = _Watch()
     if args.max_seq_len:
         report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)
