@@ -70,8 +70,9 @@ RUNS = {
         "--model", "llama-tiny", "--batch-size", "16", "--set", "model_config.vocab_size=4000000",
         "--set", "model_config.d_model=1024", "--set", "model_config.n_heads=8",
     ],
-    # Logits of 131072 tokens dominate: about 16 MiB a row per device; 656 rows fit, and the
-    # search starts near them (each compile that fits takes 10-20 s).
+    # Logits of 131072 tokens dominate (the unfused loss, see RUN_ENV): about 16 MiB a row per
+    # device; 656 rows fit, and the search starts near them (each compile that fits takes
+    # 10-20 s).
     "max-batch": [
         "--model", "llama-tiny", "--seq-len", "128", "--set", "model_config.vocab_size=131072",
         "--batch-size", "640", "--max-batch",
@@ -90,6 +91,9 @@ RUNS = {
     # The same step for a second TPU generation: both run their experts through megablox.
     "moe-v6e": [*MOE_ARGS, "--topology", "v6e:2x2"],
 }  # fmt: skip
+#: What a run's process adds to the environment: the max-batch search compiles the unfused
+#: loss, whose logits make the batch's size (the fused one fits many times the rows).
+RUN_ENV = {"max-batch": {"ZOO_CROSS_ENTROPY": "logits"}}
 
 
 MOE = zoo_models.get("mixtral-tiny").replace(d_model=512, mlp_hidden=1024, n_heads=4)
@@ -115,7 +119,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
                 str(tmp / f"{name}.json"),
             ],
             cwd=tmp,
-            env=env,
+            env={**env, **RUN_ENV.get(name, {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

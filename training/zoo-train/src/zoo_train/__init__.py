@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "sample_text": "._inference",
     "LossFn": "._loss",
     "make_lm_loss": "._loss",
+    "model_token_losses": "._loss",
     "token_losses": "._loss",
     "cap_malloc_arenas": "._malloc",
     "default_decay_mask": "._optim",
