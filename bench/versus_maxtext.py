@@ -617,11 +617,14 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
             best_rows,
             [took],
         ),
-        table(
-            "What zoo's peak is made of at its largest batch: the largest temporaries",
-            ["model", "at", "GiB", "shape", "made by (named scope)"],
-            parts_rows,
-        ),
     ]
+    if parts_rows:  # a quick run searches nothing
+        result["tables"].append(
+            table(
+                "What zoo's peak is made of at its largest batch: the largest temporaries",
+                ["model", "at", "GiB", "shape", "made by (named scope)"],
+                parts_rows,
+            )
+        )
     result["targets"] = targets
     return result
