@@ -84,7 +84,9 @@ def test_resume_on_another_store_is_refused_in_one_sentence(corpora, tmp_path, c
     err = capsys.readouterr().err.strip()
     line = err.splitlines()[-1]  # after the parameters line: the refusal, one sentence
     assert line.startswith("zoo train: error: The checkpoints in") and "different run" in line
-    assert "data.stores" in line and "Traceback" not in err
+    # Named by the setting the user changed, not the identity's internal keys.
+    assert f"(data: {corpora / 'code.store'} -> {corpora / 'prose.store'});" in line
+    assert "data.stores" not in line and "Traceback" not in err
 
 
 def test_eval_gives_the_same_loss_on_raw_data_and_on_its_store(corpora, tmp_path, capsys):
