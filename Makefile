@@ -111,8 +111,8 @@ $(RUNTIME_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@touch $@
 
 # `zoo eval --tasks` and `--eval-harness` on top of `make train`'s environment: zoo-train's `eval`
-# extra (lm-eval, with torch) into .venv, with the same constraints. Not part of `make train`,
-# which does not use it (torch alone is most of a gigabyte). `make install` includes it.
+# extra (lm-eval; no torch) into .venv, with the same constraints: 0.3 GB more. Not part of
+# `make train`, which does not use it. `make install` includes it.
 EVAL_STAMP := $(VENV)/.eval
 eval-deps: $(EVAL_STAMP)
 	@$(BIN)/python $(EDITABLE)
