@@ -106,11 +106,18 @@ def copy_tokenizer_files(source: pathlib.Path, target: pathlib.Path) -> None:
 def export_tokenizer(tokenizer: Any, source: pathlib.Path, target: pathlib.Path) -> None:
     """Put the tokenizer beside exported weights in ``target``, where ``AutoTokenizer`` looks:
     the files it was read from (``source``), or the byte tokenizer written as a
-    ``tokenizer.json``."""
+    ``tokenizer.json``. A tokenizer without a chat template gets the plain format zoo renders
+    conversations in (``zoo_data.PLAIN_CHAT_TEMPLATE``) as ``chat_template.jinja``, so the
+    export's ``apply_chat_template`` renders what the model trained on."""
+    from zoo_data import PLAIN_CHAT_TEMPLATE
+
     if tokenizer_files(source):
         copy_tokenizer_files(source, target)
     elif hasattr(tokenizer, "save"):
         tokenizer.save(target)
+    if not getattr(tokenizer, "chat_template", None):
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "chat_template.jinja").write_text(PLAIN_CHAT_TEMPLATE)
 
 
 def write_generation(settings: Mapping[str, Any], run_dir: pathlib.Path) -> None:

@@ -95,6 +95,28 @@ def _describe(
     return ", ".join(parts)
 
 
+def say_chat_format(s: RunSettings, tokenizer: Any) -> None:
+    """One line when raw data hold conversations and the tokenizer has no chat template: they
+    are rendered in the plain ``role: content`` format, and how to give a template."""
+    from zoo_data import is_store
+    from zoo_data.inputs import raw_holds_conversations
+
+    if getattr(tokenizer, "chat_template", None) or not is_primary():
+        return
+    raw = [p for p in [*s.data, *s.eval_data] if not is_store(p)]
+    try:
+        chat = any(raw_holds_conversations(p) for p in raw)
+    except ValueError:  # a missing source: refused where it is opened
+        return
+    if chat:
+        print(
+            "zoo: the tokenizer has no chat template, so conversations are rendered as "
+            "`role: content` lines (exports carry that template); to use another, put it in "
+            "the tokenizer's directory as chat_template.jinja or pass --tokenizer DIR with one",
+            file=sys.stderr,
+        )
+
+
 def build_data(s: RunSettings, tokenizer: Any) -> Data:
     """The training and held-out rows of the settings' data (``data``, ``data_weights``,
     ``eval_data``, the split), every source a token store made with ``tokenizer``.
@@ -104,6 +126,7 @@ def build_data(s: RunSettings, tokenizer: Any) -> Data:
     """
     from zoo_data import HeldOut, StoreLoader, TokenStore
 
+    say_chat_format(s, tokenizer)
     sources = training_stores(s, tokenizer)
     val: dict[str, HeldOut] | None
     try:

@@ -55,16 +55,26 @@ def sample(job: Job, model: Any, generation: dict[str, Any], *, step: int) -> No
     if s.sample_tokens <= 0:
         return
     import zoo_models
+    from zoo_data import leading_bos
 
     from .._inference import sample_ids
     from ..parallel import mesh_context
 
+    # The sample stops at the model's positions without a warning (the default of 300 tokens
+    # is more than llama-tiny's 128 positions hold): its header says how many it has.
+    tokens = s.sample_tokens
+    config = getattr(model, "config", None)
+    if config is not None:
+        prompt = len(job.model.tokenizer.encode(s.prompt))
+        prompt += leading_bos(job.model.tokenizer) is not None
+        if config.max_position > prompt:
+            tokens = min(tokens, config.max_position - prompt)
     with mesh_context(job.mesh, job.rules):
         ids = sample_ids(
             model,
             job.model.tokenizer,
             s.prompt,
-            max_new_tokens=s.sample_tokens,
+            max_new_tokens=tokens,
             temperature=s.temperature,
             seed=s.seed,
             stop_tokens=zoo_models.stop_token_ids(generation, job.model.tokenizer),

@@ -57,18 +57,54 @@ def vocabulary_for(tokenizer: Any) -> int:
     return n if is_byte_level(tokenizer) else -(-n // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
+def store_tokenizer_dir(data: list[str]) -> tuple[pathlib.Path, str] | None:
+    """``(directory, description)`` of the tokenizer the prepared stores ``data`` were made
+    with and hold a copy of, when every source is such a store and all share one tokenizer
+    (``None`` otherwise: raw data, the byte tokenizer, or stores that disagree)."""
+    import json
+
+    from zoo_data import is_store
+
+    if not data or not all(is_store(p) for p in data):
+        return None
+    identities = []
+    for p in data:
+        try:
+            identity = json.loads((pathlib.Path(p) / "manifest.json").read_text())["tokenizer"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        identities.append(identity)
+    directory = pathlib.Path(data[0]) / "tokenizer"
+    if (
+        identities[0].get("kind") == "bytes"
+        or len({i.get("fingerprint") for i in identities}) != 1
+        or not (directory / "tokenizer.json").is_file()
+    ):
+        return None
+    return directory, str(identities[0].get("description", "its tokenizer"))
+
+
 def run_tokenizer(s: RunSettings, out: pathlib.Path) -> Any:
     """The tokenizer ``zoo train`` trains with: ``--tokenizer`` (its files copied into the run,
-    so it travels into generate, eval and exports), else the byte tokenizer."""
+    so it travels into generate, eval and exports); else, when the data are prepared stores of
+    one tokenizer, the copy of it they hold (said in one line); else the byte tokenizer."""
+    import zoo_models
     from zoo_data import byte_tokenizer
 
     from .._runs import TOKENIZER_DIR, copy_tokenizer_files
+    from ._run import say
 
     if s.tokenizer is None:
-        return byte_tokenizer()
-    import zoo_models
-
-    source = tokenizer_source(None, s.tokenizer)
+        stored = store_tokenizer_dir(list(s.data))
+        if stored is None:
+            return byte_tokenizer()
+        source, made_with = stored
+        say(
+            f"zoo: tokenizer: the store's own ({made_with}, copied in {source}); "
+            "--tokenizer names another"
+        )
+    else:
+        source = tokenizer_source(None, s.tokenizer)
     try:
         tokenizer = zoo_models.load_tokenizer(source)
     except ValueError as e:

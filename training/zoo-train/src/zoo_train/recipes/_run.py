@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._errors import CheckpointMismatchError
 from ..parallel import is_primary
 from ..peft import LoRAConfig
 from ..settings import RunSettings, flat
@@ -164,20 +165,31 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
         s.eval_harness, job.model.tokenizer, steps=config.steps, stop_tokens=job.stop_tokens()
     )
     hooks = [*hooks, *loop_args.pop("hooks", ())]
-    result = loop(
-        job.model.model,
-        job.data.train,
-        config=config,
-        out=job.out,
-        eval_data=job.data.val,
-        run_info=job.run_info(),
-        stop_at=s.stop_at,
-        on_record=on_record,
-        mesh=job.mesh,
-        start_info={"parameters": parameters, "settings": flat(s)},
-        hooks=hooks,
-        **loop_args,
-    )
+    try:
+        result = loop(
+            job.model.model,
+            job.data.train,
+            config=config,
+            out=job.out,
+            eval_data=job.data.val,
+            run_info=job.run_info(),
+            stop_at=s.stop_at,
+            on_record=on_record,
+            mesh=job.mesh,
+            start_info={"parameters": parameters, "settings": flat(s)},
+            hooks=hooks,
+            **loop_args,
+        )
+    except CheckpointMismatchError:
+        # Named by the settings the user gave, not the identity's internal keys.
+        changed = identity_setting_changes(_last_settings(job.out), flat(s))
+        if not changed:
+            raise
+        shown = "; ".join(changed[:4]) + ("; …" if len(changed) > 4 else "")
+        raise CheckpointMismatchError(
+            f"The checkpoints in {job.out} come from a different run ({shown}); "
+            "resume with the same settings or choose a new output directory."
+        ) from None
     if (job.out / PLOT_FILE).is_file():
         job.trackers.image("loss_curve", job.out / PLOT_FILE, result.step)
     if not trained(result):
@@ -213,21 +225,45 @@ def _last_settings(out: pathlib.Path) -> dict[str, Any] | None:
     return starts[-1]["settings"] if starts else None
 
 
+#: Settings a resumed run may change without becoming another run (how it runs, reports and
+#: where it stops), left out when a refused resume names what changed.
+RESUMABLE_SETTINGS = (
+    "steps", "epochs", "stop_at", "out", "overwrite", "progress", "log_every", "eval_every",
+    "eval_batches", "keep", "save_every", "trackers", "profile", "export_hf", "sample_tokens",
+    "temperature", "prompt", "data_cache", "mesh.", "wandb.", "attention.", *SAID_WHEN_CHANGED,
+)  # fmt: skip
+
+
+def _changes(before: dict[str, Any], now: dict[str, Any], keys: list[str]) -> list[str]:
+    def shown(value: Any) -> str:
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    return [
+        f"{k}: {shown(before.get(k))} -> {shown(now.get(k))}"
+        for k in sorted(keys)
+        if before.get(k) != now.get(k)
+    ]
+
+
 def setting_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
     """``"grpo.reward: a.py:f -> b.py:g"`` for each setting of :data:`SAID_WHEN_CHANGED` that
     differs between ``before`` (``None``: nothing to compare) and ``now``."""
     if before is None:
         return []
+    return _changes(before, now, [k for k in {*before, *now} if k.startswith(SAID_WHEN_CHANGED)])
 
-    def shown(value: Any) -> str:
-        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
-    keys = sorted(k for k in {*before, *now} if k.startswith(SAID_WHEN_CHANGED))
-    return [
-        f"{k}: {shown(before.get(k))} -> {shown(now.get(k))}"
-        for k in keys
-        if before.get(k) != now.get(k)
+def identity_setting_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """``"data: a.store -> b.store"`` for each setting outside :data:`RESUMABLE_SETTINGS` that
+    differs between the last start's ``before`` (``None``: none recorded) and ``now``."""
+    if before is None:
+        return []
+    keys = [
+        k
+        for k in {*before, *now}
+        if not any(k == r or (r.endswith(".") and k.startswith(r)) for r in RESUMABLE_SETTINGS)
     ]
+    return _changes(before, now, keys)
 
 
 def _provenance_reporter(
