@@ -17,7 +17,7 @@ _SUBPACKAGES = ("checkpoint", "data", "loop", "parallel", "peft", "tracking")
 #: The module that defines each public name, imported on first use.
 _EXPORTS: dict[str, str] = {
     "provenance_changes": "._changes",
-    "step_compiler_options": "._compiler",
+    "step_compiler_options": "._xla_options",
     "OptimizerConfig": "._config",
     "TrainConfig": "._config",
     "CheckpointMismatchError": "._errors",
@@ -42,8 +42,8 @@ _EXPORTS: dict[str, str] = {
     "resolve_compute_dtype": "._precision",
     "provenance": "._provenance",
     "check_requirement": "._requirements",
-    "LoadedRun": "._runs",
-    "load_run": "._runs",
+    "LoadedRun": "._run_directory",
+    "load_run": "._run_directory",
     "TrainState": "._state",
     "init_train_state": "._state",
     "accumulate_gradients": "._step",

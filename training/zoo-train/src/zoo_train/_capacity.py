@@ -57,8 +57,8 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
     Raises:
         zoo_models.DoesNotFitError: one sentence with the parameter count and both figures.
     """
-    # zoo_train.compile loads Optax, which the inference paths that import this module skip.
-    from .compile import gib
+    # zoo_train.aot loads Optax, which the inference paths that import this module skip.
+    from .aot import gib
 
     need = state_bytes(model_config, optimizer, full=full)
     have, where = memory_of(mesh)

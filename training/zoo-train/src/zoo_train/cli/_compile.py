@@ -16,7 +16,7 @@ from typing import Any
 from .._usage import UsageError
 from ._exit import EXIT_DOES_NOT_FIT
 from ._options import add_settings_flags
-from ._train import settings_of
+from ._training import settings_of
 
 
 def _say(message: str) -> None:
@@ -38,7 +38,7 @@ class _Watch:
 
     def searched(self, step: Any) -> None:
         # The compile package loads JAX and Optax: not on the `zoo compile --help` path.
-        from ..compile import gib
+        from ..aot import gib
 
         r, m = step.report, step.report.memory
         self.best = step.lo
@@ -101,7 +101,7 @@ def _describe(
 ) -> list[str]:
     # The compile and parallel packages load JAX: not on the `zoo compile --help` path.
     from .._precision import resolve_compute_dtype
-    from ..compile import chip_name, gib
+    from ..aot import chip_name, gib
     from ..parallel import describe_mesh, platform_of
 
     config, model = setup.config, setup.model
@@ -165,7 +165,7 @@ def _describe(
 def _optimizer_line(optimizer: int, full: int | None) -> str:
     """``optimizer state 0.01 GiB per device (every parameter trained: 1.20 GiB; LoRA saves
     1.19 GiB)``."""
-    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
+    from ..aot import gib  # the compile package loads JAX: not on the `--help` path
 
     line = f"  optimizer state {gib(optimizer)} per device"
     if full is None:
@@ -255,7 +255,7 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
     # The compile, parallel and recipes packages load JAX: not on the `--help` path.
-    from ..compile import (
+    from ..aot import (
         LibtpuMissingError,
         StepSetup,
         compile_step,
@@ -337,7 +337,7 @@ def _search_length(
 ) -> tuple[Any, dict[str, Any]]:
     """``--max-seq-len``: the report to print (the longest that fit, else the shortest tried)
     and the search's figures for the JSON."""
-    from ..compile import gib, max_seq_len, snap_length
+    from ..aot import gib, max_seq_len, snap_length
 
     start = snap_length(setup.seq_len)
     _say(
@@ -391,7 +391,7 @@ def _search(
 ) -> tuple[Any, dict[str, Any]]:
     """``--max-batch``: the report to print (the largest that fit, else the smallest tried)
     and the search's figures for the JSON."""
-    from ..compile import max_batch
+    from ..aot import max_batch
 
     _say(
         f"zoo: searching for the largest micro-batch that fits, from {start} "

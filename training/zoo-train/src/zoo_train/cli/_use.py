@@ -9,7 +9,7 @@ import sys
 import tempfile
 from typing import Any
 
-from .._export import atomic_directory, check_export_target
+from .._export_directory import atomic_directory, check_export_target
 from ..settings import SEEDS, RunSettings, bounded
 from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
@@ -128,7 +128,7 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
     # The recipes, runs and PEFT load JAX, Equinox and Orbax: not on the `--help` path.
-    from .._runs import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
+    from .._run_directory import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
     from ..peft import export_hf
     from ..recipes import mesh_and_rules
 
@@ -159,7 +159,7 @@ def _hf_to_zoo(
     from .._config import OptimizerConfig, TrainConfig
     from .._optim import make_optimizer
     from .._provenance import provenance
-    from .._runs import (
+    from .._run_directory import (
         TOKENIZER_DIR,
         copy_tokenizer_files,
         model_identity,

@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 
 import zoo_models
 
-from .._runs import read_generation
+from .._run_directory import read_generation
 from .._usage import UsageError
 from ..parallel import tree_shardings
 from ..peft import apply_lora, load_peft_weights, merge_lora, read_peft_config

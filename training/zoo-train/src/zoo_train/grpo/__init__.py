@@ -20,6 +20,10 @@ from ._loss import METRICS as METRICS
 from ._loss import GRPOLoss as GRPOLoss
 from ._loss import completion_logps as completion_logps
 from ._loss import policy_objective as policy_objective
+from ._parts import COMPLETIONS_FILE as COMPLETIONS_FILE
+from ._parts import CompletionLog as CompletionLog
+from ._parts import grpo_parts as grpo_parts
+from ._parts import train_grpo as train_grpo
 from ._prompts import LONG_PROMPTS as LONG_PROMPTS
 from ._prompts import Prompt as Prompt
 from ._prompts import PromptSource as PromptSource
@@ -32,7 +36,3 @@ from ._rollout import Samples as Samples
 from ._rollout import completion_masks as completion_masks
 from ._rollout import rollout_key as rollout_key
 from ._rollout import rollout_rows as rollout_rows
-from ._train import COMPLETIONS_FILE as COMPLETIONS_FILE
-from ._train import CompletionLog as CompletionLog
-from ._train import grpo_parts as grpo_parts
-from ._train import train_grpo as train_grpo

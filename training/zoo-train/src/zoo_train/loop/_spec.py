@@ -11,7 +11,7 @@ from zoo_data import DataSource
 
 from ..program import StepSpec
 from ._evaluate import EvalData
-from ._step_end import StepEnd
+from ._hook import StepEnd
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,7 +40,7 @@ from ..program import TrainProgram, build_program
 from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
 from ._evaluate import evaluate
 from ._identity import jsonable, mesh_change, resume_check, run_identity
-from ._metrics import METRICS_FILE, MetricsWriter
+from ._metrics_file import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter

@@ -117,7 +117,7 @@ def check_grpo(s: FinetuneSettings) -> None:
 
 def check_finetune(s: FinetuneSettings) -> None:
     """What ``zoo train`` checks, and the export target (refused now, not after training)."""
-    from .._export import check_export_target
+    from .._export_directory import check_export_target
 
     if s.model != RunSettings.model:
         raise finetune_model_error()

@@ -56,7 +56,7 @@ def _last_settings(out: pathlib.Path) -> dict[str, Any] | None:
 def complete_step(s: RunSettings) -> int | None:
     """The step at which the run in ``s.out`` is complete, when it is and ``s`` asks it for no
     more (the same settings and steps, no export it lacks); else ``None`` (train as usual)."""
-    from .._runs import checkpoint_steps, read_metas
+    from .._run_directory import checkpoint_steps, read_metas
 
     out = pathlib.Path(s.out)
     committed = checkpoint_steps(out)
@@ -86,7 +86,7 @@ def complete_step(s: RunSettings) -> int | None:
 
 def say_complete(out: pathlib.Path, step: int, s: RunSettings) -> None:
     """The line for a run complete at ``step``: nothing to do, and how to extend it."""
-    from ._run import say
+    from ._steps import say
 
     say(
         f"zoo: the run in {out} was already complete at step {step}; nothing to train (raise "

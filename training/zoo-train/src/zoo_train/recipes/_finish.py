@@ -7,7 +7,7 @@ from typing import Any
 
 from ..parallel import is_primary
 from ._export_record import read_export, write_export
-from ._run import Job, say
+from ._steps import Job, say
 
 
 def export(
@@ -17,8 +17,8 @@ def export(
     tokenizer, in the dtype the source checkpoint came in, stopping where it stopped, and
     record in the run that ``target`` holds ``step``. Every process gathers, process 0
     writes, into a temporary sibling swapped in at the end."""
-    from .._export import atomic_directory
-    from .._runs import TOKENIZER_DIR, export_tokenizer
+    from .._export_directory import atomic_directory
+    from .._run_directory import TOKENIZER_DIR, export_tokenizer
     from ..peft import export_hf
 
     with atomic_directory(target, enabled=is_primary()) as directory:

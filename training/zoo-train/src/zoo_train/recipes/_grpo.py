@@ -13,7 +13,7 @@ from ..settings import FinetuneSettings
 from ._data import Data
 from ._model import Model
 from ._preference import reference_weights
-from ._run import say
+from ._steps import say
 
 
 def grpo_config(s: FinetuneSettings) -> Any:

@@ -6,11 +6,11 @@ import dataclasses
 import pathlib
 from typing import Any
 
+from .._model_sources import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
 from .._usage import UsageError
 from ..parallel import is_primary
 from ..settings import FinetuneSettings, RunSettings
 from ._mesh import check_positions
-from ._sources import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
 
 
 @dataclasses.dataclass
@@ -62,7 +62,7 @@ def run_tokenizer(s: RunSettings, out: pathlib.Path) -> Any:
     so it travels into generate, eval and exports), else the byte tokenizer."""
     from zoo_data import byte_tokenizer
 
-    from .._runs import TOKENIZER_DIR, copy_tokenizer_files
+    from .._run_directory import TOKENIZER_DIR, copy_tokenizer_files
 
     if s.tokenizer is None:
         return byte_tokenizer()
@@ -142,7 +142,12 @@ def scratch_model(
 def source_model(s: FinetuneSettings, out: pathlib.Path, mesh: Any, rules: Any) -> Model:
     """The model to fine-tune, placed on ``mesh``: from ``--from-hf`` or ``--from-run``. Its
     tokenizer files and generation settings are copied into the run directory ``out``."""
-    from .._runs import TOKENIZER_DIR, copy_tokenizer_files, read_generation, write_generation
+    from .._run_directory import (
+        TOKENIZER_DIR,
+        copy_tokenizer_files,
+        read_generation,
+        write_generation,
+    )
 
     if (s.from_hf is None) == (s.from_run is None):
         raise UsageError("zoo finetune needs exactly one of --from-hf DIR or --from-run DIR.")
@@ -183,7 +188,7 @@ def _from_hf(s: FinetuneSettings, mesh: Any, rules: Any) -> Model:
 
 
 def _from_run(s: FinetuneSettings, mesh: Any, rules: Any) -> Model:
-    from .._runs import load_run
+    from .._run_directory import load_run
     from ..peft import merge_lora
 
     if s.model_config:

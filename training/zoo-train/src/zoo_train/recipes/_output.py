@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..checkpoint import run_lock
 from ..parallel import is_primary
-from ._run import run_started
+from ._steps import run_started
 
 
 @contextlib.contextmanager

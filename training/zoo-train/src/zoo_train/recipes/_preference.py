@@ -14,7 +14,7 @@ from ..peft import LoRAConfig
 from ..settings import FinetuneSettings
 from ._data import Data
 from ._model import Model
-from ._run import say
+from ._steps import say
 
 
 def _pair_splits(data: Data) -> tuple[list[Any], list[Any]]:

@@ -13,7 +13,7 @@ from ._finish import sample
 from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
 from ._output import output_directory
-from ._run import Job, open_trackers, run, saved_provenance, say, trained
+from ._steps import Job, open_trackers, run, saved_provenance, say, trained
 
 
 def train_recipe(s: RunSettings) -> int:

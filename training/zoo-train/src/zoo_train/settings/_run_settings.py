@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from .._usage import UsageError
 from ._fields import declared, section, setting, table
-from ._train import (
+from ._loop import (
     LoopSettings,
     OptimizerChoice,
     OptimizerConfig,

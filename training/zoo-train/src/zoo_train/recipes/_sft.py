@@ -17,7 +17,7 @@ from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
 from ._preference import preference_loss
-from ._run import Job, open_trackers, run, saved_provenance, say, stop_tokens, trained
+from ._steps import Job, open_trackers, run, saved_provenance, say, stop_tokens, trained
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -25,7 +25,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
     export it to ``s.export_hf``; returns the exit code."""
     import jax
 
-    from .._runs import read_generation
+    from .._run_directory import read_generation
     from ..peft import ADAPTER_DIR
     from ._finetuning import finetune
 

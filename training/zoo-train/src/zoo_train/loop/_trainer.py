@@ -1,5 +1,5 @@
 """``train``: the loop. It starts (restoring or initialising), takes steps, and finishes; what
-happens between steps is done by hooks (:mod:`._hooks`)."""
+happens between steps is done by hooks (:mod:`._standard_hooks`)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from ..parallel import is_primary
 from ..profile import step_annotation
 from ..program import StepSpec
 from ._evaluate import EvalData
-from ._hooks import standard_hooks
-from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
+from ._hook import LoopView, StepEnd
+from ._metrics_file import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
 from ._spec import TrainSpec
+from ._standard_hooks import standard_hooks
 from ._start import Run, start_run
-from ._step_end import LoopView, StepEnd
 
 
 def train(

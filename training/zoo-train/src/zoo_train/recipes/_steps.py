@@ -31,7 +31,7 @@ def say(message: str) -> None:
 def run_started(out: pathlib.Path) -> bool:
     """Whether a run in ``out`` got as far as training (its start record is written) or has
     checkpoints: a run that failed before then leaves nothing of value behind."""
-    from .._runs import checkpoint_steps
+    from .._run_directory import checkpoint_steps
     from ..loop import METRICS_FILE
 
     return (out / METRICS_FILE).exists() or bool(checkpoint_steps(out))
@@ -39,7 +39,7 @@ def run_started(out: pathlib.Path) -> bool:
 
 def saved_provenance(out: pathlib.Path) -> dict[int, dict[str, Any] | None]:
     """The provenance recorded in each readable checkpoint of ``out`` (empty: a new run)."""
-    from .._runs import read_metas
+    from .._run_directory import read_metas
 
     return {step: meta.get("provenance") for step, meta in read_metas(out).items()}
 
@@ -84,7 +84,7 @@ class Job:
 
     def run_info(self) -> dict[str, Any]:
         """What the run records about its model (compared on resume)."""
-        from .._runs import model_identity, tokenizer_spec
+        from .._run_directory import model_identity, tokenizer_spec
 
         info = {
             "model": self.settings.model if self.command == "train" else None,
@@ -110,7 +110,7 @@ def stop_tokens(s: RunSettings, model: Model) -> tuple[int, ...]:
     the tokenizer's EOS."""
     import zoo_models
 
-    from .._runs import read_generation
+    from .._run_directory import read_generation
 
     source = getattr(s, "from_hf", None) or getattr(s, "from_run", None)
     generation = read_generation(source) if source else {}
