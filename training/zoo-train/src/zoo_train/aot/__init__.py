@@ -6,8 +6,8 @@ libtpu's compile-only devices stand in for the chips and the real
 train step is compiled for them.
 """
 
-# The abstract batch moved to the step factory; compile code that named it here keeps working.
-from ..program import abstract_batch as abstract_batch
+from ._abstract_batch import abstract_batch as abstract_batch
+from ._abstract_batch import batch_fields as batch_fields
 from ._memory import StepMemory as StepMemory
 from ._memory import gib as gib
 from ._seq_len import max_seq_len as max_seq_len

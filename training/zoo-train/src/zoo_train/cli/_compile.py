@@ -265,7 +265,7 @@ def run_compile(args: argparse.Namespace) -> int:
         topology_devices,
     )
     from ..parallel import batch_shards
-    from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
+    from ..recipes import check_mesh_fits, compiled_model_config, compiled_trainer, mesh_and_rules
 
     s = settings_of(args, "compile")
     if args.max_batch and args.max_seq_len:
@@ -283,8 +283,8 @@ def run_compile(args: argparse.Namespace) -> int:
     model = compiled_model_config(s)  # type: ignore[arg-type]
     first_len = snap_length(s.seq_len) if args.max_seq_len else s.seq_len
     check_mesh_fits(mesh, rules, model, batch_size=s.batch_size, seq_len=first_len)
-    spec, lora, full = compiled_step(s, model, mesh)  # type: ignore[arg-type]
-    setup = StepSetup(spec, model, s.seq_len, lora)
+    trainer, lora, full = compiled_trainer(s, model, mesh)  # type: ignore[arg-type]
+    setup = StepSetup(trainer, model, s.seq_len, lora)
     name = _step_name(s)
     full_optimizer = None if lora is None else optimizer_state_bytes(full)
     extra: dict[str, Any] = {}
@@ -299,7 +299,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.max_seq_len:
         report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)
         setup = StepSetup(
-            spec, model, extra["max_seq_len"] or extra["seq_search"][0]["seq_len"], lora
+            trainer, model, extra["max_seq_len"] or extra["seq_search"][0]["seq_len"], lora
         )
     elif args.max_batch:
         report, extra = _search(setup, s.batch_size, shards, limit, watch)

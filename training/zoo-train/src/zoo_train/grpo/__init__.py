@@ -6,6 +6,8 @@ contract (``_loss``), reward functions loaded and checked (``_rewards``) and the
 (``_builtin_rewards``).
 """
 
+from typing import Any
+
 from ._advantages import combined_rewards as combined_rewards
 from ._advantages import group_advantages as group_advantages
 from ._builtin_rewards import BUILTIN_REWARDS as BUILTIN_REWARDS
@@ -23,7 +25,6 @@ from ._loss import policy_objective as policy_objective
 from ._parts import COMPLETIONS_FILE as COMPLETIONS_FILE
 from ._parts import CompletionLog as CompletionLog
 from ._parts import grpo_parts as grpo_parts
-from ._parts import train_grpo as train_grpo
 from ._prompts import LONG_PROMPTS as LONG_PROMPTS
 from ._prompts import Prompt as Prompt
 from ._prompts import PromptSource as PromptSource
@@ -36,3 +37,11 @@ from ._rollout import Samples as Samples
 from ._rollout import completion_masks as completion_masks
 from ._rollout import rollout_key as rollout_key
 from ._rollout import rollout_rows as rollout_rows
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train_grpo":  # kept for one minor release (zoo-train 0.10), warning when called
+        from .._deprecated import train_grpo
+
+        return train_grpo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,33 +1,44 @@
-"""``zoo train``: a preset model from scratch on the settings' data."""
+"""``zoo train``: a preset model trained from scratch on the settings' data."""
 
 from __future__ import annotations
 
 import pathlib
 
+from ..loop import Trainer
 from ..settings import RunSettings
-from ._checks import check_run
-from ._complete import complete_step, say_complete
-from ._data import build_data
-from ._epochs import steps_for_epochs
-from ._finish import sample
-from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
-from ._model import preset_config, run_tokenizer, scratch_model
-from ._output import output_directory
-from ._steps import Job, open_trackers, run, saved_provenance, say, trained
+from ._steps import (
+    build_data,
+    check_mesh_fits,
+    check_run,
+    check_train_positions,
+    complete_step,
+    mesh_and_rules,
+    open_trackers,
+    output_directory,
+    preset_config,
+    run_info,
+    run_tokenizer,
+    sample,
+    saved_provenance,
+    say,
+    say_complete,
+    scratch_model,
+    steps_for_epochs,
+    train_and_report,
+    trained,
+)
 
 
-def train_recipe(s: RunSettings) -> int:
+def train(s: RunSettings) -> int:
     """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
     code."""
     from .._capacity import check_state_fits
-    from ..loop import train
 
     check_run(s)
     out = pathlib.Path(s.out)
     done = complete_step(s)
     if done is not None:  # nothing is built, nothing in the run is touched
-        say_complete(out, done, s)
-        return 0
+        return say_complete(out, done, s)
     # One training process per output directory.
     with output_directory(out), open_trackers(s, out) as trackers:
         mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
@@ -45,8 +56,9 @@ def train_recipe(s: RunSettings) -> int:
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
         with build_data(s, tokenizer) as data:
             s = steps_for_epochs(s, data.train)
-            job = Job("train", s, out, mesh, rules, model, data, None, saved, trackers)
-            result = run(job, train)
+            info = run_info(model, preset=s.model)
+            trainer = Trainer(s.train_config(), model.model, None, out, mesh=mesh, run_info=info)
+            result = train_and_report(trainer, s, "train", model, data, None, saved, trackers)
         if trained(result):
-            sample(job, result.model, generation={}, step=result.step)
+            sample(s, trainer, tokenizer, result, {}, trackers)
     return 0
