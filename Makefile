@@ -27,7 +27,7 @@ NEWEST_FULL_STAMP := $(NEWEST_VENV)/.full
 NEWEST_TPU_STAMP := $(NEWEST_TPU_VENV)/.installed
 NEWEST_PIP := $(NEWEST_VENV)/bin/python -m pip --disable-pip-version-check -q
 NEWEST_TPU_PIP := $(NEWEST_TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
-PIN ?= zoo-flash-tpu==0.1.1
+PIN ?=
 # What every environment installs first, before any package: pip itself, the build backends of the
 # zoo packages (hatchling, editables; installs run without build isolation so these pins build
 # them) and setuptools, which builds the dependencies that ship only a source distribution
@@ -169,7 +169,8 @@ wheelhouse: runtime
 	$(BIN)/python scripts/wheelhouse.py --out wheelhouse
 
 # An environment of its own for pinned releases, the rest of zoo from this tree: .venv-pinned
-# (make pinned PIN='zoo-flash-tpu==0.1.1'; again with another PIN to upgrade or roll back).
+# (make pinned PIN='zoo-flash-tpu==0.1.1'; again with another PIN to upgrade or roll back; no
+# PIN: the latest releases are listed).
 pinned: runtime
 	$(BIN)/python scripts/pinned_env.py $(PINNED) $(PIN)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from release_table import PACKAGE_DIRS, ROOT, distribution, field
+from release_table import PACKAGE_DIRS, ROOT, distribution, field, read_table
 from wheelhouse import pip_wheel
 
 WHEELHOUSE = ROOT / "wheelhouse"
@@ -46,6 +46,14 @@ def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
         raise ValueError(
             f"{unknown[0]} is not a zoo package; pin one of {', '.join(sorted(known))}."
         )
+    released = read_table(root)
+    for pin in pins:
+        asked, versions = pin.split("==", 1)[-1].strip(), list(released.get(pinned_name(pin), {}))
+        if "==" in pin and asked not in versions:
+            raise ValueError(
+                f"{pinned_name(pin)} {asked} is not a release (releases.toml records "
+                f"{', '.join(versions) or 'none'}); pin one of those."
+            )
     tree = []
     for directory in PACKAGE_DIRS:
         name = distribution(directory, root)
@@ -57,7 +65,14 @@ def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        latest = {name: list(versions)[-1] for name, versions in read_table().items()}
+        print(
+            "pinned_env: name the release to pin, e.g. make pinned "
+            f"PIN='zoo-flash-tpu=={latest.get('zoo-flash-tpu', 'X.Y.Z')}' (latest releases: "
+            + ", ".join(f"{n} {v}" for n, v in sorted(latest.items()))
+            + ").",
+            file=sys.stderr,
+        )
         return 2
     target, pins = Path(argv[0]), argv[1:]
     try:

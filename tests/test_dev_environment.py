@@ -64,6 +64,17 @@ def test_pinned_environment_takes_the_pins_and_the_tree_for_the_rest():
         assert f'version = "{version}"' in text
     with pytest.raises(ValueError, match="not a zoo package"):
         pinned_env.requirements(["numpy==2.0"])
+    # A version that was never released is named with the releases there are, before anything
+    # is built or installed.
+    with pytest.raises(ValueError, match=r"zoo-flash-tpu 9\.9\.9 is not a release .*0\.1\.1"):
+        pinned_env.requirements(["zoo-flash-tpu==9.9.9"])
+
+
+def test_make_pinned_without_a_pin_names_one_instead_of_choosing(tmp_path, capsys):
+    assert pinned_env.main([str(tmp_path / "pinned")]) == 2
+    err = capsys.readouterr().err
+    assert "name the release to pin" in err and "PIN='zoo-flash-tpu==" in err
+    assert not (tmp_path / "pinned").exists()
 
 
 def _planned(target: str, tmp_path: Path) -> str:
