@@ -20,8 +20,8 @@ _SUBPACKAGES = ("aot", "checkpoint", "data", "loop", "parallel", "peft", "recipe
 _EXPORTS: dict[str, str] = {
     "provenance_changes": "._changes",
     "step_compiler_options": "._xla_options",
-    "OptimizerConfig": "._config",
-    "TrainConfig": "._config",
+    "OptimizerConfig": ".settings",
+    "TrainConfig": ".settings",
     "CheckpointMismatchError": "._errors",
     "CheckpointWriteError": "._errors",
     "NonFiniteLossError": "._errors",

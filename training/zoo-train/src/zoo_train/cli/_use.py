@@ -156,7 +156,6 @@ def _hf_to_zoo(
     tokenizer_path: str | None = None,
 ) -> int:
     # Loads JAX, Optax and Orbax: not on the `zoo convert --help` path.
-    from .._config import OptimizerConfig, TrainConfig
     from .._model_sources import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
     from .._optim import make_optimizer
     from .._provenance import provenance
@@ -171,6 +170,7 @@ def _hf_to_zoo(
     from .._state import init_train_state, trainable_params
     from ..checkpoint import CHECKPOINT_DIR, Checkpointer
     from ..parallel import mesh_record
+    from ..settings import OptimizerConfig, TrainConfig
 
     # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
     model, tokenizer = load_hf_on_mesh(

@@ -8,6 +8,9 @@ contract (``_loss``), reward functions loaded and checked (``_rewards``) and the
 
 from typing import Any
 
+from ..settings import LOSS_TYPES as LOSS_TYPES
+from ..settings import SCALINGS as SCALINGS
+from ..settings import GRPOConfig as GRPOConfig
 from ._advantages import combined_rewards as combined_rewards
 from ._advantages import group_advantages as group_advantages
 from ._builtin_rewards import BUILTIN_REWARDS as BUILTIN_REWARDS
@@ -15,9 +18,6 @@ from ._builtin_rewards import completion_text as completion_text
 from ._builtin_rewards import make_answer_match as make_answer_match
 from ._builtin_rewards import make_format_match as make_format_match
 from ._builtin_rewards import make_length_penalty as make_length_penalty
-from ._config import LOSS_TYPES as LOSS_TYPES
-from ._config import SCALINGS as SCALINGS
-from ._config import GRPOConfig as GRPOConfig
 from ._loss import METRICS as METRICS
 from ._loss import GRPOLoss as GRPOLoss
 from ._loss import completion_logps as completion_logps

@@ -15,8 +15,7 @@ from jax.sharding import Mesh
 
 from ..loop import StepEnd
 from ..parallel import BatchLayout, is_primary, make_mesh, make_rules
-from ..settings import TrainConfig
-from ._config import GRPOConfig
+from ..settings import GRPOConfig, TrainConfig
 from ._loss import GRPOLoss
 from ._prompts import Prompt, PromptSource
 from ._rewards import Rewards

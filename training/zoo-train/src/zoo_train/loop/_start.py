@@ -17,8 +17,6 @@ from jaxtyping import PyTree
 
 from zoo_data import DataSource
 
-from .._config import TrainConfig
-from .._extension import steps_change
 from .._plan import is_builder
 from .._provenance import kernel_label, kernels_line, provenance
 from .._state import TrainState
@@ -36,9 +34,10 @@ from ..parallel import (
     mesh_record,
 )
 from ..profile import ProfileWindow
+from ..settings import TrainConfig
 from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
 from ._evaluate import EvalData, evaluate
-from ._identity import jsonable, mesh_change, resume_check, run_identity
+from ._identity import jsonable, mesh_change, resume_check, run_identity, steps_change
 from ._metrics_file import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress, rows_per_epoch

@@ -5,6 +5,7 @@ trained (a transform of the prompt stream), and the loss."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -90,29 +91,9 @@ def _check(s: FinetuneSettings) -> None:
 
 
 def grpo_config(s: FinetuneSettings) -> Any:
-    """The run's :class:`~zoo_train.grpo.GRPOConfig`.
-
-    Raises:
-        UsageError: a setting out of its range.
-    """
-    from ..grpo import GRPOConfig
-
-    g = s.grpo
-    try:
-        return GRPOConfig(
-            num_generations=g.num_generations,
-            max_completion_length=g.max_completion_length,
-            temperature=g.temperature,
-            top_p=g.top_p,
-            beta=0.0 if s.beta is None else s.beta,
-            epsilon=g.epsilon,
-            epsilon_high=g.epsilon_high,
-            loss_type=g.loss_type,
-            num_iterations=g.num_iterations,
-            scale_rewards=g.scale_rewards,
-        )
-    except ValueError as e:
-        raise UsageError.from_error(e) from None
+    """The run's :class:`~zoo_train.grpo.GRPOConfig`: ``[grpo]``, with ``--beta`` its KL
+    weight (none: 0, no reference)."""
+    return dataclasses.replace(s.grpo, beta=0.0 if s.beta is None else s.beta)
 
 
 def prompt_data(

@@ -23,7 +23,14 @@ from ..checkpoint import run_lock
 from ..loop import Trainer, TrainResult
 from ..parallel import is_primary
 from ..peft import ADAPTER_DIR, LoRAConfig, SaveAdapters, add_adapters, read_peft_config
-from ..settings import OBJECTIVES, EvalHarnessSettings, FinetuneSettings, RunSettings, flat
+from ..settings import (
+    OBJECTIVES,
+    EvalHarnessSettings,
+    FinetuneSettings,
+    RunSettings,
+    compared,
+    flat,
+)
 from ..tracking import Trackers
 from ._stores import data_cache, eval_stores, slug, training_stores
 
@@ -157,38 +164,14 @@ def check_data_kind(s: FinetuneSettings, *, pairs: bool) -> None:
 
 # --- A finished run, found before anything is built ---------------------------------------------
 
-# Settings that do not change what a finished run computed: how it was shown, saved, tracked
-# and laid out, and where its files are named from. A difference in any other setting goes the
-# usual way (refused as another run, or an extension).
-_FREE = frozenset(
-    {
-        "out",
-        "data_cache",
-        "stop_at",
-        "save_every",
-        "eval_every",
-        "eval_batches",
-        "log_every",
-        "keep",
-        "progress",
-        "profile",
-        "trackers",
-        "sample_tokens",
-        "prompt",
-        "temperature",
-        "attention.implementation",
-        "attention.require",
-        "overwrite",
-        "export_hf",  # checked on its own: the export must already hold the last step
-    }
-)
-_FREE_TABLES = ("mesh.", "wandb.")
 
-
-def _compared(settings: dict[str, Any], *, epochs: bool) -> dict[str, Any]:
-    """The settings that make the run what it is (``epochs``: the steps follow from them)."""
-    free = _FREE | ({"steps"} if epochs else set())
-    return {k: v for k, v in settings.items() if k not in free and not k.startswith(_FREE_TABLES)}
+def _compared(s: RunSettings, values: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a record that make the run what it is, by their declarations (with
+    ``epochs`` the steps follow from them, and are not compared either)."""
+    kept = compared(s, values)
+    if s.epochs is not None:
+        kept.pop("steps", None)
+    return kept
 
 
 def _last_settings(out: pathlib.Path) -> dict[str, Any] | None:
@@ -215,7 +198,7 @@ def complete_step(s: RunSettings) -> int | None:
     if saved.get("steps") != step or (not epochs and s.steps != step):
         return None
     now = json.loads(json.dumps(flat(s), default=str))  # as the record holds it
-    if _compared(now, epochs=epochs) != _compared(saved, epochs=epochs):
+    if _compared(s, now) != _compared(s, saved):
         return None
     export = getattr(s, "export_hf", None)
     if export is not None:  # only when that export already holds the last step
