@@ -51,13 +51,13 @@ def run_finetune(args: argparse.Namespace) -> int:
     """``zoo finetune``: the settings, then the recipe of ``--objective``."""
     # The loop and recipes load JAX, Equinox, Optax and Orbax: not on the `--help` path.
     from ..loop import stop_requests
-    from ..recipes import finetune_model_error, grpo, objective_error, preference, sft
+    from ..recipes import distill, finetune_model_error, grpo, objective_error, preference, sft
 
     if "model" in vars(args):  # even the default preset's name
         raise finetune_model_error()
     s = cast(FinetuneSettings, settings_of(args, "finetune"))
     recipes = {"sft": sft, "dpo": preference, "ipo": preference, "simpo": preference,
-               "orpo": preference, "grpo": grpo}  # fmt: skip
+               "orpo": preference, "grpo": grpo, "distill": distill}  # fmt: skip
     if s.objective not in recipes:
         raise objective_error(s.objective)
     join_processes(args, s)

@@ -67,7 +67,8 @@ class SaveAdapters:
 
     The step's metrics are read first, so a run that ends on a non-finite loss saves nothing;
     every process joins the gather and process 0 writes. ``model_config`` and ``init`` (the
-    run's facts) are recorded in the adapter's config.
+    run's facts) are recorded in the adapter's config; ``part`` picks the adapted model out of
+    what is trained (a distillation's student).
     """
 
     def __init__(
@@ -77,8 +78,10 @@ class SaveAdapters:
         *,
         model_config: Mapping[str, Any] | None = None,
         init: Mapping[str, Any] | None = None,
+        part: Callable[[Any], Any] = lambda trained: trained,
     ) -> None:
         self.lora = lora
+        self.part = part
         self.directory = pathlib.Path(directory)
         self.model_config = model_config
         self.init = init
@@ -87,7 +90,7 @@ class SaveAdapters:
         """Save the adapters of the model after ``end.step``."""
         assert end.view is not None  # the trainer gives every hook the run in progress
         end.view.drain()
-        adapted = to_host(end.view.model())
+        adapted = to_host(self.part(end.view.model()))
         if is_primary():
             save_adapters(
                 adapted,

@@ -10,6 +10,10 @@ from typing import Any
 
 from ._compile_step import compiled_model_config as compiled_model_config
 from ._compile_step import compiled_trainer as compiled_trainer
+from ._distill import DistillLoss as DistillLoss
+from ._distill import DistillPair as DistillPair
+from ._distill import distill as distill
+from ._distill import generalized_jsd as generalized_jsd
 from ._grpo import grpo as grpo
 from ._preference import preference as preference
 from ._sft import sft as sft

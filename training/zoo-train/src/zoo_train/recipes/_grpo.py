@@ -13,24 +13,7 @@ from .._usage import UsageError
 from ..loop import RolloutData
 from ..peft import LoRAConfig
 from ..settings import FinetuneSettings
-from ._steps import (
-    Data,
-    Model,
-    check_finetune,
-    complete_step,
-    finetune_source,
-    finetune_trainer,
-    finish_finetune,
-    mesh_and_rules,
-    open_trackers,
-    output_directory,
-    reference_weights,
-    saved_provenance,
-    say,
-    say_complete,
-    stop_tokens,
-    train_and_report,
-)
+from . import _steps as steps
 
 
 def grpo(s: FinetuneSettings) -> int:
@@ -38,24 +21,25 @@ def grpo(s: FinetuneSettings) -> int:
     (resuming what is there) and export it to ``s.export_hf``; returns the exit code."""
     from ..grpo import CompletionLog
 
-    check_finetune(s, _check)
+    steps.check_finetune(s, _check)
+    if steps.already_complete(s):  # nothing is loaded, nothing in the run is touched
+        return 0
     out = pathlib.Path(s.out)
-    done = complete_step(s)
-    if done is not None:  # nothing is loaded, nothing in the run is touched
-        return say_complete(out, done, s)
     # One training process per output directory.
-    with output_directory(out), open_trackers(s, out) as trackers:
-        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
-        saved = saved_provenance(out)
-        model, lora = finetune_source(s, out, mesh, rules)
+    with steps.output_directory(out), steps.open_trackers(s, out) as trackers:
+        mesh, rules = steps.mesh_and_rules(s.mesh_text, s.sharding)
+        saved = steps.saved_provenance(out)
+        model, lora = steps.finetune_source(s, out, mesh, rules)
         data, rollout, loss = prompt_data(s, model, lora, mesh)
         with data:
             objective = {"name": "grpo", "beta": s.beta}  # resumed only with the same
-            trainer = finetune_trainer(s, model, lora, loss, mesh, objective=objective)
+            trainer = steps.finetune_trainer(s, model, lora, loss, mesh, objective=objective)
             if s.grpo.sample_every > 0:
                 trainer.add_hook(CompletionLog(rollout, out), every=s.grpo.sample_every)
-            result = train_and_report(trainer, s, "finetune", model, data, lora, saved, trackers)
-        finish_finetune(s, trainer, model, lora, result, trackers)
+            result = steps.train_and_report(
+                trainer, s, "finetune", model, data, lora, saved, trackers
+            )
+        steps.finish_finetune(s, trainer, model, lora, result, trackers)
     return 0
 
 
@@ -97,8 +81,8 @@ def grpo_config(s: FinetuneSettings) -> Any:
 
 
 def prompt_data(
-    s: FinetuneSettings, model: Model, lora: LoRAConfig | None, mesh: Any
-) -> tuple[Data, Any, Any]:
+    s: FinetuneSettings, model: steps.Model, lora: LoRAConfig | None, mesh: Any
+) -> tuple[steps.Data, Any, Any]:
     """``(data, rollout, loss)``: the prompts as the trainer's data, each step's batch made
     from them by the rollout with the model being trained, and the loss.
 
@@ -133,8 +117,8 @@ def prompt_data(
     elif lora is not None and s.lora.from_ is None:
         reference, reference_model = "adapters", None
     else:
-        reference, reference_model = "batch", reference_weights(s, model, lora)
-    stops = stop_tokens(s, model.tokenizer)
+        reference, reference_model = "batch", steps.reference_weights(s, model, lora)
+    stops = steps.stop_tokens(s, model.tokenizer)
     source, rollout, loss = grpo_parts(
         prompts,
         rewards,
@@ -152,13 +136,13 @@ def prompt_data(
     described = {None: "no reference", "adapters": "reference: the base model with the LoRA "
                  "adapters switched off", "batch": "reference: the starting weights, once per "
                  "batch"}[reference]  # fmt: skip
-    say(
+    steps.say(
         f"zoo: grpo ({grpo.loss_type}, beta {grpo.beta:g}, {described}), rewards "
         f"{', '.join(rewards.names)}; {grpo.num_generations} completions of up to "
         f"{grpo.max_completion_length} tokens per prompt"
     )
     names = ", ".join(str(p) for p in s.data)
-    data = Data(
+    data = steps.Data(
         RolloutData(source, rollout),
         None,
         f"{len(prompts):,} prompts from {names}",

@@ -12,48 +12,32 @@ from typing import Any
 from .._usage import UsageError
 from ..peft import LoRAConfig
 from ..settings import FinetuneSettings
-from ._steps import (
-    Data,
-    Model,
-    build_data,
-    check_data_kind,
-    check_finetune,
-    complete_step,
-    finetune_source,
-    finetune_trainer,
-    finish_finetune,
-    mesh_and_rules,
-    open_trackers,
-    output_directory,
-    reference_weights,
-    saved_provenance,
-    say,
-    say_complete,
-    steps_for_epochs,
-    train_and_report,
-)
+from . import _steps as steps
 
 
 def preference(s: FinetuneSettings) -> int:
     """Tune ``s.from_hf`` or ``s.from_run`` on the preference pairs of ``s.data`` into
     ``s.out`` (resuming what is there) and export it to ``s.export_hf``; returns the exit
     code."""
-    check_finetune(s, _check)
+    steps.check_finetune(s, _check)
+    if steps.already_complete(s):  # nothing is loaded, nothing in the run is touched
+        return 0
     out = pathlib.Path(s.out)
-    done = complete_step(s)
-    if done is not None:  # nothing is loaded, nothing in the run is touched
-        return say_complete(out, done, s)
     # One training process per output directory.
-    with output_directory(out), open_trackers(s, out) as trackers:
-        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
-        saved = saved_provenance(out)
-        model, lora = finetune_source(s, out, mesh, rules, seq_len=s.seq_len)
-        with build_data(s, model.tokenizer) as data:
-            s = steps_for_epochs(s, data.train)
+    with steps.output_directory(out), steps.open_trackers(s, out) as trackers:
+        mesh, rules = steps.mesh_and_rules(s.mesh_text, s.sharding)
+        saved = steps.saved_provenance(out)
+        model, lora = steps.finetune_source(s, out, mesh, rules, seq_len=s.seq_len)
+        with steps.build_data(s, model.tokenizer) as data:
+            s = steps.epochs_as_steps(s, data.train)
             loss = reference_ready(s, model, data, lora, mesh, rules)
-            trainer = finetune_trainer(s, model, lora, loss, mesh, objective=objective_info(s))
-            result = train_and_report(trainer, s, "finetune", model, data, lora, saved, trackers)
-        finish_finetune(s, trainer, model, lora, result, trackers)
+            trainer = steps.finetune_trainer(
+                s, model, lora, loss, mesh, objective=objective_info(s)
+            )
+            result = steps.train_and_report(
+                trainer, s, "finetune", model, data, lora, saved, trackers
+            )
+        steps.finish_finetune(s, trainer, model, lora, result, trackers)
     return 0
 
 
@@ -61,7 +45,7 @@ def _check(s: FinetuneSettings) -> None:
     """A positive ``--beta`` and preference pairs in every source."""
     if s.beta is not None and not s.beta > 0:
         raise UsageError(f"--beta must be positive, got {s.beta}.")
-    check_data_kind(s, pairs=True)
+    steps.check_data_kind(s, pairs=True)
 
 
 def objective_info(s: FinetuneSettings) -> dict[str, Any]:
@@ -102,8 +86,8 @@ def preference_loss(s: FinetuneSettings, lora: LoRAConfig | None, mesh: Any) -> 
 
 def reference_ready(
     s: FinetuneSettings,
-    model: Model,
-    data: Data,
+    model: steps.Model,
+    data: steps.Data,
     lora: LoRAConfig | None,
     mesh: Any,
     rules: Any,
@@ -126,21 +110,21 @@ def reference_ready(
     loss, beta = preference_loss(s, lora, mesh)
     splits, layouts = _pair_splits(data)
     _report_skips(data, layouts, s.seq_len)
-    say(f"zoo: {packing_report(layouts[: len(data.train.layouts)]).sentence()}")
+    steps.say(f"zoo: {packing_report(layouts[: len(data.train.layouts)]).sentence()}")
     if loss.reference is None:
-        say(f"zoo: {beta}, no reference model")
+        steps.say(f"zoo: {beta}, no reference model")
         return loss
     if loss.reference == "adapters":
-        say(f"zoo: {beta}, reference: the base model with the LoRA adapters switched off")
+        steps.say(f"zoo: {beta}, reference: the base model with the LoRA adapters switched off")
         return loss
     out = pathlib.Path(s.out)
     where = out / REFERENCE_DIR
     if read_reference(out, splits):
-        say(f"zoo: {beta}, reference log-probabilities read from {where}")
+        steps.say(f"zoo: {beta}, reference log-probabilities read from {where}")
     else:
         started = time.perf_counter()
         tables = reference_logps(
-            reference_weights(s, model, lora),
+            steps.reference_weights(s, model, lora),
             splits,
             seq_len=s.seq_len,
             batch_size=s.batch_size,
@@ -151,14 +135,14 @@ def reference_ready(
         )
         keep_reference(out, splits, tables)
         pairs = sum(int((~(t[:, 0] != t[:, 0])).sum()) for t in tables)
-        say(
+        steps.say(
             f"zoo: {beta}, reference log-probabilities of {pairs:,} pairs computed in "
             f"{time.perf_counter() - started:.1f} s with the starting weights, kept in {where}"
         )
     return loss
 
 
-def _pair_splits(data: Data) -> tuple[list[Any], list[Any]]:
+def _pair_splits(data: steps.Data) -> tuple[list[Any], list[Any]]:
     """``(splits, layouts)`` of every pair split the run reads: training, then held out."""
     splits, layouts = [], []
     for lay in data.train.layouts:
@@ -171,7 +155,7 @@ def _pair_splits(data: Data) -> tuple[list[Any], list[Any]]:
     return splits, layouts
 
 
-def _report_skips(data: Data, layouts: list[Any], seq_len: int) -> None:
+def _report_skips(data: steps.Data, layouts: list[Any], seq_len: int) -> None:
     """A line per kind of pair left out: at prepare time (no preference) and here (too long)."""
     from zoo_data import skipped_sentence
 
@@ -182,11 +166,11 @@ def _report_skips(data: Data, layouts: list[Any], seq_len: int) -> None:
             continue
         seen.add(store.fingerprint)
         for reason, (count, first) in (store.manifest["skipped"].get("pairs") or {}).items():
-            say(f"zoo: {skipped_sentence(reason, count, first)}.")
+            steps.say(f"zoo: {skipped_sentence(reason, count, first)}.")
     long = [(lay.split, int(d)) for lay in layouts for d in lay.skipped]
     if long:
         split, doc = long[0]
-        say(
+        steps.say(
             f"zoo: skipped {len(long)} pair{'s' if len(long) != 1 else ''} longer than a row of "
             f"--seq-len + 1 = {seq_len + 1} tokens (first: {split.origin(doc)}); raise --seq-len "
             "to train on them."

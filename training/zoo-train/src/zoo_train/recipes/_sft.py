@@ -8,40 +8,26 @@ import functools
 import pathlib
 
 from ..settings import FinetuneSettings
-from ._steps import (
-    build_data,
-    check_data_kind,
-    check_finetune,
-    complete_step,
-    finetune_source,
-    finetune_trainer,
-    finish_finetune,
-    mesh_and_rules,
-    open_trackers,
-    output_directory,
-    saved_provenance,
-    say_complete,
-    steps_for_epochs,
-    train_and_report,
-)
+from . import _steps as steps
 
 
 def sft(s: FinetuneSettings) -> int:
     """Fine-tune ``s.from_hf`` or ``s.from_run`` into ``s.out`` (resuming what is there) and
     export it to ``s.export_hf``; returns the exit code."""
-    check_finetune(s, functools.partial(check_data_kind, pairs=False))
+    steps.check_finetune(s, functools.partial(steps.check_data_kind, pairs=False))
+    if steps.already_complete(s):  # nothing is loaded, nothing in the run is touched
+        return 0
     out = pathlib.Path(s.out)
-    done = complete_step(s)
-    if done is not None:  # nothing is loaded, nothing in the run is touched
-        return say_complete(out, done, s)
     # One training process per output directory.
-    with output_directory(out), open_trackers(s, out) as trackers:
-        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
-        saved = saved_provenance(out)
-        model, lora = finetune_source(s, out, mesh, rules, seq_len=s.seq_len)
-        with build_data(s, model.tokenizer) as data:
-            s = steps_for_epochs(s, data.train)
-            trainer = finetune_trainer(s, model, lora, None, mesh)
-            result = train_and_report(trainer, s, "finetune", model, data, lora, saved, trackers)
-        finish_finetune(s, trainer, model, lora, result, trackers)
+    with steps.output_directory(out), steps.open_trackers(s, out) as trackers:
+        mesh, rules = steps.mesh_and_rules(s.mesh_text, s.sharding)
+        saved = steps.saved_provenance(out)
+        model, lora = steps.finetune_source(s, out, mesh, rules, seq_len=s.seq_len)
+        with steps.build_data(s, model.tokenizer) as data:
+            s = steps.epochs_as_steps(s, data.train)
+            trainer = steps.finetune_trainer(s, model, lora, None, mesh)
+            result = steps.train_and_report(
+                trainer, s, "finetune", model, data, lora, saved, trackers
+            )
+        steps.finish_finetune(s, trainer, model, lora, result, trackers)
     return 0

@@ -214,13 +214,18 @@ def complete_step(s: RunSettings) -> int | None:
     return step
 
 
-def say_complete(out: pathlib.Path, step: int, s: RunSettings) -> int:
-    """The line for a run complete at ``step``: nothing to do, and how to extend it; exit 0."""
+def already_complete(s: RunSettings) -> bool:
+    """Whether the run in ``s.out`` is complete and ``s`` asks it for no more
+    (:func:`complete_step`): then it says so, and the recipe loads nothing and leaves every
+    file of the run as it was."""
+    step = complete_step(s)
+    if step is None:
+        return False
     say(
-        f"zoo: the run in {out} was already complete at step {step}; nothing to train (raise "
+        f"zoo: the run in {s.out} was already complete at step {step}; nothing to train (raise "
         f"--{'epochs' if s.epochs is not None else 'steps'} to extend it)."
     )
-    return 0
+    return True
 
 
 # --- The output directory -----------------------------------------------------------------------
@@ -799,7 +804,7 @@ def eval_sources(
 MANY_EPOCHS = 4.0
 
 
-def steps_for_epochs(s: _S, train: Any) -> _S:
+def epochs_as_steps(s: _S, train: Any) -> _S:
     """``s`` with ``steps`` set from ``epochs`` (when given): the steps whose rows cover the
     training data ``epochs`` times, rounded up."""
     from ..loop import rows_per_epoch
@@ -926,6 +931,18 @@ def harness_hook(
     )
 
 
+def adapted(s: FinetuneSettings, model: Model, lora: LoRAConfig | None) -> tuple[Any, Any]:
+    """``(weights, trainable)`` of a fine-tune of ``model``: its weights and ``None`` (every
+    floating-point weight trains), or with LoRA adapters added (seeded by ``s.seed``, their
+    values from ``--lora-from`` when given) and the filter that trains them alone."""
+    import jax
+
+    if lora is None:
+        return model.model, None
+    key = jax.random.key(s.seed)
+    return add_adapters(model.model, lora, key=key, adapter_from=s.lora.from_)
+
+
 def finetune_trainer(
     s: FinetuneSettings,
     model: Model,
@@ -936,17 +953,11 @@ def finetune_trainer(
     objective: Mapping[str, Any] | None = None,
 ) -> Trainer:
     """The trainer of a fine-tune of ``model`` with ``loss_fn`` (``None``: the next-token loss)
-    into ``s.out``: every floating-point weight trained, or LoRA adapters alone (added seeded by
-    ``s.seed``, their values from ``--lora-from`` when given), which the
-    :class:`~zoo_train.peft.SaveAdapters` hook writes to ``OUT/adapter`` after the last step."""
-    import jax
-
+    into ``s.out``: every floating-point weight trained, or LoRA adapters alone
+    (:func:`adapted`), which the :class:`~zoo_train.peft.SaveAdapters` hook writes to
+    ``OUT/adapter`` after the last step."""
     out = pathlib.Path(s.out)
-    weights, trainable = model.model, None
-    if lora is not None:
-        weights, trainable = add_adapters(
-            weights, lora, key=jax.random.key(s.seed), adapter_from=s.lora.from_
-        )
+    weights, trainable = adapted(s, model, lora)
     info = run_info(model, lora=lora, objective=objective)
     config = s.train_config()
     trainer = Trainer(config, weights, loss_fn, out, mesh=mesh, trainable=trainable, run_info=info)
@@ -1172,14 +1183,15 @@ def sample(
     s: RunSettings,
     trainer: Trainer,
     tokenizer: Any,
-    result: TrainResult,
+    weights: Any,
+    step: int,
     generation: dict[str, Any],
     trackers: Trackers,
 ) -> None:
-    """Print up to ``sample_tokens`` tokens the trained model writes after the settings'
-    prompt (nothing when 0), under a header with the number generated (fewer at a stop token or
-    the model's positions), and send them to the trackers. Every process generates it (a
-    sharded model); process 0 prints it."""
+    """Print up to ``sample_tokens`` tokens the trained model (``weights``, at ``step``) writes
+    after the settings' prompt (nothing when 0), under a header with the number generated
+    (fewer at a stop token or the model's positions), and send them to the trackers. Every
+    process generates it (a sharded model); process 0 prints it."""
     if s.sample_tokens <= 0:
         return
     import zoo_models
@@ -1189,7 +1201,7 @@ def sample(
 
     with mesh_context(trainer.mesh, trainer.rules):
         ids = sample_ids(
-            result.model,
+            weights,
             tokenizer,
             s.prompt,
             max_new_tokens=s.sample_tokens,
@@ -1202,7 +1214,7 @@ def sample(
         count = f"{len(ids)} token{'' if len(ids) == 1 else 's'}"
         print(f"--- sample ({count}, temperature {s.temperature}) ---")
         print(s.prompt + text)
-    trackers.text("sample", s.prompt + text, result.step)
+    trackers.text("sample", s.prompt + text, step)
 
 
 def finish_finetune(
@@ -1212,19 +1224,22 @@ def finish_finetune(
     lora: LoRAConfig | None,
     result: TrainResult,
     trackers: Trackers,
+    *,
+    part: Callable[[Any], Any] = lambda trained: trained,
 ) -> None:
     """After a fine-tune: where the adapters are, the model exported (to ``--export-hf``, or
-    again where the run exported before), and the sample."""
+    again where the run exported before), and the sample; of ``part(result.model)``, the
+    fine-tuned model among what was trained (a distillation's student)."""
     from .._run_directory import read_generation
 
-    out = pathlib.Path(s.out)
+    out, weights = pathlib.Path(s.out), part(result.model)
     if lora is not None and trained(result):
         say(f"zoo: LoRA adapters (only) in {out / ADAPTER_DIR}")
     # Every process reads them alike: each one generates the final sample.
     generation = read_generation(s.from_hf or s.from_run)  # type: ignore[arg-type]
     if s.export_hf is not None:
-        export(out, model, result.model, s.export_hf, generation, result.step)
+        export(out, model, weights, s.export_hf, generation, result.step)
     elif trained(result):
-        _export_again(out, model, result.model, generation, result.step)
+        _export_again(out, model, weights, generation, result.step)
     if trained(result):
-        sample(s, trainer, model.tokenizer, result, generation, trackers)
+        sample(s, trainer, model.tokenizer, weights, result.step, generation, trackers)

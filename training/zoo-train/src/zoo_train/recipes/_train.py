@@ -6,27 +6,7 @@ import pathlib
 
 from ..loop import Trainer
 from ..settings import RunSettings
-from ._steps import (
-    build_data,
-    check_mesh_fits,
-    check_run,
-    check_train_positions,
-    complete_step,
-    mesh_and_rules,
-    open_trackers,
-    output_directory,
-    preset_config,
-    run_info,
-    run_tokenizer,
-    sample,
-    saved_provenance,
-    say,
-    say_complete,
-    scratch_model,
-    steps_for_epochs,
-    train_and_report,
-    trained,
-)
+from . import _steps as steps
 
 
 def train(s: RunSettings) -> int:
@@ -34,31 +14,30 @@ def train(s: RunSettings) -> int:
     code."""
     from .._capacity import check_state_fits
 
-    check_run(s)
+    steps.check_run(s)
+    if steps.already_complete(s):  # nothing is built, nothing in the run is touched
+        return 0
     out = pathlib.Path(s.out)
-    done = complete_step(s)
-    if done is not None:  # nothing is built, nothing in the run is touched
-        return say_complete(out, done, s)
     # One training process per output directory.
-    with output_directory(out), open_trackers(s, out) as trackers:
-        mesh, rules = mesh_and_rules(s.mesh_text, s.sharding)
-        saved = saved_provenance(out)
-        tokenizer = run_tokenizer(s, out)
-        config = preset_config(s, tokenizer)
+    with steps.output_directory(out), steps.open_trackers(s, out) as trackers:
+        mesh, rules = steps.mesh_and_rules(s.mesh_text, s.sharding)
+        saved = steps.saved_provenance(out)
+        tokenizer = steps.run_tokenizer(s, out)
+        config = steps.preset_config(s, tokenizer)
         if "vocab_size" not in s.model_config and config.vocab_size != tokenizer.vocab_size:
-            say(
+            steps.say(
                 f"zoo: vocabulary {config.vocab_size:,}: the tokenizer's {tokenizer.vocab_size:,} "
                 "ids rounded up to a multiple of 128"
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
-        check_mesh_fits(mesh, rules, config, batch_size=s.batch_size, seq_len=s.seq_len)
-        check_train_positions(config, s.seq_len, settable=True)
-        model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
-        with build_data(s, tokenizer) as data:
-            s = steps_for_epochs(s, data.train)
-            info = run_info(model, preset=s.model)
+        steps.check_mesh_fits(mesh, rules, config, batch_size=s.batch_size, seq_len=s.seq_len)
+        steps.check_train_positions(config, s.seq_len, settable=True)
+        model = steps.scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))
+        with steps.build_data(s, tokenizer) as data:
+            s = steps.epochs_as_steps(s, data.train)
+            info = steps.run_info(model, preset=s.model)
             trainer = Trainer(s.train_config(), model.model, None, out, mesh=mesh, run_info=info)
-            result = train_and_report(trainer, s, "train", model, data, None, saved, trackers)
-        if trained(result):
-            sample(s, trainer, tokenizer, result, {}, trackers)
+            result = steps.train_and_report(trainer, s, "train", model, data, None, saved, trackers)
+        if steps.trained(result):
+            steps.sample(s, trainer, tokenizer, result.model, result.step, {}, trackers)
     return 0
