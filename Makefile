@@ -9,6 +9,11 @@ BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
 PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+# Packages of the newest-JAX environments alone: zoo-tokamax (tokamax needs jax >= 0.11.1, so
+# Python >= 3.12).
+NEWEST_PACKAGES := $(PACKAGES) kernels/tokamax
+NEWEST_PYPROJECTS := $(addsuffix /pyproject.toml,$(NEWEST_PACKAGES))
+NEWEST_EDITABLE := scripts/editable.py $(NEWEST_PACKAGES)
 RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 TPU_STAMP := $(TPU_VENV)/.installed
@@ -39,13 +44,13 @@ PIP_INSTALL ?= install
 # zoo-train's extras in .venv (and the newest leg's full environment): the tracker's and the
 # lm-eval backend's tests run there.
 DEV_EXTRAS := [wandb,eval]
-# Every zoo package, editable, with zoo-train's extras $(1): each install step names all of them,
-# so one resolution sees the whole environment.
-zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) \
+# Every zoo package of an environment ($(2), default $(PACKAGES)), editable, with zoo-train's
+# extras $(1): each install step names all of them, so one resolution sees the whole environment.
+zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(or $(2),$(PACKAGES)))) \
 	-e $(if $(1),"training/zoo-train$(1)",training/zoo-train)
 
 .PHONY: install install-check newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
-	test-attention test-flash-tpu test-chunked test-splash test-megablox test-layers test-data test-models test-train test-integration test-multidevice test-bench
+	test-attention test-flash-tpu test-chunked test-splash test-megablox test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
 # two environments where a Python >= 3.12 exists (the test summary says so where none does).
@@ -62,23 +67,24 @@ install-check:
 newest:
 	@py=$$($(PYTHON) scripts/newest_python.py 2>&1) || { echo "zoo: the newest-JAX leg will not run: $$py"; exit 0; }; \
 	$(MAKE) --no-print-directory $(NEWEST_STAMP) $(NEWEST_TPU_STAMP) NEWEST_PYTHON=$$py && \
-	$(NEWEST_VENV)/bin/python $(EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(EDITABLE)
+	$(NEWEST_VENV)/bin/python $(NEWEST_EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(NEWEST_EDITABLE)
 
 # As a user with a current JAX: jax first, then zoo with the constraints, which keep it (the
 # pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
-$(NEWEST_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
 	$(NEWEST_PIP) install -c constraints.txt $(BUILD_TOOLS)
 	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt jax
-	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,) \
-		pytest pytest-xdist psutil
+	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
+		$(call zoo_packages,,$(NEWEST_PACKAGES)) pytest pytest-xdist psutil
 	@touch $@
 
 # jax[tpu] at the newest leg's version, with its libtpu, for the TPU compile tests.
-$(NEWEST_TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_TPU_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_TPU_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_TPU_VENV)
 	$(NEWEST_TPU_PIP) install -c constraints.txt $(BUILD_TOOLS)
-	$(NEWEST_TPU_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,[tpu])
+	$(NEWEST_TPU_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
+		$(call zoo_packages,[tpu],$(NEWEST_PACKAGES))
 	@touch $@
 
 # Everything the whole suite needs on the newest leg: the references (torch, transformers,
@@ -89,7 +95,8 @@ newest-full: newest
 
 $(NEWEST_FULL_STAMP): $(NEWEST_STAMP) requirements-dev.txt
 	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
-		$(call zoo_packages,$(DEV_EXTRAS)) pytest pytest-xdist psutil -r requirements-dev.txt
+		$(call zoo_packages,$(DEV_EXTRAS),$(NEWEST_PACKAGES)) pytest pytest-xdist psutil \
+		-r requirements-dev.txt
 	@touch $@
 
 # What `zoo` needs to run, and nothing more: CPU jax and every zoo package, editable. Re-runs when
@@ -138,6 +145,7 @@ test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
 test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
 test-splash: install ; $(BIN)/python scripts/run_tests.py zoo-splash
 test-megablox: install ; $(BIN)/python scripts/run_tests.py zoo-megablox
+test-tokamax: install ; $(BIN)/python scripts/run_tests.py --newest zoo-tokamax
 test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-data: install ; $(BIN)/python scripts/run_tests.py zoo-data
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models

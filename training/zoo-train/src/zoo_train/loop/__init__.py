@@ -28,6 +28,7 @@ from ._standard_hooks import Hooks as Hooks
 from ._start import Position as Position
 from ._start import Run as Run
 from ._stop import StopRequest as StopRequest
+from ._stop import pending_signal as pending_signal
 from ._stop import stop_requests as stop_requests
 from ._trainer import Trainer as Trainer
 

@@ -20,7 +20,7 @@ import zoo_attention
 import zoo_layers
 from zoo_data import DataSource
 
-from .._errors import StoppedBySignalError
+from .._errors import StepInterruptedError, StoppedBySignalError
 from .._loss import LossFn, loss_unit, make_lm_loss
 from .._plan import plan_state
 from .._precision import resolve_compute_dtype
@@ -41,7 +41,7 @@ from ._evaluate import EvalData
 from ._hook import Hook, LoopView, StepEnd
 from ._metrics_file import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
-from ._standard_hooks import standard_hooks
+from ._standard_hooks import standard_hooks, stop_before_step
 from ._start import Run, start_run
 
 
@@ -152,8 +152,8 @@ class Trainer:
     def resolve_kernels(self, shapes: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """Trace the loss once (abstractly, under the mesh) on a micro-batch of the step's
         ``shapes`` so its kernels are resolved for the target and logged; the resolutions by
-        kind: ``{"attention": [...], "grouped_matmul": [...]}`` (``Resolution.as_dict()``
-        each; no grouped matmul without a mixture of experts)."""
+        kind: ``{"attention": [...], "grouped_matmul": [...], "cross_entropy": [...]}``
+        (``Resolution.as_dict()`` each; no grouped matmul without a mixture of experts)."""
         rows = self.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
         with (
@@ -165,6 +165,7 @@ class Trainer:
         return {
             "attention": [r.as_dict() for r in log],
             "grouped_matmul": [r.as_dict() for r in log.grouped_matmul],
+            "cross_entropy": [r.as_dict() for r in log.cross_entropy],
         }
 
     def train(
@@ -184,7 +185,9 @@ class Trainer:
                 rows. A source with ``make_batch(model, step, rows) -> batch`` (and
                 ``shapes()``, the batch's fields as abstract arrays) has each step's batch
                 made from its rows with the model being trained, before the step's update
-                (GRPO's rollouts: :class:`~zoo_train.RolloutData`).
+                (GRPO's rollouts: :class:`~zoo_train.RolloutData`); one that raises
+                :class:`~zoo_train.StepInterruptedError` (a stop signal while it waited) has
+                the last step taken saved and the run stopped as after a step.
             eval_data: held-out data with ``eval_batches`` (or several, by name); evaluated
                 every ``config.eval_every`` steps and at the end.
             stop_at: end this call after this step (checkpointed), e.g. to split a run over
@@ -220,11 +223,16 @@ class Trainer:
                 start = getattr(hook, "start", None)
                 if callable(start) and run.now.step < run.end:
                     start(view, run.now.step)
+            last: StepEnd | None = None
             while run.now.step < run.end:
                 between_steps.before_step(run.now.step + 1)
-                end = _take_step(run)
+                try:
+                    end = _take_step(run)
+                except StepInterruptedError as stop:  # a signal while the batch was made
+                    stop_before_step(run, last, stop.signum)
                 end.view = view
                 between_steps.after_step(end)
+                last = end
             return _finish(run)
 
 

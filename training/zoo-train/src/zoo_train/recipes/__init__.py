@@ -8,6 +8,8 @@ share (``_steps``: the mesh, the model source, the data, the trainer, the export
 
 from typing import Any
 
+from ._compile_step import check_compiled_objective as check_compiled_objective
+from ._compile_step import check_json_output as check_json_output
 from ._compile_step import compiled_model_config as compiled_model_config
 from ._compile_step import compiled_trainer as compiled_trainer
 from ._distill import DistillLoss as DistillLoss

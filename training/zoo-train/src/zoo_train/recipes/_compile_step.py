@@ -10,13 +10,51 @@ from typing import Any
 from .._usage import UsageError
 from ..loop import Trainer
 from ..peft import LoRAConfig, add_adapters
-from ..settings import FinetuneSettings
+from ..settings import OBJECTIVES, FinetuneSettings
 from ._preference import preference_loss
 from ._steps import hf_config_changes, lora_settings, preset_config
 
 # Settings of `zoo finetune` that say where a model comes from or goes, which compiling needs
 # none of (a zoo run's model is compiled through its Hugging Face export).
 NOT_COMPILED = {"from_run": "--from-run", "export_hf": "--export-hf", "overwrite": "--overwrite"}
+
+
+def check_compiled_objective(objective: str) -> None:
+    """The objectives whose step ``zoo compile`` builds: ``sft`` and the preference ones (a
+    GRPO step samples its completions first, and a distillation's needs its teacher, which it
+    does not compile).
+
+    Raises:
+        UsageError: another objective, in one sentence.
+    """
+    if objective not in OBJECTIVES:
+        raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+    if objective in ("grpo", "distill"):
+        what = {
+            "grpo": "a GRPO step samples its completions before it trains",
+            "distill": "a distillation step runs its teacher beside the student",
+        }[objective]
+        raise UsageError(
+            f"zoo compile compiles the sft and preference (dpo, ipo, simpo, orpo) steps; {what}, "
+            f"which it does not compile, so drop --objective {objective}."
+        )
+
+
+def check_json_output(path: str | None, inputs: list[str | None]) -> None:
+    """``--json FILE``, before the compiles (which take minutes): a file path of its own,
+    never a directory, an input or a path inside one.
+
+    Raises:
+        UsageError: one sentence naming it.
+    """
+    if path is None:
+        return
+    from zoo_data import check_output_path
+
+    try:
+        check_output_path(path, inputs, flag="--json", kind="file")
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
 
 
 def compiled_model_config(s: FinetuneSettings) -> Any:

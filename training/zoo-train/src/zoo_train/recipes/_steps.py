@@ -24,6 +24,7 @@ from ..loop import Trainer, TrainResult
 from ..parallel import is_primary
 from ..peft import ADAPTER_DIR, LoRAConfig, SaveAdapters, add_adapters, read_peft_config
 from ..settings import (
+    MAX_STEPS,
     OBJECTIVES,
     EvalHarnessSettings,
     FinetuneSettings,
@@ -78,10 +79,8 @@ def check_run(s: RunSettings) -> None:
     from .._requirements import check_requirement
     from ..tracking import tracker_names
 
-    out = pathlib.Path(s.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {s.out!r} is a file; pass a directory for the run.")
     check_data_paths(s.data)
+    check_outputs(s)
     try:
         tracker_names(s.trackers)
     except ValueError as e:
@@ -98,6 +97,49 @@ def check_run(s: RunSettings) -> None:
             f"attention.implementation {name!r} is not an installed kernel; installed: "
             f"{', '.join(sorted(zoo_attention.kernels()))}."
         )
+
+
+def _globbed(paths: list[str]) -> list[str]:
+    """``paths`` with each glob replaced by what it matches."""
+    out: list[str] = []
+    for path in paths:
+        out += glob.glob(path, recursive=True) if any(c in path for c in "*?[") else [path]
+    return out
+
+
+def run_inputs(s: RunSettings) -> list[str | None]:
+    """Every path a run reads: its data, tokenizer, task files, and for a fine-tune its model,
+    adapter, teacher and reward files."""
+    inputs: list[str | None] = [*_globbed([*s.data, *s.eval_data]), s.tokenizer]
+    inputs.append(s.eval_harness.include_path)
+    if isinstance(s, FinetuneSettings):
+        inputs += [s.from_hf, s.from_run, s.lora.from_, s.teacher]
+        inputs += [spec.rsplit(":", 1)[0] for spec in s.grpo.reward if ".py:" in spec]
+    return inputs
+
+
+def check_outputs(s: RunSettings) -> None:
+    """``--out`` and the data cache: never the filesystem root or a system directory, never
+    an input or a path inside one (checked before anything is read or written). A run only
+    adds to them, so they may hold an input (a reward file kept with the run)."""
+    from zoo_data import check_output_path, is_store, system_directory
+
+    inputs = run_inputs(s)
+    try:
+        check_output_path(s.out, inputs, flag="--out", may_hold_inputs=True)
+        raw = not s.data or not all(is_store(p) for p in [*s.data, *s.eval_data])
+        if raw:  # raw data is prepared into the data cache
+            cache = data_cache(s)
+            flag = "--data-cache" if s.data_cache is not None else "the data cache"
+            check_output_path(cache, inputs, flag=flag, may_hold_inputs=True)
+            where = system_directory(cache.parent) if s.data_cache is None else None
+            if where is not None:
+                raise ValueError(
+                    f"The data cache would be {str(cache)!r}, in {where}; pass --data-cache DIR "
+                    "or an --out inside a directory of your own."
+                )
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
 
 
 def finetune_model_error() -> UsageError:
@@ -131,7 +173,14 @@ def check_finetune(s: FinetuneSettings, objective: Callable[[FinetuneSettings], 
         raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
     # The run's own earlier export is replaced without --overwrite.
     own = is_own_export(pathlib.Path(s.out), s.export_hf)
-    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite or own)
+    sources = (s.from_hf, s.from_run)
+    check_export_target(
+        s.export_hf,
+        sources=sources,
+        overwrite=s.overwrite or own,
+        named="--export-hf",
+        inputs=tuple(i for i in run_inputs(s) if i not in sources),
+    )
 
 
 def check_data_kind(s: FinetuneSettings, *, pairs: bool) -> None:
@@ -258,6 +307,18 @@ def saved_provenance(out: pathlib.Path) -> dict[int, dict[str, Any] | None]:
 
 
 # --- The mesh -----------------------------------------------------------------------------------
+
+#: What to lower when a step's batch does not fit.
+LOWER_BATCH = "lower --batch-size, --grad-accum or --seq-len"
+
+
+def batch_width(s: FinetuneSettings) -> tuple[int, str]:
+    """Tokens in a row of a step's batch (a prompt and its completion for GRPO), and what
+    to lower when the batch does not fit."""
+    if s.objective == "grpo":
+        width = s.grpo.max_prompt_length + s.grpo.max_completion_length - 1
+        return width, "lower --batch-size, --grad-accum or the prompt and completion lengths"
+    return s.seq_len, LOWER_BATCH
 
 
 def mesh_and_rules(
@@ -543,8 +604,11 @@ def finetune_source(
     """The model to fine-tune (:func:`source_model`) checked against the mesh and its rows of
     ``seq_len`` tokens (``None``: not checked here), and its LoRA adapters
     (:func:`lora_config`; ``None``: every weight trains)."""
+    from .._capacity import check_batch_fits
+
     model = source_model(s, out, mesh, rules)
     check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size, seq_len=s.seq_len)
+    check_batch_fits(s.batch_size * s.grad_accum, *batch_width(s))
     lora = lora_config(s, model)
     if seq_len is not None:
         # A rotary Hugging Face model takes a longer context from model_config; a zoo run's
@@ -641,17 +705,20 @@ class Data:
     val: Mapping[str, Any] | None
     described: str
     headline: str | None = None
+    closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
     def __enter__(self) -> Data:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close every store's files."""
+        """Close every store's files, and whatever else the data holds open (``closers``)."""
         close = getattr(self.train, "close", None)
         if close is not None:
             close()
         for part in (self.val or {}).values():
             part.close()
+        for closer in self.closers:
+            closer()
 
     @property
     def tokens_per_epoch(self) -> int:
@@ -817,6 +884,11 @@ def epochs_as_steps(s: _S, train: Any) -> _S:
     if rows is None:
         raise UsageError("--epochs needs data whose size is known; pass --steps instead.")
     steps = max(1, math.ceil(s.epochs * rows / (s.batch_size * s.grad_accum)))
+    if steps > MAX_STEPS:
+        raise UsageError(
+            f"--epochs {s.epochs:g} makes {steps:,} steps, more than a run may take "
+            f"({MAX_STEPS:,}); lower --epochs."
+        )
     return dataclasses.replace(s, steps=steps)
 
 
@@ -1004,7 +1076,8 @@ def train_and_report(
     parameters = parameter_summary(model.model, model.config, lora, model.init.get("dtype"))
     say("zoo: " + describe_parameters(parameters, s.compute_dtype, trainer.mesh))
     started = time.perf_counter()
-    changes = _provenance_reporter(s, model, saved)
+    before = _last_settings(pathlib.Path(s.out)) if saved else None
+    changes = _provenance_reporter(s, model, saved, before)
 
     def on_record(rec: dict[str, Any]) -> None:
         changes(rec)
@@ -1042,11 +1115,37 @@ def trained(result: TrainResult) -> bool:
     return result.step > result.start_step
 
 
+#: Settings outside a run's identity that a resumed run may change, said when it does (the
+#: reward functions and how GRPO samples: what it trains on from then on).
+SAID_WHEN_CHANGED = ("grpo.",)
+
+
+def setting_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """``"grpo.reward: a.py:f -> b.py:g"`` for each setting of :data:`SAID_WHEN_CHANGED` that
+    differs between ``before`` (``None``: nothing to compare) and ``now``."""
+    if before is None:
+        return []
+
+    def shown(value: Any) -> str:
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    keys = sorted(k for k in {*before, *now} if k.startswith(SAID_WHEN_CHANGED))
+    return [
+        f"{k}: {shown(before.get(k))} -> {shown(now.get(k))}"
+        for k in keys
+        if before.get(k) != now.get(k)
+    ]
+
+
 def _provenance_reporter(
-    s: RunSettings, model: Model, saved: Mapping[int, dict[str, Any] | None]
+    s: RunSettings,
+    model: Model,
+    saved: Mapping[int, dict[str, Any] | None],
+    settings_before: dict[str, Any] | None,
 ) -> Callable[[dict[str, Any]], None]:
     """A record watcher that says what changed since the checkpoint the run resumes (or, for a
-    fine-tune of a zoo run, since its source checkpoint)."""
+    fine-tune of a zoo run, since its source checkpoint): kernels and versions, and the
+    settings a resumed run may change (``settings_before``: those of its last start)."""
     from .._changes import provenance_changes
 
     def on_record(rec: dict[str, Any]) -> None:
@@ -1054,6 +1153,8 @@ def _provenance_reporter(
             step = rec.get("resumed_from")
             before = None if step is None else saved.get(step)
             what = f"checkpoint {step}"
+            for line in setting_changes(settings_before, rec.get("settings") or {}):
+                say(f"zoo: changed since {what}: {line}")
         elif rec.get("event") == "start":
             before = model.provenance
             what = f"the checkpoint in {getattr(s, 'from_run', None)}"

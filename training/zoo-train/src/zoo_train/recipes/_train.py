@@ -12,7 +12,7 @@ from . import _steps as steps
 def train(s: RunSettings) -> int:
     """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
     code."""
-    from .._capacity import check_state_fits
+    from .._capacity import check_batch_fits, check_state_fits
 
     steps.check_run(s)
     if steps.already_complete(s):  # nothing is built, nothing in the run is touched
@@ -30,6 +30,7 @@ def train(s: RunSettings) -> int:
                 "ids rounded up to a multiple of 128"
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
+        check_batch_fits(s.batch_size * s.grad_accum, s.seq_len, lower=steps.LOWER_BATCH)
         steps.check_mesh_fits(mesh, rules, config, batch_size=s.batch_size, seq_len=s.seq_len)
         steps.check_train_positions(config, s.seq_len, settable=True)
         model = steps.scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))

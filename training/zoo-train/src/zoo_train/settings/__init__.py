@@ -23,6 +23,7 @@ from ._flags import given_flags as given_flags
 from ._grpo import LOSS_TYPES as LOSS_TYPES
 from ._grpo import SCALINGS as SCALINGS
 from ._grpo import GRPOConfig as GRPOConfig
+from ._loop import MAX_STEPS as MAX_STEPS
 from ._loop import SEEDS as SEEDS
 from ._loop import TrainConfig as TrainConfig
 from ._mesh import AXES as AXES

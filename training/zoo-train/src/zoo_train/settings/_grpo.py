@@ -52,8 +52,9 @@ class GRPOConfig:
         num_iterations: updates taken on each batch of rollouts (μ); past the first they are
             off-policy and the ratio is to the log-probabilities the batch was sampled with.
         scale_rewards: one of :data:`SCALINGS`.
-        reward, reward_weights, max_prompt_length, long_prompts, sample_every: what the command
-            line reads the prompts and rewards with, and how often it writes sample completions.
+        reward, reward_weights, reward_timeout, max_prompt_length, long_prompts, sample_every:
+            what the command line reads the prompts and rewards with (a reward call's limit in
+            seconds), and how often it writes sample completions.
     """
 
     reward: list[str] = setting(
@@ -68,6 +69,16 @@ class GRPOConfig:
         [], "each reward function's weight (empty: 1 each)", flag="--reward-weights",
         nargs="+", metavar="W", within="(-inf, inf)",
     )  # fmt: skip
+    reward_timeout: float = setting(
+        600.0,
+        "seconds one call of a reward function from a module or file may take; past them the "
+        "run stops (exit 2) with its last checkpoint kept",
+        flag="--reward-timeout",
+        metavar="S",
+        within="(0, inf)",
+        later=True,
+        identity=False,
+    )
     num_generations: int = setting(
         8, "completions sampled per prompt", flag="--num-generations", metavar="G",
         within="[2, inf)",

@@ -20,6 +20,9 @@ from ._optimizer import OptimizerConfig
 #: Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.
 SEEDS = "[0, 4294967296)"
 
+#: The most steps a run may take: the optimizer's step counter and the schedule count in int32.
+MAX_STEPS = 2**31 - 1
+
 _LATER_DEFAULTS: dict[str, Any] = {"router_aux_loss": None, "router_z_loss": 0.0}
 
 
@@ -42,7 +45,12 @@ class TrainConfig:
     """
 
     steps: int = setting(
-        800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)", identity="schedule"
+        800,
+        "optimizer steps",
+        flag="--steps",
+        metavar="N",
+        within=f"[1, {MAX_STEPS}]",
+        identity="schedule",
     )
     batch_size: int = setting(
         16, "rows per micro-batch", flag="--batch-size", metavar="N", within="[1, inf)"
