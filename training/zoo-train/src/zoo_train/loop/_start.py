@@ -185,7 +185,6 @@ def start_run(
     else:
         shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
     resolved = trainer.resolve_kernels(shapes)
-    kernels = resolved["attention"]
     primary = is_primary()
     progress = Progress(config.steps, start, enabled=config.progress and primary, quiet=not primary)
     resources.callback(progress.close)
@@ -199,7 +198,7 @@ def start_run(
             trainer.eval_step, state, eval_data, eval_rows, config.eval_batches, trainer.unit
         )
         last_eval = report_evaluation(start, evaluated, record, progress)
-    label = kernel_label(kernels)
+    label = kernel_label(resolved["attention"])
     tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
     window = Window(tokens_per_step, trainer.unit)
     reporter = Reporter(
@@ -228,7 +227,7 @@ def start_run(
         profile=profile,
         profile_meta={
             "kernel": label,
-            "attention": kernels,
+            "attention": resolved["attention"],
             "grouped_matmul": resolved["grouped_matmul"],
             "cross_entropy": resolved.get("cross_entropy", []),
             "eval_modules": ["jit_eval_step"],

@@ -11,7 +11,7 @@ defaults (``_resolve``), and the command line's flags are made from them (``_fla
 here imports JAX.
 """
 
-from ._distill import DistillConfig as DistillConfig
+from ._distill_config import DistillConfig as DistillConfig
 from ._fields import Key as Key
 from ._fields import compared as compared
 from ._fields import declared_identity as declared_identity
@@ -20,9 +20,9 @@ from ._fields import keys as keys
 from ._fields import parse_window as parse_window
 from ._flags import add_flags as add_flags
 from ._flags import given_flags as given_flags
-from ._grpo import LOSS_TYPES as LOSS_TYPES
-from ._grpo import SCALINGS as SCALINGS
-from ._grpo import GRPOConfig as GRPOConfig
+from ._grpo_config import LOSS_TYPES as LOSS_TYPES
+from ._grpo_config import SCALINGS as SCALINGS
+from ._grpo_config import GRPOConfig as GRPOConfig
 from ._loop import MAX_STEPS as MAX_STEPS
 from ._loop import SEEDS as SEEDS
 from ._loop import TrainConfig as TrainConfig

@@ -16,9 +16,9 @@ import dataclasses
 from typing import Any
 
 from .._usage import UsageError
-from ._distill import DistillConfig
+from ._distill_config import DistillConfig
 from ._fields import section, setting, table
-from ._grpo import GRPOConfig
+from ._grpo_config import GRPOConfig
 from ._loop import TrainConfig
 from ._optimizer import WARMUP_FRACTION, OptimizerConfig, default_warmup
 
