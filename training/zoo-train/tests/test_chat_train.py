@@ -43,7 +43,7 @@ def _move_template(directory, where: str) -> None:
 def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_path, where):
     from transformers import AutoTokenizer
 
-    from zoo_train._runs import export_tokenizer
+    from zoo_train._run_directory import export_tokenizer
 
     tiny_tokenizer(tmp_path / "src")
     _move_template(tmp_path / "src", where)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import zoo_models
-from zoo_train.compile import StepMemory, StepReport, StepSetup, max_batch
+from zoo_train.aot import StepMemory, StepReport, StepSetup, max_batch
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 ZOO = "import sys; from zoo_train.cli import main; sys.exit(main())"
@@ -313,7 +313,7 @@ def test_max_batch_search_against_memory_models(monkeypatch, peak, start, shards
         used = PEAKS[peak](b)
         return StepReport(b, StepMemory(1000, 1000, 1000, used - 1000, used, hbm), 0.0, [], 0)
 
-    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", fake)
+    monkeypatch.setattr("zoo_train.aot._train_step.compile_step", fake)
     best, reports = max_batch(None, start, shards=shards)  # type: ignore[arg-type]
     assert best == fit - fit % shards
     assert len(compiled) == len(set(compiled)) <= (10 if peak == "linear" else 18)
@@ -321,7 +321,7 @@ def test_max_batch_search_against_memory_models(monkeypatch, peak, start, shards
 
 
 def test_max_batch_search_is_bounded_and_says_where_it_stands(monkeypatch):
-    from zoo_train.compile import SearchStep, default_batch_limit
+    from zoo_train.aot import SearchStep, default_batch_limit
 
     assert default_batch_limit(128, 4) == 8192 and default_batch_limit(8192, 8) == 128
     hbm = 1 << 40  # a small model: everything fits
@@ -331,7 +331,7 @@ def test_max_batch_search_is_bounded_and_says_where_it_stands(monkeypatch):
         compiled.append(b)
         return StepReport(b, StepMemory(1, 1, 1, 1, 1000 + b, hbm), 0.0, [], 0)
 
-    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", fake)
+    monkeypatch.setattr("zoo_train.aot._train_step.compile_step", fake)
     steps: list[SearchStep] = []
     best, _ = max_batch(None, 16, shards=4, limit=8192, on_step=steps.append)  # type: ignore[arg-type]
     assert best == 8192 and max(compiled) == 8192 and len(compiled) <= 6  # not past the limit
@@ -343,7 +343,7 @@ def test_max_batch_search_is_bounded_and_says_where_it_stands(monkeypatch):
     def linear(setup: StepSetup, b: int, on_compile=None) -> StepReport:
         return StepReport(b, StepMemory(1, 1, 1, 1, 1000 + b, hbm), 0.0, [], 0)
 
-    monkeypatch.setattr("zoo_train.compile._train_step.compile_step", linear)
+    monkeypatch.setattr("zoo_train.aot._train_step.compile_step", linear)
     steps.clear()
     best, _ = max_batch(None, 16, shards=4, limit=8192, on_step=steps.append)  # type: ignore[arg-type]
     assert best == fit - fit % 4
@@ -355,7 +355,7 @@ def test_max_batch_search_is_bounded_and_says_where_it_stands(monkeypatch):
 
 SIGTERM_DURING_COMPILE = """
 import os, signal, sys, time
-from zoo_train.compile import topology_devices
+from zoo_train.aot import topology_devices
 from zoo_train.cli._compile import _Watch
 topology_devices("v5e:2x2")  # libtpu loaded: its failure handler would dump the stack
 watch = _Watch()

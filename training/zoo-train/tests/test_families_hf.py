@@ -153,7 +153,7 @@ def _logits(model, ids: np.ndarray) -> np.ndarray:
 def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
     from peft import PeftModel
 
-    from zoo_train._runs import load_run
+    from zoo_train._run_directory import load_run
 
     family, root = finetuned
     meta = json.loads((root / "run" / "adapter" / ADAPTER_CONFIG).read_text())

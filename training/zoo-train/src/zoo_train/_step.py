@@ -14,10 +14,10 @@ from jaxtyping import PyTree
 
 import zoo_layers
 
-from ._compiler import step_compiler_options
 from ._loss import LossFn
 from ._state import TrainState
 from ._step_metrics import PackedMetrics
+from ._xla_options import step_compiler_options
 from .parallel import (
     MeshAxes,
     MeshFunction,

@@ -36,6 +36,7 @@ from ._reference import ReferenceResult as ReferenceResult
 from ._reference import reference_attention as reference_attention
 from ._reference import reference_mask as reference_mask
 from ._verify import run_checks as run_checks
+from ._verify import verifier as verifier
 from ._verify import verify as verify
 from ._verify import verify_count as verify_count
 
@@ -69,6 +70,7 @@ __all__ = [
     "run_case",
     "run_checks",
     "tiled",
+    "verifier",
     "verify",
     "verify_count",
 ]

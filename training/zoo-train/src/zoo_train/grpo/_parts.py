@@ -1,21 +1,21 @@
-"""``train_grpo``: GRPO through zoo's training loop, with its checkpoints, resume, metrics and
-hooks. The loop's data are prompt rows (:class:`PromptSource`); each step's batch is sampled
-from the parameters being trained (:class:`Rollout`) and trained on with :class:`GRPOLoss`."""
+"""The parts of a GRPO run through :class:`zoo_train.Trainer`, with its checkpoints, resume,
+metrics and hooks: the trainer's data are prompt rows (:class:`PromptSource`); each step's batch
+is sampled from them with the parameters being trained (:class:`Rollout`, a transform of the
+prompt stream: ``zoo_train.RolloutData(source, rollout)``) and trained on with
+:class:`GRPOLoss`; :class:`CompletionLog` is a hook writing sample completions."""
 
 from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from jax.sharding import Mesh
-from jaxtyping import PyTree
 
-from .._config import TrainConfig
-from ..loop import StepEnd, TrainResult, train
+from ..loop import StepEnd
 from ..parallel import BatchLayout, is_primary, make_mesh, make_rules
-from ._config import GRPOConfig
+from ..settings import GRPOConfig, TrainConfig
 from ._loss import GRPOLoss
 from ._prompts import Prompt, PromptSource
 from ._rewards import Rewards
@@ -34,7 +34,8 @@ class CompletionLog:
         self.path = out / COMPLETIONS_FILE
         self.rows = rows
 
-    def __call__(self, end: StepEnd) -> None:
+    def after_step(self, end: StepEnd) -> None:
+        """Write the completions of the step just taken."""
         last = self.rollout.last
         if last is None or not is_primary():
             return
@@ -107,74 +108,3 @@ def grpo_parts(
         reward_weights=rewards.weights,
     )
     return source, rollout, loss
-
-
-def train_grpo(
-    model: PyTree,
-    prompts: Sequence[Prompt],
-    rewards: Rewards,
-    tokenizer: Any,
-    *,
-    grpo: GRPOConfig,
-    config: TrainConfig,
-    out: str | pathlib.Path,
-    max_prompt_length: int,
-    stop_tokens: Sequence[int] = (),
-    reference: str | None = None,
-    reference_model: Any = None,
-    trainable: Any = None,
-    mesh: Mesh | None = None,
-    sample_every: int | None = None,
-    hooks: Sequence[tuple[Callable[[StepEnd], None], int | None]] = (),
-    **train_kwargs: Any,
-) -> TrainResult:
-    """Fine-tune ``model`` with GRPO for ``config.steps`` steps into ``out`` (resuming what
-    is there), as :func:`zoo_train.train` does.
-
-    Args:
-        model: a zoo model (``decode`` with a KV cache, and the training call), with LoRA
-            adapters when ``trainable`` selects them.
-        prompts: the prompts (:func:`read_prompts`).
-        rewards: the reward functions.
-        tokenizer: decodes completions.
-        grpo: the GRPO settings.
-        config: the loop's settings; ``batch_size`` counts completions.
-        max_prompt_length: the prompts' padded width.
-        stop_tokens: ids that end a completion.
-        reference: ``"adapters"``, ``"batch"`` (with ``reference_model``) or ``None``
-            (``beta = 0``).
-        sample_every: write sample completions every this many steps (``None``: never).
-        hooks, train_kwargs: passed to :func:`zoo_train.train`.
-    """
-    out = pathlib.Path(out)
-    source, rollout, loss = grpo_parts(
-        prompts,
-        rewards,
-        tokenizer,
-        grpo=grpo,
-        config=config,
-        max_prompt_length=max_prompt_length,
-        stop_tokens=stop_tokens,
-        reference=reference,
-        reference_model=reference_model,
-        mesh=mesh,
-    )
-    extra = list(hooks)
-    if sample_every is not None:
-        extra.append((CompletionLog(rollout, out), sample_every))
-    run_info = dict(train_kwargs.pop("run_info", None) or {})
-    run_info["grpo"] = grpo.to_dict()
-    run_info["rewards"] = {"names": list(rewards.names), "weights": list(rewards.weights)}
-    return train(
-        model,
-        source,
-        config=config,
-        out=out,
-        loss_fn=loss,
-        trainable=trainable,
-        mesh=mesh,
-        hooks=extra,
-        rollout=rollout,
-        run_info=run_info,
-        **train_kwargs,
-    )

@@ -23,7 +23,6 @@ from jax.sharding import Mesh
 import zoo_models
 from zoo_data.store import tokenizer_identity
 
-from ._config import TrainConfig
 from ._errors import NoUsableCheckpointError
 from ._plan import plan_state
 from ._usage import UsageError
@@ -31,6 +30,7 @@ from .checkpoint import CHECKPOINT_DIR, LOCK_FILE, Checkpointer
 from .loop import METRICS_FILE
 from .parallel import make_mesh, make_rules
 from .peft import LoRAConfig, apply_lora, lora_filter
+from .settings import TrainConfig
 
 TOKENIZER_DIR = "tokenizer"
 # The source checkpoint's generation settings (stop tokens above all), kept for exports and

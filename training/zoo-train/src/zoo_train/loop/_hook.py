@@ -1,12 +1,13 @@
-"""``StepEnd``: a step that just finished, as the hooks between steps see it, and ``LoopView``:
-what a hook may use of the run in progress."""
+"""What a hook is and sees: the ``Hook`` protocol, ``StepEnd`` (a step that just finished, as
+the hooks between steps see it) and ``LoopView`` (what a hook may use of the run in
+progress)."""
 
 from __future__ import annotations
 
 import dataclasses
 import pathlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,3 +53,15 @@ class StepEnd:
     evaluated: dict[str, float] | None = None
     saved: bool = False
     view: LoopView | None = None
+
+
+class Hook(Protocol):
+    """What runs between steps (:meth:`zoo_train.Trainer.add_hook`): an object with
+    ``after_step(end)``, called with the :class:`StepEnd` after the steps its interval picks,
+    and, optionally, ``start(view, step)``, called once before a call's first step with the
+    :class:`LoopView` and the step the call starts from (0: the untrained model). A plain
+    function ``fn(end)`` serves as a hook too.
+    """
+
+    def after_step(self, end: StepEnd) -> None:
+        """After a step (its metrics may not be read yet: ``end.view.drain()`` reads them)."""

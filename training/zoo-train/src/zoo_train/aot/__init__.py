@@ -7,8 +7,8 @@ train step is compiled for them. What its peak is made of comes from XLA's own b
 assignment (:func:`read_dump`), on any backend.
 """
 
-# The abstract batch moved to the step factory; compile code that named it here keeps working.
-from ..program import abstract_batch as abstract_batch
+from ._abstract_batch import abstract_batch as abstract_batch
+from ._abstract_batch import batch_fields as batch_fields
 from ._memory import StepMemory as StepMemory
 from ._memory import gib as gib
 from ._peak import PeakBreakdown as PeakBreakdown

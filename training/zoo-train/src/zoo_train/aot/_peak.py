@@ -103,7 +103,7 @@ class PeakBreakdown:
     def argument_parts(self) -> dict[str, int]:
         """The arguments live at the peak by part of the step's arguments, largest first:
         ``{"state.opt_state": ..., "state.params": ..., "batch": ...}`` (names as
-        :func:`zoo_train.compile.argument_names` gives them; others by their own name)."""
+        :func:`zoo_train.aot.argument_names` gives them; others by their own name)."""
         parts: dict[str, int] = {}
         for b in self.buffers:
             if b.kind == ARGUMENT:

@@ -21,8 +21,8 @@ import jax
 from .._errors import StoppedBySignalError
 from ..profile import host_annotation
 from ._evaluate import EvalData, evaluate
+from ._hook import StepEnd
 from ._start import Run, report_evaluation
-from ._step_end import StepEnd
 
 
 @dataclasses.dataclass(frozen=True)

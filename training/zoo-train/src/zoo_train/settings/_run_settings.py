@@ -1,10 +1,13 @@
-"""The settings of ``zoo train`` and ``zoo finetune``: the run config's settings
-(:class:`LoopSettings`, :class:`OptimizerChoice`, declared once in :mod:`._train`) and what only
-the command line has.
+"""The settings of ``zoo train`` and ``zoo finetune``: the run config's (:class:`TrainConfig`,
+whose settings they extend) and the concepts only the command line has: where a run reads and
+writes, its attention kernel, W&B, lm-eval while training, and for ``zoo finetune`` the model's
+source, its LoRA adapters and the objective (GRPO's and distillation's settings are their own
+concepts' classes, :class:`GRPOConfig` and :class:`DistillConfig`).
 
-Each setting's key in config files and ``--set``, its type, default, help and flag are read off
-these classes (:mod:`._fields`); the defaults are those of ``zoo train`` with no arguments (the
-``make train`` job), and :func:`finetune_defaults` changes a few for fine-tuning.
+Each setting's key in config files and ``--set``, its type, default, help, flag and whether it
+is part of the run's identity are read off these classes (:mod:`._fields`); the defaults are
+those of ``zoo train`` with no arguments (the ``make train`` job), and :func:`finetune_defaults`
+changes a few for fine-tuning.
 """
 
 from __future__ import annotations
@@ -13,52 +16,21 @@ import dataclasses
 from typing import Any
 
 from .._usage import UsageError
-from ._fields import declared, section, setting, table
-from ._grpo import GRPOSettings
-from ._train import (
-    LoopSettings,
-    OptimizerChoice,
-    OptimizerConfig,
-    TrainConfig,
-    default_warmup,
-)
+from ._distill_config import DistillConfig
+from ._fields import section, setting, table
+from ._grpo_config import GRPOConfig
+from ._loop import TrainConfig
+from ._optimizer import WARMUP_FRACTION, OptimizerConfig, default_warmup
 
 #: ``zoo finetune --objective``: next-token loss, a preference objective on pairs, or GRPO on
 #: prompts scored by reward functions.
-OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo", "grpo")
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimizerSettings(OptimizerChoice):
-    """``[optimizer]``: the optimizer and its schedule (the peak learning rate is ``lr``), with
-    a warm-up that may follow from the length of the run."""
-
-    warmup_steps: int | None = setting(
-        None, "linear warm-up steps (none: warmup_fraction of the run)", within="[0, inf)"
-    )
-    warmup_fraction: float = setting(
-        0.125,
-        "warm-up as a fraction of the run when warmup_steps is none (at least 10 steps, at most "
-        "half the run)",
-        within="[0, 1]",
-    )
-
-    def config(self, *, lr: float, steps: int) -> OptimizerConfig:
-        """The :class:`OptimizerConfig` of a run of ``steps`` steps peaking at ``lr`` (the
-        warm-up resolved from its fraction when not given)."""
-        warmup = self.warmup_steps
-        try:
-            if warmup is None:
-                warmup = default_warmup(steps, self.warmup_fraction)
-            shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(OptimizerChoice)}
-            return OptimizerConfig(**shared, lr=lr, warmup_steps=min(warmup, steps))
-        except ValueError as e:
-            raise UsageError.from_error(e) from None
+OBJECTIVES = ("sft", "dpo", "ipo", "simpo", "orpo", "grpo", "distill")
 
 
 @dataclasses.dataclass(frozen=True)
 class AttentionSettings:
-    """``[attention]``: which kernel serves attention, and which versions are acceptable."""
+    """``[attention]``: which kernel serves attention, and which versions are acceptable (not
+    part of the run's identity: a run resumed on another kernel is the same run)."""
 
     implementation: str | None = setting(
         None,
@@ -76,7 +48,7 @@ class AttentionSettings:
 
 @dataclasses.dataclass(frozen=True)
 class WandbSettings:
-    """``[wandb]``: the W&B run of ``--tracker wandb``."""
+    """``[wandb]``: the W&B run of ``--tracker wandb`` (not part of the run's identity)."""
 
     project: str = setting("zoo", "W&B project", flag="--wandb-project", metavar="NAME")
     name: str | None = setting(
@@ -178,6 +150,7 @@ class RunInputs:
         "the output directory)",
         flag="--data-cache",
         metavar="DIR",
+        identity=False,
     )
     tokenizer: str | None = setting(
         None,
@@ -191,16 +164,22 @@ class RunInputs:
         "output directory (checkpoints, metrics, loss curve)",
         flag="--out",
         metavar="DIR",
+        identity=False,
     )
+
+
+def _command_optimizer() -> OptimizerConfig:
+    """``[optimizer]`` of the command line: a warm-up that follows from the run's length."""
+    return OptimizerConfig(warmup_steps=None)
 
 
 # A dataclass lays out its bases' fields from the last base to the first: the inputs lead
 # (and lead `--help`), then the loop's settings, then the rest.
 @dataclasses.dataclass(frozen=True)
-class RunSettings(LoopSettings, RunInputs):
+class RunSettings(TrainConfig, RunInputs):
     """The settings of ``zoo train`` (and the shared part of ``zoo finetune``): the run
-    config's (:class:`LoopSettings`; ``lr`` and ``optimizer`` make its optimizer) and what the
-    command line alone has."""
+    config's (:class:`TrainConfig`, which :meth:`train_config` gives with the warm-up resolved)
+    and what the command line alone has."""
 
     epochs: float | None = setting(
         None,
@@ -216,8 +195,15 @@ class RunSettings(LoopSettings, RunInputs):
         flag="--stop-at",
         metavar="STEP",
         within="[1, inf)",
+        identity=False,
     )
-    lr: float = declared(OptimizerConfig, "lr")
+    warmup_fraction: float = setting(
+        WARMUP_FRACTION,
+        "warm-up as a fraction of the run when warmup_steps is none (at least 10 steps, at most "
+        "half the run)",
+        key="optimizer.warmup_fraction",  # the run's own part of the [optimizer] table
+        within="[0, 1]",
+    )
     val_fraction: float = setting(
         0.05, "fraction of documents held out for evaluation", within="[0, 1)"
     )
@@ -234,12 +220,6 @@ class RunSettings(LoopSettings, RunInputs):
         metavar="N",
         within="[1, inf)",
     )
-    profile: str | None = setting(
-        None,
-        "trace steps START:END into OUT/profile (read: `zoo profile OUT`)",
-        flag="--profile",
-        metavar="START:END",
-    )
     trackers: list[str] = setting(
         ["jsonl", "tensorboard"],
         "where metrics go: jsonl (metrics.jsonl, always), tensorboard (OUT/tensorboard), wandb",
@@ -248,6 +228,7 @@ class RunSettings(LoopSettings, RunInputs):
         metavar="NAME",
         flag_help="where metrics go besides metrics.jsonl: tensorboard (OUT/tensorboard), wandb "
         "(zoo-train[wandb]); default: jsonl tensorboard",
+        identity=False,
     )
     sample_tokens: int = setting(
         300,
@@ -255,12 +236,17 @@ class RunSettings(LoopSettings, RunInputs):
         flag="--sample-tokens",
         metavar="N",
         within="[0, inf)",
+        identity=False,
     )
-    prompt: str = setting("def ", "prompt of the final sample", flag="--prompt", metavar="TEXT")
-    temperature: float = setting(0.8, "sampling temperature of the final sample", within="(0, inf)")
-    optimizer: OptimizerSettings = section(OptimizerSettings)
-    attention: AttentionSettings = section(AttentionSettings)
-    wandb: WandbSettings = section(WandbSettings)
+    prompt: str = setting(
+        "def ", "prompt of the final sample", flag="--prompt", metavar="TEXT", identity=False
+    )
+    temperature: float = setting(
+        0.8, "sampling temperature of the final sample", within="(0, inf)", identity=False
+    )
+    optimizer: OptimizerConfig = section(OptimizerConfig, default=_command_optimizer)
+    attention: AttentionSettings = section(AttentionSettings, identity=False)
+    wandb: WandbSettings = section(WandbSettings, identity=False)
     eval_harness: EvalHarnessSettings = section(EvalHarnessSettings)
     model_config: dict[str, Any] = table(
         "fields of zoo_models.ModelConfig to change on the preset (e.g. n_layers)"
@@ -271,19 +257,22 @@ class RunSettings(LoopSettings, RunInputs):
         """The mesh as ``data=…,fsdp=…,tensor=…`` (and ``expert=…`` when not 1)."""
         return str(self.mesh)
 
-    def train_config(self) -> TrainConfig:
-        """The :class:`~zoo_train.TrainConfig` of this run: the loop's settings as they are, the
-        optimizer with its peak ``lr`` and resolved warm-up, and the profile window."""
-        from ..profile import parse_window
+    @property
+    def lr(self) -> float:
+        """The peak learning rate (``lr``, the optimizer's)."""
+        return self.optimizer.lr
 
-        loop = {f.name: getattr(self, f.name) for f in dataclasses.fields(LoopSettings)}
+    def train_config(self) -> TrainConfig:
+        """The :class:`~zoo_train.TrainConfig` of this run: the loop's settings as they are, and
+        the optimizer's warm-up a count of steps (``warmup_fraction`` of the run when
+        ``optimizer.warmup_steps`` is none; at most the run)."""
+        loop = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)}
+        warmup = self.optimizer.warmup_steps
         try:
-            profile = None if self.profile is None else parse_window(self.profile)
-            return TrainConfig(
-                **{**loop, "sharding": dict(self.sharding)},
-                optimizer=self.optimizer.config(lr=self.lr, steps=self.steps),
-                profile=profile,
-            )
+            if warmup is None:
+                warmup = default_warmup(self.steps, self.warmup_fraction)
+            optimizer = dataclasses.replace(self.optimizer, warmup_steps=min(warmup, self.steps))
+            return TrainConfig(**{**loop, "sharding": dict(self.sharding), "optimizer": optimizer})
         except ValueError as e:
             raise UsageError.from_error(e) from None
 
@@ -335,24 +324,28 @@ class FinetuneSettings(RunSettings):
         "write the fine-tuned model here (Hugging Face format)",
         flag="--export-hf",
         metavar="DIR",
+        identity=False,  # checked on its own: a finished run's export must hold its last step
     )
     overwrite: bool = setting(
         False,
         "let --export-hf replace a non-empty directory or the source model",
         flag="--overwrite",
         switch=True,
+        identity=False,
     )
     objective: str = setting(
         "sft",
         "sft (next-token loss on the responses), preference tuning on pairs: dpo, ipo, "
-        "simpo or orpo, or grpo (rewards of sampled completions)",
+        "simpo or orpo, grpo (rewards of sampled completions), or distill (a teacher's "
+        "next-token distributions)",
         flag="--objective",
         metavar="NAME",
     )
     beta: float | None = setting(
         None,
         "beta of the preference objective (none: 0.1 for dpo, ipo and orpo; 2.0 for simpo), "
-        "or GRPO's KL weight (none: 0, no reference)",
+        "GRPO's KL weight (none: 0, no reference), or distillation's interpolation between "
+        "forward (0) and reverse (1) KL (none: 0.5)",
         flag="--beta",
         metavar="BETA",
         within="[0, inf)",
@@ -364,8 +357,17 @@ class FinetuneSettings(RunSettings):
         metavar="GAMMA",
         within="[0, inf)",
     )
+    teacher: str | None = setting(
+        None,
+        "the teacher of --objective distill: a Hugging Face directory or a zoo run of the "
+        "student's tokenizer",
+        flag="--teacher",
+        metavar="PATH_OR_RUN",
+        later=True,
+    )
     lora: LoRASettings = section(LoRASettings)
-    grpo: GRPOSettings = section(GRPOSettings)
+    grpo: GRPOConfig = section(GRPOConfig)
+    distill: DistillConfig = section(DistillConfig)
 
 
 def finetune_defaults() -> FinetuneSettings:
@@ -375,9 +377,9 @@ def finetune_defaults() -> FinetuneSettings:
         base,
         out="runs/finetune",
         steps=200,
-        lr=1e-4,
         checkpoint_every=50,
         eval_every=50,
         sample_tokens=0,
-        optimizer=dataclasses.replace(base.optimizer, warmup_fraction=0.05),
+        optimizer=dataclasses.replace(base.optimizer, lr=1e-4),
+        warmup_fraction=0.05,
     )

@@ -1,10 +1,9 @@
 """The run's train step, lowered and compiled for a mesh of compile-only devices.
 
 Nothing here is special to ahead-of-time compilation: the step is the one ``zoo train`` and
-``zoo finetune`` take, built by the same factory (:func:`zoo_train.program.build_program`) from
-the same :class:`~zoo_train.program.StepSpec` (LoRA adapters, preference losses and mixtures
-of experts included); only the arguments are abstract (``ShapeDtypeStruct``s carrying their
-shardings), so no weight is ever allocated.
+``zoo finetune`` take, the ``train_step`` of the same :class:`~zoo_train.Trainer` (LoRA
+adapters, preference losses and mixtures of experts included); only the arguments are abstract
+(``ShapeDtypeStruct``s carrying their shardings), so no weight is ever allocated.
 """
 
 from __future__ import annotations
@@ -24,10 +23,11 @@ from jax.sharding import Mesh, NamedSharding
 import zoo_attention
 import zoo_models
 
-from .._config import TrainConfig
+from ..loop import Trainer
 from ..parallel import is_array_like
 from ..peft import LoRAConfig
-from ..program import StepSpec, abstract_batch, build_program
+from ..settings import TrainConfig
+from ._abstract_batch import abstract_batch
 from ._memory import StepMemory, from_compiled, from_oom
 from ._peak import PeakBreakdown, dump_options, read_dump
 from ._topology import available_hbm
@@ -38,13 +38,14 @@ class StepSetup:
     """What the compiled step is.
 
     Attributes:
-        spec: the run's step, as the run builds it (its model a builder: nothing allocated).
+        trainer: the run's trainer, as the run builds it (its model a builder: nothing
+            allocated).
         model: the model's configuration.
         seq_len: tokens per row.
         lora: the LoRA adapters trained, if any (for the optimizer-state comparison).
     """
 
-    spec: StepSpec
+    trainer: Trainer
     model: zoo_models.ModelConfig
     seq_len: int
     lora: LoRAConfig | None = None
@@ -52,17 +53,17 @@ class StepSetup:
     @property
     def config(self) -> TrainConfig:
         """The run's config (at the micro-batch the settings give)."""
-        return self.spec.config
+        return self.trainer.config
 
     @property
     def mesh(self) -> Mesh:
         """The mesh of compile-only devices."""
-        return self.spec.layout()[0]
+        return self.trainer.mesh
 
     @property
     def rules(self) -> Mapping[str, Any]:
         """The sharding rules."""
-        return self.spec.layout()[1]
+        return self.trainer.rules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,9 +103,9 @@ def bytes_per_device(tree: Any) -> int:
     return total
 
 
-def optimizer_state_bytes(spec: StepSpec) -> int:
-    """Per-device bytes of the optimizer state of ``spec``'s run (planned, not allocated)."""
-    return bytes_per_device(build_program(spec).plan.template.opt_state)
+def optimizer_state_bytes(trainer: Trainer) -> int:
+    """Per-device bytes of the optimizer state of ``trainer``'s run (planned, not allocated)."""
+    return bytes_per_device(trainer.plan.template.opt_state)
 
 
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
@@ -178,18 +179,18 @@ def compile_step(
     """
     if on_compile is not None:
         on_compile(batch_size)
-    program = build_program(setup.spec.with_batch_size(batch_size))
-    state = program.plan.template
-    rows = batch_size * program.spec.config.grad_accum
-    batch = abstract_batch(rows, setup.seq_len, program.mesh, program.rules, program.loss_fn)
-    hbm = available_hbm(program.mesh.devices.flat[0])
+    trainer = setup.trainer.with_batch_size(batch_size)
+    state = trainer.plan.template
+    rows = batch_size * trainer.config.grad_accum
+    batch = abstract_batch(rows, setup.seq_len, trainer.mesh, trainer.rules, trainer.loss_fn)
+    hbm = available_hbm(trainer.mesh.devices.flat[0])
     optimizer = bytes_per_device(state.opt_state)
     names = argument_names(batch, state)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="zoo-compile-") as dump:
         try:
             with zoo_attention.recording() as resolved:
-                lowered = program.train_step.lower(batch, state)
+                lowered = trainer.train_step.lower(batch, state)
                 compiled = lowered.compile(dump_options(dump))
         except Exception as err:
             arguments = bytes_per_device((state, batch))

@@ -1,4 +1,4 @@
-"""The step ``zoo compile`` compiles: the one ``zoo train`` or ``zoo finetune`` would take
+"""The step ``zoo compile`` lowers: the trainer ``zoo train`` or ``zoo finetune`` would build
 with the same settings, its model a builder (no weight is read or allocated)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import pathlib
 from typing import Any
 
 from .._usage import UsageError
+from ..loop import Trainer
+from ..peft import LoRAConfig, add_adapters
 from ..settings import OBJECTIVES, FinetuneSettings
-from ._finetuning import finetune_step
-from ._lora import lora_settings
-from ._model import hf_config_changes, preset_config
-from ._preference import objective_loss
+from ._preference import preference_loss
+from ._steps import hf_config_changes, lora_settings, preset_config
 
 # Settings of `zoo finetune` that say where a model comes from or goes, which compiling needs
 # none of (a zoo run's model is compiled through its Hugging Face export).
@@ -21,18 +21,22 @@ NOT_COMPILED = {"from_run": "--from-run", "export_hf": "--export-hf", "overwrite
 
 def check_compiled_objective(objective: str) -> None:
     """The objectives whose step ``zoo compile`` builds: ``sft`` and the preference ones (a
-    GRPO step samples its completions first, which it does not compile).
+    GRPO step samples its completions first, and a distillation's needs its teacher, which it
+    does not compile).
 
     Raises:
         UsageError: another objective, in one sentence.
     """
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
-    if objective == "grpo":
+    if objective in ("grpo", "distill"):
+        what = {
+            "grpo": "a GRPO step samples its completions before it trains",
+            "distill": "a distillation step runs its teacher beside the student",
+        }[objective]
         raise UsageError(
-            "zoo compile compiles the sft and preference (dpo, ipo, simpo, orpo) steps; a GRPO "
-            "step samples its completions before it trains, which it does not compile, so "
-            "drop --objective grpo."
+            f"zoo compile compiles the sft and preference (dpo, ipo, simpo, orpo) steps; {what}, "
+            f"which it does not compile, so drop --objective {objective}."
         )
 
 
@@ -72,11 +76,13 @@ def compiled_model_config(s: FinetuneSettings) -> Any:
         raise UsageError.from_error(e) from None
 
 
-def compiled_step(s: FinetuneSettings, model_config: Any, mesh: Any) -> tuple[Any, Any, Any]:
-    """``(spec, lora, full)``: the :class:`~zoo_train.program.StepSpec` of the run the
-    settings describe, on ``mesh`` (LoRA adapters and the preference objective as ``zoo
-    finetune`` builds them), its LoRA settings (``None``: every parameter trains), and the
-    same step with every parameter trained (what LoRA is compared with)."""
+def compiled_trainer(
+    s: FinetuneSettings, model_config: Any, mesh: Any
+) -> tuple[Trainer, LoRAConfig | None, Trainer]:
+    """``(trainer, lora, full)``: the :class:`~zoo_train.Trainer` of the run the settings
+    describe, on ``mesh`` (LoRA adapters and the preference objective as ``zoo finetune``
+    builds them), its LoRA settings (``None``: every parameter trains), and the same trainer
+    with every parameter trained (what LoRA is compared with)."""
     import jax
 
     import zoo_models
@@ -88,15 +94,18 @@ def compiled_step(s: FinetuneSettings, model_config: Any, mesh: Any) -> tuple[An
             "and writes nothing."
         )
     lora = lora_settings(s, model_config)
-    made = objective_loss(s, lora, mesh)
+    loss_fn = None if s.objective == "sft" else preference_loss(s, lora, mesh)[0]
     key = jax.random.key(s.seed)
 
     def build() -> Any:
         return zoo_models.build(model_config, key=key)
 
-    config, loss_fn = s.train_config(), None if made is None else made[0]
+    config = s.train_config()
+    full = Trainer(config, build, loss_fn, mesh=mesh)
+    if lora is None:
+        return full, None, full
     try:
-        spec = finetune_step(build, config, lora=lora, key=key, loss_fn=loss_fn, mesh=mesh)
+        adapted, trainable = add_adapters(build, lora, key=key)
+        return Trainer(config, adapted, loss_fn, mesh=mesh, trainable=trainable), lora, full
     except ValueError as e:
         raise UsageError.from_error(e) from None
-    return spec, lora, finetune_step(build, config, loss_fn=loss_fn, mesh=mesh)

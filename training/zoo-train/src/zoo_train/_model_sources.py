@@ -8,8 +8,8 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from .._usage import UsageError
-from ..parallel import make_mesh, make_rules
+from ._usage import UsageError
+from .parallel import make_mesh, make_rules
 
 
 def tokenizer_source(model_dir: Any, tokenizer: str | None = None) -> pathlib.Path:
@@ -50,8 +50,8 @@ def load_hf_on_mesh(
     tokenizer (from ``tokenizer`` if given, see :func:`tokenizer_source`)."""
     import zoo_models
 
-    from ..parallel import tree_shardings
-    from ..peft import fit_tokenizer
+    from .parallel import tree_shardings
+    from .peft import fit_tokenizer
 
     source = tokenizer_source(path, tokenizer)
     model = zoo_models.load_hf(
@@ -92,7 +92,7 @@ def load_model(
     Returns:
         ``(model, tokenizer, description)``.
     """
-    from .._runs import checkpoint_steps, load_run, no_model_error
+    from ._run_directory import checkpoint_steps, load_run, no_model_error
 
     mesh = make_mesh() if mesh is None else mesh
     rules = make_rules(rules)
