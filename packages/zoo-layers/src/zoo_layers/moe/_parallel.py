@@ -58,6 +58,10 @@ class ExpertLayout:
     def token_spec(self, ndim: int) -> P:
         return P(_entry(self.tokens), *(None,) * (ndim - 1))
 
+    def bias_spec(self) -> P:
+        """The spec of ``[E, I]`` expert biases (split like the experts and their hidden width)."""
+        return P(_entry(self.experts), _entry(self.hidden))
+
     def weight_spec(self, hidden_first: bool) -> P:
         experts, hidden, embed = _entry(self.experts), _entry(self.hidden), _entry(self.embed)
         return P(experts, hidden, embed) if hidden_first else P(experts, embed, hidden)
