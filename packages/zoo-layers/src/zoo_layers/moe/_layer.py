@@ -243,7 +243,14 @@ class MoE(eqx.Module):
             self.up_proj.astype(x.dtype),
             self.down_proj.astype(x.dtype),
         )
-        layout = expert_layout(x.shape[0], x.ndim, self.num_experts, self.hidden, x.shape[-1])
+        layout = expert_layout(
+            x.shape[0],
+            x.ndim,
+            self.num_experts,
+            self.hidden,
+            x.shape[-1],
+            x.shape[1] if x.ndim >= 3 else 1,
+        )
         if layout is None:
             return self._local(x, mask, *weights, biases, keep_logits=keep_logits, layout=None)
         x_spec = layout.token_spec(x.ndim)
@@ -323,8 +330,8 @@ class MoE(eqx.Module):
         first: Array | int = 0
         if layout is not None:
             sums = (stats.counts, stats.probs, stats.z, stats.tokens)
-            if layout.tokens:
-                sums = jax.lax.psum(sums, layout.tokens)
+            if layout.token_axes:
+                sums = jax.lax.psum(sums, layout.token_axes)
             stats = RouterStats(*sums)
             if layout.exchange:
                 flat, experts, weights = jax.lax.all_gather(

@@ -93,6 +93,9 @@ def build_program(spec: StepSpec) -> TrainProgram:
             compute_dtype=compute_dtype,
             router_aux_loss=config.router_aux_loss,
             router_z_loss=config.router_z_loss,
+            # Only a full fine-tune moves the routers' correction biases: a LoRA run's
+            # adapters must hold every change to the base.
+            balance_routers=spec.trainable is None,
         )
     plan = plan_state(spec.model, config, mesh, rules, trainable=spec.trainable)
     model_config: Any = getattr(plan.abstract_model, "config", None)
