@@ -84,7 +84,8 @@ NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
 #: tests against the newest libtpu), and a training smoke (through the layers and models).
 #: ``make test-newest`` (which ``.ci/run`` runs after ``make test``) runs every suite there.
 NEWEST_LEG = (
-    "zoo-flash-tpu", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox", "zoo-attention",
+    "zoo-flash-tpu", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox", "zoo-tokamax",
+    "zoo-attention",
 )  # fmt: skip
 #: Within ``make test``'s newest leg, ``zoo-flash-tpu`` runs the shared conformance suite, its
 #: compile tests and the rest of its checks, but not its longest extras (the kernel's block-skip
@@ -101,7 +102,11 @@ NEWEST_LEG_ARGS: dict[str, list[str]] = {
 #: Suites of the newest leg alone: train, kill and resume a run, and the installed JAX kept.
 NEWEST_ONLY: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "train-smoke": ("training/zoo-train/tests/test_kill.py", ["tests/test_jax_range.py"], {}),
+    # tokamax needs jax >= 0.11.1 (Python >= 3.12): its kernel package lives on this leg alone.
+    "zoo-tokamax": ("kernels/tokamax/tests", [], {}),
 }
+#: Packages of the newest leg alone: ``--newest`` runs their suites with every other one.
+NEWEST_PACKAGE_SUITES = ("zoo-tokamax",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,7 +283,8 @@ def main(argv: list[str]) -> int:
         argv, extra = argv[:cut], argv[cut + 1 :]
     with_newest = "--with-newest" in argv
     newest_only = "--newest" in argv
-    names = [a for a in argv if a not in ("--with-newest", "--newest")] or list(SUITES)
+    names = [a for a in argv if a not in ("--with-newest", "--newest")]
+    names = names or [*SUITES, *(NEWEST_PACKAGE_SUITES if newest_only else ())]
     known = {**SUITES, **NEWEST_ONLY} if newest_only else SUITES
     unknown = [n for n in names if n not in known]
     if unknown:

@@ -3,7 +3,9 @@
 ``dot_product_attention`` is the only attention call models make; kernels plug in through the
 ``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``);
 ``recording()`` collects what was chosen. ``zoo_attention.grouped`` is the grouped-matmul
-contract (mixture-of-experts layers), with its own kernels chosen by the same machinery.
+contract (mixture-of-experts layers), with its own kernels chosen by the same machinery, and
+``zoo_attention.cross_entropy`` the fused linear cross-entropy contract (a language model's
+loss on its output head, without its logits).
 """
 
 import importlib
@@ -11,6 +13,7 @@ import warnings
 from typing import Any
 
 from . import context as context
+from . import cross_entropy as cross_entropy
 from . import grouped as grouped
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name

@@ -18,6 +18,7 @@ from typing import Any, Literal
 #: The kinds of kernel the contract resolves.
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped_matmul"
+CROSS_ENTROPY = "cross_entropy"
 
 logger = logging.getLogger("zoo_attention")
 
@@ -34,8 +35,9 @@ class Resolution:
         source: ``"argument"`` (``implementation=``), ``"environment"`` (``ZOO_ATTENTION`` or
             ``ZOO_GROUPED_MATMUL``) or ``"default"`` (the platform's default order).
         skipped: ``(name, reason)`` for each kernel tried first that could not serve.
-        spec: the call it was resolved for (an ``AttentionSpec`` or a ``GroupedMatmulSpec``).
-        kind: ``"attention"`` or ``"grouped_matmul"``.
+        spec: the call it was resolved for (an ``AttentionSpec``, a ``GroupedMatmulSpec`` or a
+            ``CrossEntropySpec``).
+        kind: ``"attention"``, ``"grouped_matmul"`` or ``"cross_entropy"``.
     """
 
     kernel: str
@@ -71,6 +73,8 @@ class ResolutionLog:
         last: the most recent attention resolution, or ``None`` if none was made.
         grouped_matmul: every distinct grouped-matmul resolution, in order of first use
             (:meth:`of_kind` gives any kind's).
+        cross_entropy: every distinct fused linear cross-entropy resolution, in order of
+            first use.
     """
 
     def __init__(self) -> None:
@@ -98,6 +102,10 @@ class ResolutionLog:
     @property
     def grouped_matmul(self) -> list[Resolution]:
         return self.of_kind(GROUPED_MATMUL)
+
+    @property
+    def cross_entropy(self) -> list[Resolution]:
+        return self.of_kind(CROSS_ENTROPY)
 
     def __iter__(self) -> Iterator[Resolution]:
         return iter(self.resolutions)

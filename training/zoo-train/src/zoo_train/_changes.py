@@ -23,9 +23,14 @@ def provenance_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> lis
     if not saved:
         return []
     lines = []
-    for key, what in (("attention", "attention kernel"), ("grouped_matmul", "grouped matmul")):
+    kinds = (
+        ("attention", "attention kernel"),
+        ("grouped_matmul", "grouped matmul"),
+        ("cross_entropy", "cross entropy"),
+    )
+    for key, what in kinds:
         if key not in saved and key != "attention":
-            continue  # a checkpoint from before grouped matmuls were recorded
+            continue  # a checkpoint from before the kind was recorded
         old_kernel = kernel_label(saved.get(key) or [])
         new_kernel = kernel_label(now.get(key) or [])
         if old_kernel != new_kernel:

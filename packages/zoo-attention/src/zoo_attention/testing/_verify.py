@@ -68,6 +68,30 @@ def run_checks(
     return rows, failed
 
 
+def verifier(
+    package: str, check: Any
+) -> tuple[Callable[..., tuple[list[Row], int]], Callable[[], int]]:
+    """``(verify, verify_count)`` for a kind's testing package: its cases as the package's
+    ``CASES`` names them when asked, each through ``check.run_case(name, case)``, then
+    ``check.named_scope_failures(name)``."""
+
+    def cases() -> tuple[Any, ...]:
+        return tuple(sys.modules[package].CASES)
+
+    def count() -> int:
+        return len(cases()) + 1
+
+    def run(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
+        return run_checks(
+            cases(),
+            lambda case: check.run_case(name, case),
+            lambda: check.named_scope_failures(name),
+            on_row,
+        )
+
+    return run, count
+
+
 def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
     """Run every conformance case against kernel ``name``; return the rows and failure count.
 
