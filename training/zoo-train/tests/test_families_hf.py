@@ -273,29 +273,36 @@ def hf_2026(request, tmp_path):
 
 
 def test_dpo_and_grpo_train_the_2026_families(hf_2026, tmp_path):
-    """DPO (starting at ln 2 with zero-initialised adapters) and GRPO, whose rollouts decode
-    with the KV cache (DeepSeek-V3's holds latents), run on gpt-oss and DeepSeek-V3."""
+    """DPO as a full fine-tune (every weight; starting at ln 2, the policy its own reference),
+    exported to a checkpoint transformers loads with the run's logits, and GRPO with LoRA, whose
+    rollouts decode with the KV cache (DeepSeek-V3's holds latents), on gpt-oss and DeepSeek-V3."""
     import math
 
+    from zoo_train._runs import load_run
     from zoo_train.loop import read_metrics
 
     root = hf_2026
     pairs = [{"prompt": f"alpha {i}", "chosen": " beta", "rejected": " gamma"} for i in range(8)]
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    common = ["--from-hf", str(root / "hf"), "--lora-rank", "2", "--steps", "2",
-              "--batch-size", "4", "--seq-len", "32", "--no-progress", "--log-every", "1",
-              "--eval-every", "0", "--set", "val_fraction=0"]  # fmt: skip
+    common = ["--from-hf", str(root / "hf"), "--steps", "2", "--batch-size", "4",
+              "--seq-len", "32", "--no-progress", "--log-every", "1", "--eval-every", "0",
+              "--set", "val_fraction=0"]  # fmt: skip
     dpo = ["finetune", *common, "--data", str(tmp_path / "pairs.jsonl"), "--objective", "dpo",
-           "--out", str(tmp_path / "dpo")]  # fmt: skip
+           "--lora-rank", "0", "--lr", "1e-2", "--out", str(tmp_path / "dpo"),
+           "--export-hf", str(tmp_path / "dpo-export")]  # fmt: skip
     assert main(dpo) == 0
     first = next(r for r in read_metrics(tmp_path / "dpo" / "metrics.jsonl") if "loss" in r)
     assert first["loss"] == pytest.approx(math.log(2), rel=1e-5)
+    ids = np.random.default_rng(0).integers(0, 256, (2, 12))
+    ours = _logits(load_run(tmp_path / "dpo").model, ids)
+    assert np.abs(ours - _logits(_hf(root / "hf"), ids)).max() > 1e-3  # every weight trained
+    np.testing.assert_allclose(_logits(_hf(tmp_path / "dpo-export"), ids), ours, rtol=0, atol=1e-4)
     prompts = [{"prompt": f"alpha beta {i}"} for i in range(4)]
     (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
     (tmp_path / "rewards.py").write_text(REWARD)
-    grpo = ["finetune", *common, "--data", str(tmp_path / "prompts.jsonl"), "--objective",
-            "grpo", "--reward", f"{tmp_path / 'rewards.py'}:longer", "--num-generations", "4",
-            "--max-completion-length", "6", "--max-prompt-length", "16",
+    grpo = ["finetune", *common, "--lora-rank", "2", "--data", str(tmp_path / "prompts.jsonl"),
+            "--objective", "grpo", "--reward", f"{tmp_path / 'rewards.py'}:longer",
+            "--num-generations", "4", "--max-completion-length", "6", "--max-prompt-length", "16",
             "--out", str(tmp_path / "grpo")]  # fmt: skip
     assert main(grpo) == 0
     steps = [r for r in read_metrics(tmp_path / "grpo" / "metrics.jsonl") if "reward" in r]
