@@ -1,5 +1,5 @@
 """zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
-OLMo 2)."""
+OLMo 2, Mixtral, Qwen3-MoE, gpt-oss, DeepSeek-V3)."""
 
 # Tokenizers and chat templates live in zoo-data (no JAX); these names stay for user code.
 from zoo_data import ByteTokenizer as ByteTokenizer
@@ -51,4 +51,4 @@ from .families import default_lora_targets as default_lora_targets
 #: The protocol every zoo tokenizer meets (``zoo_data.ZooTokenizer``), under its name here.
 Tokenizer = _ZooTokenizer
 
-__version__ = "0.6.2.dev0"
+__version__ = "0.7.0.dev0"

@@ -7,7 +7,8 @@ only knows the contract's arguments, and the kernel is chosen by ``implementatio
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 import equinox as eqx
 import jax
@@ -50,6 +51,8 @@ class Attention(eqx.Module):
             keys before it; ``None`` for global attention.
         soft_cap: attention logit soft cap, or ``None``.
         implementation: kernel name passed to the contract, or ``None``.
+        sinks: ``[N]`` learned sink logits (gpt-oss): one more term of each head's softmax
+            denominator (the contract's ``sinks=``), or ``None``.
     """
 
     q_proj: Linear
@@ -67,6 +70,7 @@ class Attention(eqx.Module):
     soft_cap: float | None = eqx.field(static=True)
     implementation: str | None = eqx.field(static=True)
     qk_norm: QKNorm | None = eqx.field(static=True, default=None)
+    sinks: Float[Array, " N"] | None = None
 
     def __init__(
         self,
@@ -89,12 +93,14 @@ class Attention(eqx.Module):
         init_std: float | None = None,
         out_init_std: float | None = None,
         dtype: str = "float32",
+        sinks: bool = False,
         key: PRNGKeyArray,
     ) -> None:
         """``rope_theta=None`` disables rotary embeddings. ``qk_norm``: ``False`` (none),
         ``True`` or ``"head"`` (RMSNorm over each head's ``H`` features), ``"projection"``
         (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
-        norms by ``1 + weight`` (Gemma)."""
+        norms by ``1 + weight`` (Gemma). ``sinks``: a learned sink logit per query head,
+        initialised to 0."""
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
             raise ValueError(
@@ -165,6 +171,7 @@ class Attention(eqx.Module):
         self.window = window
         self.soft_cap = None if soft_cap is None else float(soft_cap)
         self.implementation = implementation
+        self.sinks = jnp.zeros((num_heads,), dtype) if sinks else None
 
     def _qkv(
         self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
@@ -183,28 +190,8 @@ class Attention(eqx.Module):
             q, k = self.rotary(q, positions), self.rotary(k, positions)
         return q, k, v
 
-    def _attend(
-        self,
-        q: Array,
-        k: Array,
-        v: Array,
-        *,
-        is_causal: bool = False,
-        segment_ids: Array | tuple[Array, Array] | None = None,
-        local_window_size: int | tuple[int, int] | None = None,
-    ) -> Array:
-        # The mask arguments' defaults are the contract's.
-        return zoo_attention.dot_product_attention(
-            q,
-            k,
-            v,
-            scale=self.scale,
-            is_causal=is_causal,
-            segment_ids=segment_ids,
-            local_window_size=local_window_size,
-            logits_soft_cap=self.soft_cap,
-            implementation=self.implementation,
-        )
+    def _attend(self, q: Array, k: Array, v: Array, **mask: Any) -> Array:
+        return contract_attention(self, q, k, v, sinks=self.sinks, **mask)
 
     def _out(self, o: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
         b, t = o.shape[:2]
@@ -223,8 +210,9 @@ class Attention(eqx.Module):
         restart per document, for rotary models).
         """
         q, k, v = self._qkv(x, positions)
-        window = None if self.window is None else (self.window - 1, 0)
-        o = self._attend(q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=window)
+        o = self._attend(
+            q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=back(self.window)
+        )
         return self._out(o)
 
     def decode(
@@ -243,48 +231,106 @@ class Attention(eqx.Module):
         the output and the new keys and values (the caller stores them).
         """
         q, k_new, v_new = self._qkv(x, positions)
-        zero = jnp.zeros((), jnp.int32)
-        k_all = jax.lax.dynamic_update_slice(
-            cache_key, k_new.astype(cache_key.dtype), (zero, start, zero, zero)
-        )
-        v_all = jax.lax.dynamic_update_slice(
-            cache_value, v_new.astype(cache_value.dtype), (zero, start, zero, zero)
-        )
-        k_all, v_all = k_all.astype(q.dtype), v_all.astype(q.dtype)
-        b, t = x.shape[:2]
-        s = cache_key.shape[1]
-        q_ids = jnp.ones((b, t), jnp.int32)
-        if t == 1:
-            # One query: causality and the window are just a per-slot mask, expressed as
-            # segment ids (the query has id 1, a visible slot id 1, any other slot id 0).
-            q_pos = positions[:, :1]
-            seen = slot_valid & (slot_positions <= q_pos)
-            if self.window is not None:
-                seen = seen & (slot_positions > q_pos - self.window)
-            o = self._attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
-            return self._out(o), k_new, v_new
-        # Several queries: the contract's masks are top-left aligned on indices, so present
-        # the keys as a view of L = d + t slots starting d slots before the first query (query
-        # i sits at view index i + d, d static) and express "causal, within the window" as the
-        # band [i + d - left, i + d]. Slots before slot 0 are padding; empty slots are masked
-        # by segment ids. A windowed layer only needs the last W - 1 slots before each query.
-        if self.window is None:
-            d = s - t
-            band = (s, d)
-        else:
-            d = min(self.window - 1, s - t)
-            band = (self.window - 1 - d, d)
-        view = d + t
-
-        def window_of(a: Array) -> Array:
-            padded = jnp.pad(a, ((0, 0), (d, 0)) + ((0, 0),) * (a.ndim - 2))
-            return jax.lax.dynamic_slice_in_dim(padded, start, view, axis=1)
-
-        o = self._attend(
-            q,
-            window_of(k_all),
-            window_of(v_all),
-            segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
-            local_window_size=band,
+        k_all = write_slots(cache_key, k_new, start).astype(q.dtype)
+        v_all = write_slots(cache_value, v_new, start).astype(q.dtype)
+        o = attend_cached(
+            self._attend, q, k_all, v_all, positions, slot_positions, slot_valid, start, self.window
         )
         return self._out(o), k_new, v_new
+
+
+class _ContractArguments(Protocol):
+    scale: float | None
+    soft_cap: float | None
+    implementation: str | None
+
+
+def contract_attention(
+    layer: _ContractArguments,
+    q: Array,
+    k: Array,
+    v: Array,
+    *,
+    is_causal: bool = False,
+    segment_ids: Array | tuple[Array, Array] | None = None,
+    local_window_size: int | tuple[int, int] | None = None,
+    sinks: Array | None = None,
+) -> Array:
+    """The attention contract's call with ``layer``'s scale, soft cap and kernel (the mask
+    arguments' defaults are the contract's)."""
+    return zoo_attention.dot_product_attention(
+        q,
+        k,
+        v,
+        scale=layer.scale,
+        is_causal=is_causal,
+        segment_ids=segment_ids,
+        local_window_size=local_window_size,
+        logits_soft_cap=layer.soft_cap,
+        sinks=sinks,
+        implementation=layer.implementation,
+    )
+
+
+def back(window: int | None) -> tuple[int, int] | None:
+    """A layer's window ``W`` (a query sees itself and ``W - 1`` keys before it) as the
+    contract's ``(left, right)``."""
+    return None if window is None else (window - 1, 0)
+
+
+def write_slots(cache: Array, new: Array, start: Array) -> Array:
+    """``cache [B, S, ...]`` with ``new [B, t, ...]`` written at slots ``[start, start + t)``."""
+    zero = jnp.zeros((), jnp.int32)
+    at = (zero, start) + (zero,) * (cache.ndim - 2)
+    return jax.lax.dynamic_update_slice(cache, new.astype(cache.dtype), at)
+
+
+def attend_cached(
+    attend: Callable[..., Array],
+    q: Float[Array, "B t N H"],
+    k_all: Float[Array, "B S K H"],
+    v_all: Float[Array, "B S K Hv"],
+    positions: Int[Array, "B t"],
+    slot_positions: Int[Array, "B S"],
+    slot_valid: Bool[Array, "B S"],
+    start: Int[Array, ""],
+    window: int | None,
+) -> Float[Array, "B t N Hv"]:
+    """Causal (windowed) attention of ``t`` new queries, written at slots ``[start, start + t)``,
+    over every valid slot of a cache, through ``attend(q, k, v, *, segment_ids=,
+    local_window_size=)`` (the contract's call with the layer's other arguments)."""
+    b, t = q.shape[:2]
+    s = k_all.shape[1]
+    q_ids = jnp.ones((b, t), jnp.int32)
+    if t == 1:
+        # One query: causality and the window are just a per-slot mask, expressed as
+        # segment ids (the query has id 1, a visible slot id 1, any other slot id 0).
+        q_pos = positions[:, :1]
+        seen = slot_valid & (slot_positions <= q_pos)
+        if window is not None:
+            seen = seen & (slot_positions > q_pos - window)
+        return attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
+    # Several queries: the contract's masks are top-left aligned on indices, so present
+    # the keys as a view of L = d + t slots starting d slots before the first query (query
+    # i sits at view index i + d, d static) and express "causal, within the window" as the
+    # band [i + d - left, i + d]. Slots before slot 0 are padding; empty slots are masked
+    # by segment ids. A windowed layer only needs the last W - 1 slots before each query.
+    if window is None:
+        d = s - t
+        band = (s, d)
+    else:
+        d = min(window - 1, s - t)
+        band = (window - 1 - d, d)
+    view = d + t
+
+    def window_of(a: Array) -> Array:
+        padded = jnp.pad(a, ((0, 0), (d, 0)) + ((0, 0),) * (a.ndim - 2))
+        return jax.lax.dynamic_slice_in_dim(padded, start, view, axis=1)
+
+    return attend(
+        q,
+        window_of(k_all),
+        window_of(v_all),
+        segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
+        local_window_size=band,
+    )

@@ -15,6 +15,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from ._attention import Attention
 from ._chunked import chunked_tokens
 from ._dropout import Dropout
+from ._latent_attention import LatentAttention
 from ._mlp import MLP
 from ._norm import LayerNorm, RMSNorm
 from .moe import MoE, RouterStats
@@ -33,7 +34,7 @@ class TransformerBlock(eqx.Module):
     """
 
     attn_norm: Norm | None
-    attn: Attention
+    attn: Attention | LatentAttention
     mlp_norm: Norm | None
     mlp: MLP | MoE
     post_attn_norm: Norm | None = None

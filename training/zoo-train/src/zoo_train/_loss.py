@@ -69,6 +69,11 @@ def _takes_key(model: object) -> bool:
         return False
 
 
+#: The aux entry of a mixture-of-experts model whose routers balance without a loss
+#: (``config.router_bias_update_speed``): the step's assignments per expert ``[L, E]``, which
+#: the train step hands to ``model.balance_routers`` after the update. Not a metric.
+ROUTER_COUNTS = "router_counts"
+
 #: Prefix of the expert load metrics: ``experts/busiest/L`` and ``experts/idlest/L`` are the
 #: shares of layer ``L``'s assignments that its busiest and idlest expert received, and
 #: ``experts/even`` the share of each when the load is even (``1 / E``).
@@ -99,6 +104,7 @@ def make_lm_loss(
     compute_dtype: jnp.dtype | str | None = None,
     router_aux_loss: float | None = None,
     router_z_loss: float = 0.0,
+    balance_routers: bool = True,
 ) -> LossFn:
     """The LM loss for a model with ``hidden_and_head`` (zoo models: the fused cross-entropy
     contract), or ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
@@ -113,6 +119,10 @@ def make_lm_loss(
             ``router_aux_loss`` (``router_aux_loss_coef`` when ``output_router_logits`` is
             on, as ``transformers`` trains).
         router_z_loss: the weight of the routers' z-loss.
+        balance_routers: hand the step the experts' load (:data:`ROUTER_COUNTS`) when the
+            model's routers balance without a loss (``config.router_bias_update_speed``), so
+            the train step moves their correction biases; ``False`` keeps them as they are (a
+            LoRA run, whose adapters must carry every change to the base).
 
     The step's RNG key is passed as ``key=`` when the model's ``__call__`` takes one (dropout).
 
@@ -149,6 +159,9 @@ def make_lm_loss(
             router_sum, metrics = _router_terms(stats, weight, aux_weight, router_z_loss)
             loss = loss + router_sum
             aux.update(metrics)
+            speed = float(getattr(model.config, "router_bias_update_speed", 0.0))
+            if balance_routers and speed > 0:
+                aux[ROUTER_COUNTS] = stats.counts
         return loss, aux
 
     return loss_fn

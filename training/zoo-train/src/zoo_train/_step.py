@@ -14,7 +14,7 @@ from jaxtyping import PyTree
 
 import zoo_layers
 
-from ._loss import LossFn
+from ._loss import ROUTER_COUNTS, LossFn
 from ._state import TrainState
 from ._step_metrics import PackedMetrics
 from ._xla_options import step_compiler_options
@@ -112,7 +112,7 @@ def accumulate_gradients(
     (_, aux_shape), _ = eqx.filter_eval_shape(
         grad_fn, params, jax.tree.map(lambda x: x[0], micro), keys[0]
     )
-    zero_aux = {k: jnp.zeros((), jnp.float32) for k in aux_shape}
+    zero_aux = {k: jnp.zeros(v.shape, jnp.float32) for k, v in aux_shape.items()}
 
     def body(carry: tuple, xs: tuple) -> tuple:
         loss_acc, aux_acc, grad_acc = carry
@@ -185,6 +185,7 @@ def make_train_step(
             shards=shards,
             grad_shardings=grad_shardings,
         )
+        counts = aux.pop(ROUTER_COUNTS, None)
         weight = jnp.maximum(aux["weight"], 1.0)
         grads = jax.tree.map(lambda g: g / weight, grads)
         loss = loss_sum / weight
@@ -203,9 +204,14 @@ def make_train_step(
             )
             kept_params = keep(new_params, state.params)
             kept_opt_state = keep(new_opt_state, state.opt_state)
+            frozen = state.frozen
+            if counts is not None and callable(getattr(frozen, "balance_routers", None)):
+                # Auxiliary-loss-free balancing: the routers' correction biases (frozen
+                # arrays, outside the optimizer) move by the step's expert load.
+                frozen = keep(frozen.balance_routers(counts), frozen)
         new_state = TrainState(
             params=kept_params,
-            frozen=state.frozen,
+            frozen=frozen,
             opt_state=kept_opt_state,
             step=state.step + 1,
             skipped=state.skipped + jnp.where(finite, 0, 1).astype(jnp.int32),
@@ -244,6 +250,7 @@ def make_eval_step(
         loss_sum, aux = _sums(
             loss_fn, state.params, state.frozen, unpacked(batch), jax.random.key(0)
         )
+        aux.pop(ROUTER_COUNTS, None)
         return {"loss_sum": loss_sum, **aux}
 
     return _mesh_function(

@@ -104,6 +104,9 @@ class Trainer:
                 compute_dtype=self.compute_dtype,
                 router_aux_loss=config.router_aux_loss,
                 router_z_loss=config.router_z_loss,
+                # Only a full fine-tune moves the routers' correction biases: a LoRA run's
+                # adapters must hold every change to the base.
+                balance_routers=trainable is None,
             )
         self.loss_fn = loss_fn
         self.plan = plan_state(model, config, self.mesh, self.rules, trainable=trainable)

@@ -43,6 +43,10 @@ _HF_TARGETS: dict[str, tuple[str, ...]] = {
     "attn.c_proj": ("o",),
     "mlp.c_proj": ("down",),
     "c_proj": ("o", "down"),
+    "q_a_proj": ("q_a",),
+    "q_b_proj": ("q_b",),
+    "kv_a_proj_with_mqa": ("kv_a",),
+    "kv_b_proj": ("kv_b",),
 }
 
 

@@ -32,6 +32,11 @@ TARGETS: dict[str, str] = {
     "gate": "gate",
     "up": "up",
     "down": "down",
+    # Multi-head latent attention's projections (zoo_layers.LatentAttention).
+    "q_a": "q_a_proj",
+    "q_b": "q_b_proj",
+    "kv_a": "kv_a_proj",
+    "kv_b": "kv_b_proj",
 }
 
 
@@ -42,8 +47,9 @@ class LoRAConfig:
     Attributes:
         rank: ``r``, the adapter rank (>= 1).
         alpha: the update is scaled by ``alpha / rank``.
-        targets: projections to adapt: ``q``, ``k``, ``v``, ``o`` (attention) and ``gate``,
-            ``up``, ``down`` (MLP); full attribute names (``q_proj``) are accepted too.
+        targets: projections to adapt: ``q``, ``k``, ``v``, ``o`` (attention), ``gate``,
+            ``up``, ``down`` (MLP), and ``q_a``, ``q_b``, ``kv_a``, ``kv_b`` (latent attention's
+            low-rank projections); full attribute names (``q_proj``) are accepted too.
     """
 
     rank: int = 8
