@@ -109,6 +109,7 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         post_attn_norm=_norm(config) if config.post_norms else None,
         post_mlp_norm=_norm(config) if config.post_norms else None,
         dropout=Dropout(config.dropout),
+        mlp_chunk=config.mlp_chunk_tokens,
     )
 
 
@@ -157,13 +158,14 @@ class Transformer(eqx.Module):
     ) -> Float[Array, "B T D"]:
         """Token (and learned position) embeddings in the compute dtype."""
         dtype = self.compute_dtype
-        h = self.embed(input_ids, dtype=dtype)
-        if self.config.embedding_scale:
-            # Gemma rounds sqrt(d_model) to the activation dtype before multiplying.
-            h = h * jnp.asarray(math.sqrt(self.config.d_model), dtype)
-        if self.pos_embed is not None:
-            h = h + self.pos_embed(positions, dtype=dtype)
-        return self.embed_dropout(h, key=key)
+        with jax.named_scope("embed"):
+            h = self.embed(input_ids, dtype=dtype)
+            if self.config.embedding_scale:
+                # Gemma rounds sqrt(d_model) to the activation dtype before multiplying.
+                h = h * jnp.asarray(math.sqrt(self.config.d_model), dtype)
+            if self.pos_embed is not None:
+                h = h + self.pos_embed(positions, dtype=dtype)
+            return self.embed_dropout(h, key=key)
 
     def project(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
         """Final norm, output head and final soft cap: hidden states to float32 logits."""

@@ -6,6 +6,7 @@ from ._attention import Attention as Attention
 from ._attention import QKNorm as QKNorm
 from ._block import TransformerBlock as TransformerBlock
 from ._cache import KVCache as KVCache
+from ._chunked import chunked_tokens as chunked_tokens
 from ._dropout import Dropout as Dropout
 from ._dtype import DTypePolicy as DTypePolicy
 from ._dtype import check_float_dtype as check_float_dtype

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "NonFiniteLossError": "._errors",
     "NoUsableCheckpointError": "._errors",
     "RunLockedError": "._errors",
+    "StepInterruptedError": "._errors",
     "StoppedBySignalError": "._errors",
     "evaluate_model": "._inference",
     "new_token_budget": "._inference",
