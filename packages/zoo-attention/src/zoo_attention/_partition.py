@@ -30,14 +30,15 @@ Axes = tuple[str, ...]
 
 @dataclasses.dataclass(frozen=True)
 class PartitionAxes:
-    """Mesh axes that shard the batch, the heads and the sequence of attention inputs
-    (``None``: not set), and whether the sequence is in the load-balanced dual-chunk order
-    (:func:`zoo_attention.context.dual_chunk_order`)."""
+    """Mesh axes that shard the batch, the heads and the sequence of attention inputs, and the
+    vocabulary of an output head (``None``: not set), and whether the sequence is in the
+    load-balanced dual-chunk order (:func:`zoo_attention.context.dual_chunk_order`)."""
 
     batch: Axes | None = None
     heads: Axes | None = None
     sequence: Axes | None = None
     balanced: bool = False
+    vocab: Axes | None = None
 
 
 _AXES: contextvars.ContextVar[PartitionAxes | None] = contextvars.ContextVar(
@@ -58,6 +59,7 @@ def partition_axes(
     heads: str | Sequence[str] | None = None,
     sequence: str | Sequence[str] | None = None,
     balanced: bool = False,
+    vocab: str | Sequence[str] | None = None,
 ) -> Iterator[PartitionAxes]:
     """Within the block, name the mesh axes that shard the attention inputs' batch, heads and
     sequence.
@@ -67,9 +69,13 @@ def partition_axes(
     dimension, are left out for that call. Self-attention whose sequence the ``sequence`` axes
     split (default: an axis named ``context``) runs sequence-sharded, every kernel under
     ``shard_map`` (:mod:`zoo_attention.context`); ``balanced``: the sequence is laid out in the
-    dual-chunk order (the caller permuted its data so).
+    dual-chunk order (the caller permuted its data so). ``vocab``: the axes that shard an
+    output head's vocabulary; the fused cross-entropy kernel ``fused_xla`` then runs under
+    ``shard_map``, each device on its tokens and its share of the vocabulary.
     """
-    axes = PartitionAxes(_as_axes(batch), _as_axes(heads), _as_axes(sequence), balanced)
+    axes = PartitionAxes(
+        _as_axes(batch), _as_axes(heads), _as_axes(sequence), balanced, _as_axes(vocab)
+    )
     token = _AXES.set(axes)
     try:
         yield axes
