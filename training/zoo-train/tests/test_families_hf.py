@@ -278,7 +278,7 @@ def test_dpo_and_grpo_train_the_2026_families(hf_2026, tmp_path):
     rollouts decode with the KV cache (DeepSeek-V3's holds latents), on gpt-oss and DeepSeek-V3."""
     import math
 
-    from zoo_train._runs import load_run
+    from zoo_train._run_directory import load_run
     from zoo_train.loop import read_metrics
 
     root = hf_2026

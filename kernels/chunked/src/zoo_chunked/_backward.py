@@ -127,8 +127,7 @@ def backward(
 
     Returns:
         ``(dq, dk, dv, dsinks)`` in the dtypes of query, key, value and sinks (``dsinks``
-        ``None`` without sinks): ``d sink = -sum over the head's rows of p_sink * D``, the
-        sink's column having no value.
+        ``None`` without sinks; :func:`_sink_grads`).
     """
     acc_dtype = accumulator_dtype(query.dtype)
     query_block, dq_shape = _query_blocks(query, out, lse, d_out, plan)
@@ -201,10 +200,17 @@ def backward(
     dq = unblock_queries(dq * scale, plan).astype(query.dtype)
     dk = unblock_keys_transposed(dkb, plan)
     dv = unblock_keys_transposed(dvb, plan)
-    dsinks = None
-    if sinks is not None:
-        sink = sink_rows(sinks.astype(acc_dtype), plan)
-        delta = block_query_rows(row_delta(out, d_out, acc_dtype), plan)  # [nq, B, K, R]
-        # Rows that see no key have lse = +inf (and D = 0): no term.
-        dsinks = sink_gradient(-jnp.exp(sink - lse) * delta, plan).astype(sinks.dtype)
+    dsinks = None if sinks is None else _sink_grads(sinks, out, lse, d_out, plan)
     return dq, dk, dv, dsinks
+
+
+def _sink_grads(
+    sinks: jax.Array, out: jax.Array, lse: jax.Array, d_out: jax.Array, plan: Plan
+) -> jax.Array:
+    """``d sink = -sum over the head's rows of p_sink * D`` ``[N]`` in the sinks' dtype (the
+    sink's column has no value)."""
+    acc_dtype = accumulator_dtype(out.dtype)
+    sink = sink_rows(sinks.astype(acc_dtype), plan)
+    delta = block_query_rows(row_delta(out, d_out, acc_dtype), plan)  # [nq, B, K, R]
+    # Rows that see no key have lse = +inf (and D = 0): no term.
+    return sink_gradient(-jnp.exp(sink - lse) * delta, plan).astype(sinks.dtype)

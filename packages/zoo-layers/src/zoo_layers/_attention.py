@@ -101,17 +101,7 @@ class Attention(eqx.Module):
         (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
         norms by ``1 + weight`` (Gemma). ``sinks``: a learned sink logit per query head,
         initialised to 0."""
-        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
-            raise ValueError(
-                f"`num_heads` ({num_heads}) must be a positive multiple of `num_kv_heads` ({num_kv_heads})."
-            )
-        if head_dim is None:
-            if dim % num_heads:
-                raise ValueError(
-                    f"`dim` ({dim}) is not divisible by `num_heads` ({num_heads}); pass `head_dim`."
-                )
-            head_dim = dim // num_heads
+        num_kv_heads, head_dim = _head_shape(dim, num_heads, num_kv_heads, head_dim)
         if window is not None and window < 1:
             raise ValueError(f"`window` must be >= 1 or None, got {window!r}.")
         if soft_cap is not None and not soft_cap > 0:
@@ -334,3 +324,22 @@ def attend_cached(
         segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
         local_window_size=band,
     )
+
+
+def _head_shape(
+    dim: int, num_heads: int, num_kv_heads: int | None, head_dim: int | None
+) -> tuple[int, int]:
+    """``(num_kv_heads, head_dim)`` with their defaults (as many key/value heads as query
+    heads; ``dim / num_heads``), checked."""
+    num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+    if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
+        raise ValueError(
+            f"`num_heads` ({num_heads}) must be a positive multiple of `num_kv_heads` ({num_kv_heads})."
+        )
+    if head_dim is None:
+        if dim % num_heads:
+            raise ValueError(
+                f"`dim` ({dim}) is not divisible by `num_heads` ({num_heads}); pass `head_dim`."
+            )
+        head_dim = dim // num_heads
+    return num_kv_heads, head_dim

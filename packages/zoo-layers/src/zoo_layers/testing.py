@@ -9,8 +9,7 @@ from jaxtyping import Array, Float
 
 from ._linear import dense
 from ._mlp import activation_fn
-from .moe import MoE, route
-from .moe._experts import clamped_swiglu
+from .moe import MoE, clamped_swiglu, route
 
 
 def dense_moe(moe: MoE, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:

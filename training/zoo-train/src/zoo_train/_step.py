@@ -128,6 +128,15 @@ def accumulate_gradients(
     return loss_sum, aux, grads
 
 
+def _balanced(frozen: PyTree, counts: jax.Array | None, keep: Callable) -> PyTree:
+    """Auxiliary-loss-free balancing: the routers' correction biases (frozen arrays, outside
+    the optimizer) moved by the step's expert ``counts``, kept only where ``keep`` keeps the
+    step; ``frozen`` itself without counts or routers to balance."""
+    if counts is None or not callable(getattr(frozen, "balance_routers", None)):
+        return frozen
+    return keep(frozen.balance_routers(counts), frozen)
+
+
 def make_train_step(
     optimizer: optax.GradientTransformation,
     loss_fn: LossFn,
@@ -204,11 +213,7 @@ def make_train_step(
             )
             kept_params = keep(new_params, state.params)
             kept_opt_state = keep(new_opt_state, state.opt_state)
-            frozen = state.frozen
-            if counts is not None and callable(getattr(frozen, "balance_routers", None)):
-                # Auxiliary-loss-free balancing: the routers' correction biases (frozen
-                # arrays, outside the optimizer) move by the step's expert load.
-                frozen = keep(frozen.balance_routers(counts), frozen)
+            frozen = _balanced(state.frozen, counts, keep)
         new_state = TrainState(
             params=kept_params,
             frozen=frozen,

@@ -6,6 +6,7 @@ parallelism on a mesh."""
 from typing import Any
 
 from ._balance import balanced_correction_bias as balanced_correction_bias
+from ._experts import clamped_swiglu as clamped_swiglu
 from ._experts import expert_mlp as expert_mlp
 from ._grouped import ENV_VAR as ENV_VAR
 from ._grouped import grouped_matmul as grouped_matmul
