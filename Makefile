@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
-PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
+PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox kernels/deltanet-tpu packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
 RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
@@ -30,7 +30,7 @@ NEWEST_TPU_PIP := $(NEWEST_TPU_VENV)/bin/python -m pip --disable-pip-version-che
 PIN ?= zoo-flash-tpu==0.1.1
 
 .PHONY: install newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
-	test-attention test-flash-tpu test-chunked test-splash test-megablox test-layers test-data test-models test-train test-integration test-multidevice test-bench
+	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
 # two environments where a Python >= 3.12 exists (the test summary says so where none does).
@@ -121,6 +121,7 @@ test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
 test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
 test-splash: install ; $(BIN)/python scripts/run_tests.py zoo-splash
 test-megablox: install ; $(BIN)/python scripts/run_tests.py zoo-megablox
+test-deltanet-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-deltanet-tpu
 test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-data: install ; $(BIN)/python scripts/run_tests.py zoo-data
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models

@@ -4,7 +4,9 @@ Usage: python compat_check.py conformance KERNEL   (JAX_PLATFORMS=cpu; interpret
        python compat_check.py compile KERNEL       (libtpu's compile-only devices)
 
 A grouped-matmul kernel (:data:`GROUPED_MATMUL_KERNELS`) is checked on its own contract: every
-case of ``zoo_attention.grouped.testing``, and a grouped matmul of :data:`GROUPED_SHAPE`.
+case of ``zoo_attention.grouped.testing``, and a grouped matmul of :data:`GROUPED_SHAPE`; a
+linear-attention kernel (:data:`LINEAR_ATTENTION_KERNELS`) on every case of
+``zoo_attention.linear.testing``, and a gated delta rule of :data:`LINEAR_SHAPE`.
 
 Prints one JSON line: ``{"ok": bool, "error": first failure or null, ...}``. Runs with the
 zoo-attention and kernel wheels installed in the environment, nothing from the tree.
@@ -46,6 +48,11 @@ TILED = {"splash": 128}
 GROUPED_MATMUL_KERNELS = ("megablox",)
 #: The compiled grouped matmul: rows M, contracting K, output N, groups G (bfloat16).
 GROUPED_SHAPE = (4096, 1024, 3584, 8)
+#: The kernels of the linear-attention contract.
+LINEAR_ATTENTION_KERNELS = ("deltanet_tpu",)
+#: The compiled gated delta rule: batch, length, query/key heads, value heads, key and value
+#: widths (bfloat16; Qwen3.5-9B's DeltaNet).
+LINEAR_SHAPE = (1, 2048, 16, 32, 128, 128)
 
 
 def _tiled(case: Any, tile: int) -> Any:
@@ -57,8 +64,9 @@ def _tiled(case: Any, tile: int) -> Any:
 
 def conformance(kernel: str) -> dict:
     """The matrix's attention cases, or every grouped-matmul case, against ``kernel``."""
-    if kernel in GROUPED_MATMUL_KERNELS:
-        suite: Any = importlib.import_module("zoo_attention.grouped.testing")
+    if kernel in GROUPED_MATMUL_KERNELS or kernel in LINEAR_ATTENTION_KERNELS:
+        kind = "grouped" if kernel in GROUPED_MATMUL_KERNELS else "linear"
+        suite: Any = importlib.import_module(f"zoo_attention.{kind}.testing")
         cases = list(suite.CASES)
     else:
         suite = importlib.import_module("zoo_attention.testing")
@@ -118,6 +126,28 @@ def _grouped_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[
     return loss, [lhs, rhs]
 
 
+def _linear_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """The gated delta rule compiled (a loss of q, k, v, decay, beta) and its abstract
+    arguments."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo_attention import linear
+
+    b, t, k, n, dk, dv = LINEAR_SHAPE
+
+    def loss(q: Any, key: Any, value: Any, g: Any, beta: Any) -> Any:
+        out, state = linear.gated_delta_rule(
+            q, key, value, g, beta, normalize_qk=True, implementation=kernel
+        )
+        return out.astype(jnp.float32).sum() + state.sum()
+
+    f = jax.ShapeDtypeStruct
+    qk = f((b, t, k, dk), jnp.bfloat16, sharding=sharding)
+    scalars = f((b, t, n), jnp.float32, sharding=sharding)
+    return loss, [qk, qk, f((b, t, n, dv), jnp.bfloat16, sharding=sharding), scalars, scalars]
+
+
 def compile_for_tpu(kernel: str) -> dict:
     import jax
     import numpy as np
@@ -126,6 +156,8 @@ def compile_for_tpu(kernel: str) -> dict:
     from jax.sharding import PartitionSpec as P
 
     call = _grouped_call if kernel in GROUPED_MATMUL_KERNELS else _attention_call
+    if kernel in LINEAR_ATTENTION_KERNELS:
+        call = _linear_call
     figures = {}
     for generation, name in GENERATIONS.items():
         topology = topologies.get_topology_desc(name, platform="tpu")

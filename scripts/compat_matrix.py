@@ -53,6 +53,7 @@ KERNELS = {
     "zoo-chunked": "chunked",
     "zoo-splash": "splash",
     "zoo-megablox": "megablox",
+    "zoo-deltanet-tpu": "deltanet_tpu",
 }
 CONTRACT = "zoo-attention"
 BUILD = ROOT / "build" / "matrix"

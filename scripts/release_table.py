@@ -22,6 +22,7 @@ PACKAGE_DIRS = (
     "kernels/chunked",
     "kernels/splash",
     "kernels/megablox",
+    "kernels/deltanet-tpu",
     "packages/zoo-layers",
     "data/zoo-data",
     "models/zoo-models",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 #: The kinds of kernel the contract resolves.
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped_matmul"
+LINEAR_ATTENTION = "linear_attention"
 
 logger = logging.getLogger("zoo_attention")
 
@@ -35,7 +36,7 @@ class Resolution:
             ``ZOO_GROUPED_MATMUL``) or ``"default"`` (the platform's default order).
         skipped: ``(name, reason)`` for each kernel tried first that could not serve.
         spec: the call it was resolved for (an ``AttentionSpec`` or a ``GroupedMatmulSpec``).
-        kind: ``"attention"`` or ``"grouped_matmul"``.
+        kind: ``"attention"``, ``"grouped_matmul"`` or ``"linear_attention"``.
     """
 
     kernel: str
@@ -71,6 +72,8 @@ class ResolutionLog:
         last: the most recent attention resolution, or ``None`` if none was made.
         grouped_matmul: every distinct grouped-matmul resolution, in order of first use
             (:meth:`of_kind` gives any kind's).
+        linear_attention: every distinct linear-attention (gated delta rule) resolution, in
+            order of first use.
     """
 
     def __init__(self) -> None:
@@ -98,6 +101,10 @@ class ResolutionLog:
     @property
     def grouped_matmul(self) -> list[Resolution]:
         return self.of_kind(GROUPED_MATMUL)
+
+    @property
+    def linear_attention(self) -> list[Resolution]:
+        return self.of_kind(LINEAR_ATTENTION)
 
     def __iter__(self) -> Iterator[Resolution]:
         return iter(self.resolutions)

@@ -68,6 +68,33 @@ def run_checks(
     return rows, failed
 
 
+def kind_verifier(
+    package: str,
+    check: Any,
+) -> tuple[Callable[..., tuple[list[Row], int]], Callable[[], int]]:
+    """``(verify, verify_count)`` of a kind's conformance suite: its cases as the module
+    ``package`` names them when asked (``CASES``), each run by ``check.run_case(name, case)``,
+    then ``check.named_scope_failures(name)`` (looked up at each call)."""
+
+    def cases() -> tuple[Any, ...]:
+        return tuple(sys.modules[package].CASES)
+
+    def verify_count() -> int:
+        """How many checks ``verify`` runs: every case and the named-scope check."""
+        return len(cases()) + 1
+
+    def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
+        """Every case against kernel ``name``: the rows and the failure count."""
+        return run_checks(
+            cases(),
+            lambda case: check.run_case(name, case),
+            lambda: check.named_scope_failures(name),
+            on_row,
+        )
+
+    return verify, verify_count
+
+
 def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
     """Run every conformance case against kernel ``name``; return the rows and failure count.
 

@@ -1,4 +1,5 @@
-"""``zoo kernels``: the installed kernels of both kinds (attention, grouped matmul), or
+"""``zoo kernels``: the installed kernels of every kind (attention, grouped matmul, linear
+attention), or
 ``zoo kernels verify NAME``.
 
 The listing reads the kernels' distribution metadata (entry points and requirements) without

@@ -15,12 +15,14 @@ import jax.numpy as jnp
 
 import zoo_attention
 import zoo_attention.grouped.testing
+import zoo_attention.linear.testing
 import zoo_attention.testing
-from zoo_attention import grouped
+from zoo_attention import grouped, linear
 
 from .._jax_range import (
     ATTENTION,
     GROUPED_MATMUL,
+    LINEAR_ATTENTION,
     Kind,
     describe_running_jax,
     verified_jax,
@@ -30,7 +32,11 @@ from .._usage import UsageError
 
 PLATFORMS = ("cpu", "gpu", "tpu")
 #: TPU kernels that serve off a TPU in Pallas interpret mode when their variable is 1.
-INTERPRET_VARS = {"flash_tpu": "ZOO_FLASH_TPU_INTERPRET", "megablox": "ZOO_MEGABLOX_INTERPRET"}
+INTERPRET_VARS = {
+    "flash_tpu": "ZOO_FLASH_TPU_INTERPRET",
+    "megablox": "ZOO_MEGABLOX_INTERPRET",
+    "deltanet_tpu": "ZOO_DELTANET_TPU_INTERPRET",
+}
 
 
 def _attention_probe() -> Any:
@@ -45,6 +51,14 @@ def _grouped_probe() -> Any:
     lhs = jax.ShapeDtypeStruct((4096, 1024), jnp.bfloat16)
     rhs = jax.ShapeDtypeStruct((8, 1024, 2048), jnp.bfloat16)
     return grouped.make_spec(lhs, rhs, jax.ShapeDtypeStruct((8,), jnp.int32))
+
+
+def _linear_probe() -> Any:
+    """A Qwen3.5-9B gated DeltaNet layer's recurrence at 4,096 tokens, bfloat16."""
+    qk = jax.ShapeDtypeStruct((1, 4096, 16, 128), jnp.bfloat16)
+    v = jax.ShapeDtypeStruct((1, 4096, 32, 128), jnp.bfloat16)
+    g = jax.ShapeDtypeStruct((1, 4096, 32), jnp.float32)
+    return linear.make_spec(qk, qk, v, g, g, normalize_qk=True)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +89,14 @@ REGISTRIES = (
         _grouped_probe,
         zoo_attention.grouped.testing.verify,
         zoo_attention.grouped.testing.verify_count,
+    ),
+    _Registry(
+        LINEAR_ATTENTION,
+        linear.kernels,
+        linear.refused_kernels,
+        _linear_probe,
+        zoo_attention.linear.testing.verify,
+        zoo_attention.linear.testing.verify_count,
     ),
 )
 

@@ -20,10 +20,12 @@ _CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
 # The scopes zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}` for
-# attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls.
+# attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls,
+# `zoo_attention.linear_attention.{kernel}-{version}` for linear attention.
 _KERNEL_SCOPE = re.compile(
-    r"zoo_attention\.(grouped_matmul\.)?([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
+    r"zoo_attention\.(grouped_matmul\.|linear_attention\.)?([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
 )
+_SCOPE_KINDS = {None: "attention", "grouped_matmul.": "grouped matmul"}
 
 _MATMUL_OPCODES = frozenset({"dot", "convolution"})
 _MATMUL_TARGETS = ("matmul", "gemm", "dot", "conv")
@@ -57,7 +59,7 @@ class HloProgram:
         found = _KERNEL_SCOPE.search(ins.op_name)
         if not found:
             return None
-        kind = "grouped matmul" if found.group(1) else "attention"
+        kind = _SCOPE_KINDS.get(found.group(1), "linear attention")
         return kind, f"{found.group(2)} {found.group(3)}"
 
     def kernel(self, op: str) -> str | None:

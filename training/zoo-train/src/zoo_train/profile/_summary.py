@@ -24,8 +24,9 @@ OTHER = "other fused ops"
 EVAL = "eval"
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped matmul"
+LINEAR_ATTENTION = "linear attention"
 #: The categories of kernel calls, ``KIND: KERNEL VERSION`` rows: listed first.
-KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL)
+KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL, LINEAR_ATTENTION)
 
 
 @dataclasses.dataclass
