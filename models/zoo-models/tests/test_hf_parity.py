@@ -156,7 +156,16 @@ def test_transformers_sharded_checkpoint_loads(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["qwen3-sliding", "gemma3-untied", "olmo2-gqa", "mixtral", "qwen3-moe"]
+    "name",
+    [
+        "qwen3-sliding",
+        "gemma3-untied",
+        "olmo2-gqa",
+        "mixtral",
+        "qwen3-moe",
+        "qwen3.5",
+        "qwen3.5-moe",
+    ],
 )
 def test_greedy_generation_matches_transformers(name: str, tmp_path) -> None:
     """Cached greedy decoding, past the sliding windows, gives transformers' tokens; both stop

@@ -86,10 +86,25 @@ def _count(c: zoo_models.ModelConfig) -> int:
     # q/k norms: one weight per head feature, or one per feature of the whole projection.
     attn += {False: 0, True: 2 * h, "projection": (n + k) * h}[c.qk_norm]
     mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
+    attn += d * n * h * c.attention_output_gate  # the gate's half of q_proj (Qwen3.5)
     layer = attn + mlp + norm * 2 * (c.pre_norms + c.post_norms)
     total = c.n_layers * layer + norm + c.vocab_size * d
-    # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP.
+    # A gated DeltaNet instead of attention (Qwen3.5): q/k/v, z, b, a and out projections, the
+    # convolution over q/k/v, dt_bias and A_log a head, the output norm over a value head.
+    heads, keys, values = (
+        c.linear_heads,
+        c.linear_qk_heads * c.linear_key_dim,
+        c.linear_heads * c.linear_value_dim,
+    )
+    channels = 2 * keys + values
+    deltanet = d * (channels + values + 2 * heads) + channels * c.linear_conv_width
+    deltanet += 2 * heads + c.linear_value_dim + values * d
+    total += c.n_linear_layers * (deltanet - attn)
+    # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP,
+    # and a shared gated MLP (with a [1, D] gate) where there is one.
     experts = c.n_experts * (d + 3 * d * c.expert_width) - mlp
+    if c.shared_expert_hidden:
+        experts += 3 * d * c.shared_expert_hidden + d * c.shared_expert_gate
     total += len(c.moe_layers) * experts if c.n_experts else 0
     total += c.max_position * d if c.positional == "learned" else 0
     total += 0 if c.tie_embeddings else c.vocab_size * d
@@ -115,6 +130,9 @@ def test_published_sizes():
     assert round(zoo_models.num_params(zoo_models.get("olmo-2-7b")) / 1e9, 2) == 7.30
     assert round(zoo_models.num_params(zoo_models.get("mixtral-8x7b")) / 1e9, 1) == 46.7
     assert round(zoo_models.num_params(zoo_models.get("qwen3-30b-a3b")) / 1e9, 1) == 30.5
+    # The language models of Qwen3.5-9B and Qwen3.5-35B-A3B (their vision towers left out).
+    assert round(zoo_models.num_params(zoo_models.get("qwen3.5-9b")) / 1e9, 2) == 8.95
+    assert round(zoo_models.num_params(zoo_models.get("qwen3.5-35b-a3b")) / 1e9, 1) == 34.7
 
 
 def test_list_command(capsys):
@@ -136,6 +154,7 @@ def test_list_command_json(capsys):
 _TARGET_ATTRIBUTES = {
     "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
     "gate": "gate", "up": "up", "down": "down",
+    "qkv": "in_proj_qkv", "z": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b", "out": "out_proj",
 }  # fmt: skip
 
 

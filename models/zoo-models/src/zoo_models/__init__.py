@@ -50,4 +50,4 @@ from .families import default_lora_targets as default_lora_targets
 #: The protocol every zoo tokenizer meets (``zoo_data.ZooTokenizer``), under its name here.
 Tokenizer = _ZooTokenizer
 
-__version__ = "0.6.2.dev0"
+__version__ = "0.7.0.dev0"

@@ -26,8 +26,19 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "dense_layers": (),
     "router_aux_loss_coef": 0.001,
     "output_router_logits": False,
+    "shared_expert_hidden": None,
+    "shared_expert_gate": False,
+    "attention_output_gate": False,
+    "rotary_fraction": 1.0,
+    "linear_pattern": (False,),
+    "linear_qk_heads": 0,
+    "linear_heads": 0,
+    "linear_key_dim": 0,
+    "linear_value_dim": 0,
+    "linear_conv_width": 4,
+    "linear_attention_implementation": None,
 }
-_TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers")
+_TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers", "linear_pattern")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +113,21 @@ class ModelConfig:
         router_aux_loss_coef, output_router_logits: as in ``transformers``: training adds the
             load-balancing loss with weight ``router_aux_loss_coef`` when
             ``output_router_logits`` is true (see :attr:`router_aux_loss`).
+        shared_expert_hidden: the width of a shared expert every token of a mixture-of-experts
+            layer also goes through (``None``: none); shared_expert_gate: its output is scaled
+            by a learned sigmoid gate (Qwen3.5-MoE).
+        attention_output_gate: the query projection also gives a per-head output gate, whose
+            sigmoid multiplies the attention output (Qwen3.5's gated attention).
+        rotary_fraction: the share of each head the rotary embedding turns (Qwen3.5: 0.25,
+            ``partial_rotary_factor``); the rest passes unrotated.
+        linear_pattern: which layers mix tokens with a gated DeltaNet instead of attention,
+            repeating: layer ``l`` does iff ``linear_pattern[l % len(linear_pattern)]``
+            (Qwen3.5: three of every four, ``(True, True, True, False)``).
+        linear_qk_heads, linear_heads, linear_key_dim, linear_value_dim: a gated DeltaNet's
+            query/key heads, value heads and their widths (``linear_num_key_heads``, ...);
+            linear_conv_width: its convolution's taps.
+        linear_attention_implementation: kernel name for ``zoo_attention.linear``, ``None``
+            for its default order (``ZOO_LINEAR_ATTENTION`` then the platform's).
     """
 
     family: str
@@ -159,9 +185,21 @@ class ModelConfig:
     dense_layers: tuple[int, ...] = ()
     router_aux_loss_coef: float = 0.001
     output_router_logits: bool = False
+    shared_expert_hidden: int | None = None
+    shared_expert_gate: bool = False
+    attention_output_gate: bool = False
+    rotary_fraction: float = 1.0
+    linear_pattern: tuple[bool, ...] = (False,)
+    linear_qk_heads: int = 0
+    linear_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_width: int = 4
+    linear_attention_implementation: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
+        object.__setattr__(self, "linear_pattern", tuple(bool(b) for b in self.linear_pattern))
         object.__setattr__(self, "extra_eos_token_ids", tuple(self.extra_eos_token_ids))
         object.__setattr__(self, "dense_layers", tuple(self.dense_layers))
         # "head" and "none" are accepted as the spellings zoo_layers uses.
@@ -247,6 +285,7 @@ class ModelConfig:
             check_float_dtype("compute_dtype", self.compute_dtype)
         _ = self.rope  # validates the scaling fields
         self._check_experts()
+        self._check_linear()
 
     def _check_experts(self) -> None:
         if not isinstance(self.n_experts, int) or self.n_experts < 0:
@@ -278,6 +317,68 @@ class ModelConfig:
                 f"`router_aux_loss_coef` must be >= 0, got {self.router_aux_loss_coef!r}."
             )
 
+    def _check_linear(self) -> None:
+        fraction = self.rotary_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ValueError(f"`rotary_fraction` must be a number in (0, 1], got {fraction!r}.")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"`rotary_fraction` must be in (0, 1], got {fraction!r}.")
+        if self.positional == "rope" and (self.rotary_dim < 2 or self.rotary_dim % 2):
+            raise ValueError(
+                f"`rotary_fraction` {fraction} of head_dim {self.dim_per_head} leaves "
+                f"{self.rotary_dim} rotated features; the rotation needs an even number."
+            )
+        hidden = self.shared_expert_hidden
+        if hidden is not None and (
+            not isinstance(hidden, int) or hidden <= 0 or not self.n_experts
+        ):
+            raise ValueError(
+                f"`shared_expert_hidden` must be a positive int with n_experts > 0, or None; got "
+                f"{hidden!r} with {self.n_experts} experts."
+            )
+        if not self.linear_pattern:
+            raise ValueError("`linear_pattern` must name at least one layer kind, e.g. (False,).")
+        if not self.n_linear_layers:
+            return
+        if self.n_linear_layers == self.n_layers:
+            raise ValueError(
+                "`linear_pattern` makes every layer a gated DeltaNet; keep at least one "
+                "attention layer (e.g. (True, True, True, False))."
+            )
+        for name in ("linear_qk_heads", "linear_heads", "linear_key_dim", "linear_value_dim",
+                     "linear_conv_width"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(
+                    f"`{name}` must be a positive int for gated DeltaNet layers, got {value!r}."
+                )
+        if self.linear_heads % self.linear_qk_heads:
+            raise ValueError(
+                f"`linear_heads` ({self.linear_heads}) must be a multiple of `linear_qk_heads` "
+                f"({self.linear_qk_heads})."
+            )
+
+    def layer_linear(self, layer: int) -> bool:
+        """Whether layer ``layer`` mixes tokens with a gated DeltaNet (else attention)."""
+        return self.linear_pattern[layer % len(self.linear_pattern)]
+
+    @property
+    def n_linear_layers(self) -> int:
+        """How many layers are gated DeltaNets."""
+        pattern, n = self.linear_pattern, self.n_layers
+        return (n // len(pattern)) * sum(pattern) + sum(pattern[: n % len(pattern)])
+
+    @property
+    def n_attention_layers(self) -> int:
+        """How many layers are attention (the layers a KV cache holds)."""
+        return self.n_layers - self.n_linear_layers
+
+    @property
+    def rotary_dim(self) -> int:
+        """The features of each head the rotary embedding turns: ``int(head_dim *
+        rotary_fraction)``, as transformers rounds it."""
+        return int(self.dim_per_head * self.rotary_fraction)
+
     @property
     def kv_heads(self) -> int:
         """Key/value heads, resolved."""
@@ -294,9 +395,12 @@ class ModelConfig:
         layers the shortest period that both the windows and the expert layers repeat (the
         last repetition may be cut short: the stack's tail)."""
         width = len(self.window_pattern)
-        if not self.n_experts:
+        if not self.n_experts and not self.n_linear_layers:
             return width
-        kinds = [(self.window_pattern[i % width], self.layer_moe(i)) for i in range(self.n_layers)]
+        kinds = [
+            (self.window_pattern[i % width], self.layer_moe(i), self.layer_linear(i))
+            for i in range(self.n_layers)
+        ]
         for period in range(1, self.n_layers + 1):
             if all(kinds[i] == kinds[i % period] for i in range(self.n_layers)):
                 return period

@@ -26,6 +26,7 @@ RUNTIME_FIELDS = (
     "remat",
     "scan_layers",
     "attention_implementation",
+    "linear_attention_implementation",
     "router_aux_loss_coef",
     "output_router_logits",
 )
@@ -94,6 +95,8 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     ):
         del out[name]
     out["kv_heads"] = config.kv_heads
+    # Which layers are gated DeltaNets, however the pattern is spelled.
+    out["linear_pattern"] = [config.layer_linear(i) for i in range(config.n_layers)]
     out["dim_per_head"] = config.dim_per_head
     out["layer_windows"] = [config.layer_window(i) for i in range(config.n_layers)]
     out["attention_scale"] = config.attention_scale

@@ -17,6 +17,7 @@ from zoo_layers import (
     Attention,
     Dropout,
     Embedding,
+    GatedDeltaNet,
     KVCache,
     LayerNorm,
     LayerStack,
@@ -52,28 +53,24 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
     k_attn, k_mlp = jax.random.split(key)
     # Residual-branch outputs get a depth-scaled init (GPT-2's scheme).
     out_std = config.init_std / math.sqrt(2 * config.n_layers)
-    rope_theta, rope_scaling = config.layer_rope(phase)
-    attn = Attention(
-        config.d_model,
-        config.n_heads,
-        num_kv_heads=config.kv_heads,
-        head_dim=config.dim_per_head,
-        qkv_bias=config.qkv_bias,
-        out_bias=config.out_bias,
-        qk_norm="projection" if config.qk_norm == "projection" else bool(config.qk_norm),
-        qk_norm_eps=config.norm_eps,
-        qk_norm_unit_offset=config.norm_unit_offset,
-        rope_theta=rope_theta if config.positional == "rope" else None,
-        rope_scaling=rope_scaling,
-        scale=config.attention_scale,
-        window=config.layer_window(phase),
-        soft_cap=config.attn_logit_soft_cap,
-        implementation=config.attention_implementation,
-        init_std=config.init_std,
-        out_init_std=out_std,
-        dtype=config.param_dtype,
-        key=k_attn,
-    )
+    attn: Attention | GatedDeltaNet
+    if config.layer_linear(phase):
+        attn = GatedDeltaNet(
+            config.d_model,
+            config.linear_qk_heads,
+            config.linear_heads,
+            config.linear_key_dim,
+            config.linear_value_dim,
+            conv_width=config.linear_conv_width,
+            norm_eps=config.norm_eps,
+            init_std=config.init_std,
+            out_init_std=out_std,
+            dtype=config.param_dtype,
+            implementation=config.linear_attention_implementation,
+            key=k_attn,
+        )
+    else:
+        attn = _attention(config, phase, out_std, k_attn)
     mlp: MLP | MoE
     if config.layer_moe(phase):
         mlp = MoE(
@@ -86,6 +83,8 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
             init_std=config.init_std,
             out_init_std=out_std,
             dtype=config.param_dtype,
+            shared_hidden=config.shared_expert_hidden,
+            shared_gate=config.shared_expert_gate,
             key=k_mlp,
         )
     else:
@@ -108,6 +107,33 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         post_attn_norm=_norm(config) if config.post_norms else None,
         post_mlp_norm=_norm(config) if config.post_norms else None,
         dropout=Dropout(config.dropout),
+    )
+
+
+def _attention(config: ModelConfig, phase: int, out_std: float, key: PRNGKeyArray) -> Attention:
+    rope_theta, rope_scaling = config.layer_rope(phase)
+    return Attention(
+        config.d_model,
+        config.n_heads,
+        num_kv_heads=config.kv_heads,
+        head_dim=config.dim_per_head,
+        qkv_bias=config.qkv_bias,
+        out_bias=config.out_bias,
+        qk_norm="projection" if config.qk_norm == "projection" else bool(config.qk_norm),
+        qk_norm_eps=config.norm_eps,
+        qk_norm_unit_offset=config.norm_unit_offset,
+        rope_theta=rope_theta if config.positional == "rope" else None,
+        rope_scaling=rope_scaling,
+        scale=config.attention_scale,
+        window=config.layer_window(phase),
+        soft_cap=config.attn_logit_soft_cap,
+        implementation=config.attention_implementation,
+        init_std=config.init_std,
+        out_init_std=out_std,
+        dtype=config.param_dtype,
+        output_gate=config.attention_output_gate,
+        rotary_dim=config.rotary_dim if config.positional == "rope" else None,
+        key=key,
     )
 
 
@@ -256,10 +282,21 @@ class Transformer(eqx.Module):
         )
 
     def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype | str | None = None) -> KVCache:
-        """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens."""
+        """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens:
+        keys and values of the attention layers, and zero states of the gated DeltaNet layers
+        (their convolution's last inputs and their recurrent state) instead of keys and values."""
         c = self.config
+        channels = 2 * c.linear_qk_heads * c.linear_key_dim + c.linear_heads * c.linear_value_dim
         return KVCache.empty(
-            c.n_layers, batch, max_len, c.kv_heads, c.dim_per_head, dtype or self.compute_dtype
+            c.n_attention_layers,
+            batch,
+            max_len,
+            c.kv_heads,
+            c.dim_per_head,
+            dtype or self.compute_dtype,
+            linear_layers=c.n_linear_layers,
+            conv_shape=(c.linear_conv_width - 1, channels),
+            state_shape=(c.linear_heads, c.linear_key_dim, c.linear_value_dim),
         )
 
     def decode(
@@ -288,10 +325,11 @@ class Transformer(eqx.Module):
         """
         input_ids = _check_ids(input_ids, self.config.vocab_size)
         b, t = input_ids.shape
-        if b != cache.batch or cache.key.shape[0] != self.config.n_layers:
+        n_attention = self.config.n_attention_layers
+        if b != cache.batch or cache.key.shape[0] != n_attention:
             raise ValueError(
                 f"the cache holds {cache.key.shape[0]} layers x {cache.batch} rows, but the model has "
-                f"{self.config.n_layers} layers and `input_ids` has {b} rows; use model.init_cache."
+                f"{n_attention} attention layers and `input_ids` has {b} rows; use model.init_cache."
             )
         if t > cache.max_len:
             raise ValueError(f"{t} new tokens do not fit a cache of {cache.max_len} slots.")
@@ -306,8 +344,19 @@ class Transformer(eqx.Module):
         slot_positions = jax.lax.dynamic_update_slice(cache.positions, positions, (0, start))
         slot_valid = jax.lax.dynamic_update_slice(cache.valid, mask, (0, start))
         h = self.embed_tokens(input_ids, positions)
-        h, k_new, v_new = self.stack.decode(
-            h, positions, cache.key, cache.value, slot_positions, slot_valid, start
+        linear = (
+            None if cache.conv is None or cache.recurrent is None else (cache.conv, cache.recurrent)
+        )
+        h, k_new, v_new, linear = self.stack.decode_states(
+            h,
+            positions,
+            cache.key,
+            cache.value,
+            slot_positions,
+            slot_valid,
+            start,
+            linear=linear,
+            mask=mask,
         )
         zero = jnp.zeros((), jnp.int32)
         at = (zero, zero, start, zero, zero)
@@ -317,6 +366,8 @@ class Transformer(eqx.Module):
             positions=slot_positions,
             valid=slot_valid,
             index=start + t,
+            conv=None if linear is None else linear[0],
+            recurrent=None if linear is None else linear[1],
         )
         return self.project(h), new_cache
 

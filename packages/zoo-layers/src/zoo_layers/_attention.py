@@ -43,13 +43,18 @@ class Attention(eqx.Module):
         q_norm, k_norm: optional RMSNorm of queries and keys before rotary: over each head
             (``[H]`` weights; Qwen3, Gemma 3) or over the whole projection (``[N*H]`` and
             ``[K*H]`` weights; OLMo 2).
-        rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2).
+        rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2); it
+            rotates the first ``rotary.head_dim`` features of each head (all of them unless the
+            rotation is partial, as Qwen3.5's quarter of each head).
         num_heads, num_kv_heads, head_dim: ``N``, ``K``, ``H``; ``N % K == 0``.
         scale: logit scale (``None``: ``1/sqrt(H)``).
         window: sliding window ``W`` as in Hugging Face: a query sees itself and the ``W - 1``
             keys before it; ``None`` for global attention.
         soft_cap: attention logit soft cap, or ``None``.
         implementation: kernel name passed to the contract, or ``None``.
+        output_gate: the query projection also gives each head a gate ``[H]`` (stored after
+            the head's query, ``q_proj`` then ``[N*2H, D]``) and the attention output is
+            multiplied by its sigmoid before ``o_proj`` (Qwen3.5's gated attention).
     """
 
     q_proj: Linear
@@ -67,6 +72,7 @@ class Attention(eqx.Module):
     soft_cap: float | None = eqx.field(static=True)
     implementation: str | None = eqx.field(static=True)
     qk_norm: QKNorm | None = eqx.field(static=True, default=None)
+    output_gate: bool = eqx.field(static=True, default=False)
 
     def __init__(
         self,
@@ -89,12 +95,15 @@ class Attention(eqx.Module):
         init_std: float | None = None,
         out_init_std: float | None = None,
         dtype: str = "float32",
+        output_gate: bool = False,
+        rotary_dim: int | None = None,
         key: PRNGKeyArray,
     ) -> None:
         """``rope_theta=None`` disables rotary embeddings. ``qk_norm``: ``False`` (none),
         ``True`` or ``"head"`` (RMSNorm over each head's ``H`` features), ``"projection"``
         (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
-        norms by ``1 + weight`` (Gemma)."""
+        norms by ``1 + weight`` (Gemma). ``rotary_dim``: rotate only the first that many
+        features of each head (``None``: all); ``output_gate``: see the class attributes."""
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
             raise ValueError(
@@ -126,7 +135,7 @@ class Attention(eqx.Module):
                 key=k,
             )
 
-        self.q_proj = projection(num_heads * head_dim, q_axes, kq)
+        self.q_proj = projection(num_heads * head_dim * (2 if output_gate else 1), q_axes, kq)
         self.k_proj = projection(num_kv_heads * head_dim, kv_axes, kk)
         self.v_proj = projection(num_kv_heads * head_dim, kv_axes, kv)
         self.o_proj = Linear(
@@ -155,9 +164,15 @@ class Attention(eqx.Module):
         else:
             self.q_norm = self.k_norm = None
         self.qk_norm = kind
+        rotary_dim = head_dim if rotary_dim is None else rotary_dim
+        if not 0 < rotary_dim <= head_dim:
+            raise ValueError(f"`rotary_dim` must be in [1, {head_dim}], got {rotary_dim}.")
         self.rotary = (
-            None if rope_theta is None else Rotary(head_dim, theta=rope_theta, scaling=rope_scaling)
+            None
+            if rope_theta is None
+            else Rotary(rotary_dim, theta=rope_theta, scaling=rope_scaling)
         )
+        self.output_gate = output_gate
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
         self.head_dim = head_dim
@@ -166,11 +181,18 @@ class Attention(eqx.Module):
         self.soft_cap = None if soft_cap is None else float(soft_cap)
         self.implementation = implementation
 
-    def _qkv(
+    def _project(
         self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
-    ) -> tuple[Array, Array, Array]:
+    ) -> tuple[Array, Array, Array, Array | None]:
+        """Queries, keys and values as the contract takes them, and the output gate's logits
+        ``[B, T, N*H]`` (``None`` without one)."""
         b, t, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        gate = None
+        if self.output_gate:
+            both = q.reshape(b, t, self.num_heads, 2, self.head_dim)
+            q = both[:, :, :, 0].reshape(b, t, self.num_heads * self.head_dim)
+            gate = both[:, :, :, 1].reshape(b, t, self.num_heads * self.head_dim)
         whole = self.qk_norm == "projection"
         if whole and self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
@@ -180,8 +202,16 @@ class Attention(eqx.Module):
         if not whole and self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
-            q, k = self.rotary(q, positions), self.rotary(k, positions)
-        return q, k, v
+            q, k = self._rotate(q, positions), self._rotate(k, positions)
+        return q, k, v, gate
+
+    def _rotate(self, x: Array, positions: Array) -> Array:
+        assert self.rotary is not None
+        width = self.rotary.head_dim
+        if width == self.head_dim:
+            return self.rotary(x, positions)
+        turned = self.rotary(x[..., :width], positions)
+        return jnp.concatenate([turned, x[..., width:]], axis=-1)
 
     def _attend(
         self,
@@ -206,9 +236,12 @@ class Attention(eqx.Module):
             implementation=self.implementation,
         )
 
-    def _out(self, o: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
+    def _out(self, o: Float[Array, "B T N H"], gate: Array | None = None) -> Float[Array, "B T D"]:
         b, t = o.shape[:2]
-        return self.o_proj(o.reshape(b, t, self.num_heads * self.head_dim))
+        o = o.reshape(b, t, self.num_heads * self.head_dim)
+        if gate is not None:
+            o = o * jax.nn.sigmoid(gate)
+        return self.o_proj(o)
 
     def __call__(
         self,
@@ -222,10 +255,10 @@ class Attention(eqx.Module):
         the sequence index, so packed documents need ``segment_ids`` (and positions that
         restart per document, for rotary models).
         """
-        q, k, v = self._qkv(x, positions)
+        q, k, v, gate = self._project(x, positions)
         window = None if self.window is None else (self.window - 1, 0)
         o = self._attend(q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=window)
-        return self._out(o)
+        return self._out(o, gate)
 
     def decode(
         self,
@@ -242,7 +275,7 @@ class Attention(eqx.Module):
         ``slot_positions``/``slot_valid`` already describe the cache after the write. Returns
         the output and the new keys and values (the caller stores them).
         """
-        q, k_new, v_new = self._qkv(x, positions)
+        q, k_new, v_new, gate = self._project(x, positions)
         zero = jnp.zeros((), jnp.int32)
         k_all = jax.lax.dynamic_update_slice(
             cache_key, k_new.astype(cache_key.dtype), (zero, start, zero, zero)
@@ -262,7 +295,7 @@ class Attention(eqx.Module):
             if self.window is not None:
                 seen = seen & (slot_positions > q_pos - self.window)
             o = self._attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
-            return self._out(o), k_new, v_new
+            return self._out(o, gate), k_new, v_new
         # Several queries: the contract's masks are top-left aligned on indices, so present
         # the keys as a view of L = d + t slots starting d slots before the first query (query
         # i sits at view index i + d, d static) and express "causal, within the window" as the
@@ -287,4 +320,4 @@ class Attention(eqx.Module):
             segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
             local_window_size=band,
         )
-        return self._out(o), k_new, v_new
+        return self._out(o, gate), k_new, v_new

@@ -26,8 +26,8 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from .._linear import Linear, dense
-from .._logical import EMBED, EXPERTS, MLP_AXIS, with_names
-from .._mlp import activation_fn
+from .._logical import EMBED, EXPERTS, MLP_AXIS, logical_axes, with_names
+from .._mlp import MLP, activation_fn
 from ._experts import expert_mlp
 from ._parallel import ExpertLayout, expert_layout
 from ._routing import route
@@ -55,6 +55,9 @@ class MoE(eqx.Module):
             ``norm_topk_prob``), else weight by the probabilities themselves.
         activation: of the gate (``silu`` for both families).
         implementation: the grouped matmul's name (``None``: the default order).
+        shared_expert: a gated MLP every token goes through besides its routed experts, or
+            ``None`` (Qwen3.5-MoE, Qwen2-MoE); shared_expert_gate: ``[1, D]``, scales the shared
+            expert's output by ``sigmoid(x @ gate.T)`` when present.
     """
 
     router: Linear
@@ -65,6 +68,8 @@ class MoE(eqx.Module):
     normalize: bool = eqx.field(static=True)
     activation: str = eqx.field(static=True, default="silu")
     implementation: str | None = eqx.field(static=True, default=None)
+    shared_expert: MLP | None = None
+    shared_expert_gate: Linear | None = None
 
     def __init__(
         self,
@@ -79,11 +84,15 @@ class MoE(eqx.Module):
         out_init_std: float | None = None,
         dtype: str = "float32",
         implementation: str | None = None,
+        shared_hidden: int | None = None,
+        shared_gate: bool = False,
         key: PRNGKeyArray,
     ) -> None:
+        """``shared_hidden``: the width of a shared expert (``None``: none);
+        ``shared_gate``: gate it by a sigmoid of a learned ``[1, D]`` projection."""
         _check(num_experts, top_k)
         activation_fn(activation)
-        k_router, k_gate, k_up, k_down = jax.random.split(key, 4)
+        k_router, k_gate, k_up, k_down, k_shared, k_shared_gate = jax.random.split(key, 6)
         std = dim**-0.5 if init_std is None else init_std
         out_std = std if out_init_std is None else out_init_std
         self.router = Linear(
@@ -97,6 +106,23 @@ class MoE(eqx.Module):
         self.normalize = normalize
         self.activation = activation
         self.implementation = implementation
+        self.shared_expert = None
+        self.shared_expert_gate = None
+        if shared_hidden is not None:
+            self.shared_expert = MLP(
+                dim,
+                shared_hidden,
+                activation=activation,
+                gated=True,
+                init_std=init_std,
+                out_init_std=out_init_std,
+                dtype=dtype,
+                key=k_shared,
+            )
+            if shared_gate:
+                self.shared_expert_gate = Linear(
+                    dim, 1, init_std=init_std, axes=(None, EMBED), dtype=dtype, key=k_shared_gate
+                )
 
     def __check_init__(self) -> None:
         _check(self.num_experts, self.top_k)
@@ -115,7 +141,23 @@ class MoE(eqx.Module):
         """This layer with every array replaced by its logical names."""
         up = (EXPERTS, EMBED, MLP_AXIS)
         named = with_names(self, gate_proj=up, up_proj=up, down_proj=(EXPERTS, MLP_AXIS, EMBED))
-        return eqx.tree_at(lambda m: m.router, named, self.router.logical_axes())
+        named = eqx.tree_at(lambda m: m.router, named, self.router.logical_axes())
+        if self.shared_expert is not None:
+            shared = logical_axes(self.shared_expert)
+            named = eqx.tree_at(lambda m: m.shared_expert, named, shared)
+        if self.shared_expert_gate is not None:
+            gate = self.shared_expert_gate.logical_axes()
+            named = eqx.tree_at(lambda m: m.shared_expert_gate, named, gate)
+        return named
+
+    def _shared(self, x: Array) -> Array | None:
+        """The shared expert's contribution (gated), or ``None``."""
+        if self.shared_expert is None:
+            return None
+        y = self.shared_expert(x)
+        if self.shared_expert_gate is not None:
+            y = y * jax.nn.sigmoid(self.shared_expert_gate(x))
+        return y
 
     def __call__(
         self,
@@ -133,6 +175,15 @@ class MoE(eqx.Module):
             self.router.weight,
             *(w.astype(x.dtype) for w in (self.gate_proj, self.up_proj, self.down_proj)),
         )
+        y, stats = self._routed(x, mask, weights, keep_logits)
+        shared = self._shared(x)
+        return (y if shared is None else y + shared), stats
+
+    def _routed(
+        self, x: Array, mask: Array, weights: tuple[Array, ...], keep_logits: bool
+    ) -> tuple[Array, RouterStats]:
+        """The routed experts' output and the router's statistics (on a mesh, under
+        ``shard_map``)."""
         layout = expert_layout(x.shape[0], x.ndim, self.num_experts, self.hidden, x.shape[-1])
         if layout is None:
             return self._local(x, mask, *weights, keep_logits=keep_logits, layout=None)

@@ -43,6 +43,11 @@ _HF_TARGETS: dict[str, tuple[str, ...]] = {
     "attn.c_proj": ("o",),
     "mlp.c_proj": ("down",),
     "c_proj": ("o", "down"),
+    "in_proj_qkv": ("qkv",),
+    "in_proj_z": ("z",),
+    "in_proj_a": ("a",),
+    "in_proj_b": ("b",),
+    "out_proj": ("out",),
 }
 
 
