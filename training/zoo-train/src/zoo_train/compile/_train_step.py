@@ -140,6 +140,7 @@ def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[s
     for kind, scope_name, rows in (
         ("attention", zoo_attention.scope_name, resolved.resolutions),
         ("grouped_matmul", zoo_attention.grouped.scope_name, resolved.grouped_matmul),
+        ("linear_attention", zoo_attention.linear.scope_name, resolved.linear_attention),
     ):
         for r in rows:
             scope = scope_name(r.kernel, r.version)

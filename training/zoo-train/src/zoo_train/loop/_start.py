@@ -268,7 +268,11 @@ def _announce(
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", kernels_line(resolved))
-    prov = provenance(attention=kernels, grouped_matmul=grouped)
+    prov = provenance(
+        attention=kernels,
+        grouped_matmul=grouped,
+        linear_attention=resolved.get("linear_attention", []),
+    )
     record(
         {
             "step": start,

@@ -21,6 +21,7 @@ from ..parallel import (
     check_batch,
     check_experts,
     check_heads,
+    check_recurrent,
     platform_of,
 )
 from ._spec import StepSpec
@@ -58,8 +59,9 @@ class TrainProgram:
     def resolve_kernels(self, shapes: Any) -> dict[str, list[dict[str, Any]]]:
         """Trace the loss once (abstractly, under the mesh) on a micro-batch of the step's
         shapes so its kernels are resolved for the target and logged; the resolutions by kind:
-        ``{"attention": [...], "grouped_matmul": [...]}`` (``Resolution.as_dict()`` each; no
-        grouped matmul without a mixture of experts)."""
+        ``{"attention": [...], "grouped_matmul": [...], "linear_attention": [...]}``
+        (``Resolution.as_dict()`` each; no grouped matmul without a mixture of experts, no
+        linear attention without gated DeltaNet layers)."""
         rows = self.spec.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
         with (
@@ -71,6 +73,7 @@ class TrainProgram:
         return {
             "attention": [r.as_dict() for r in log],
             "grouped_matmul": [r.as_dict() for r in log.grouped_matmul],
+            "linear_attention": [r.as_dict() for r in log.linear_attention],
         }
 
 
@@ -99,6 +102,7 @@ def build_program(spec: StepSpec) -> TrainProgram:
     if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
         check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
         check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
+        check_recurrent(getattr(model_config, "n_linear_layers", 0), mesh, rules)
     train_step = make_train_step(
         plan.optimizer,
         loss_fn,
