@@ -9,6 +9,11 @@ BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
 PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox kernels/deltanet-tpu packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+# Packages of the newest-JAX environments alone: zoo-tokamax (tokamax needs jax >= 0.11.1, so
+# Python >= 3.12).
+NEWEST_PACKAGES := $(PACKAGES) kernels/tokamax
+NEWEST_PYPROJECTS := $(addsuffix /pyproject.toml,$(NEWEST_PACKAGES))
+NEWEST_EDITABLE := scripts/editable.py $(NEWEST_PACKAGES)
 RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 TPU_STAMP := $(TPU_VENV)/.installed
@@ -27,10 +32,25 @@ NEWEST_FULL_STAMP := $(NEWEST_VENV)/.full
 NEWEST_TPU_STAMP := $(NEWEST_TPU_VENV)/.installed
 NEWEST_PIP := $(NEWEST_VENV)/bin/python -m pip --disable-pip-version-check -q
 NEWEST_TPU_PIP := $(NEWEST_TPU_VENV)/bin/python -m pip --disable-pip-version-check -q
-PIN ?= zoo-flash-tpu==0.1.1
+PIN ?=
+# What every environment installs first, before any package: pip itself, the build backends of the
+# zoo packages (hatchling, editables; installs run without build isolation so these pins build
+# them) and setuptools, which builds the dependencies that ship only a source distribution
+# (rouge-score, for the eval extra). A new venv has an old setuptools (3.11) or none (3.12 on).
+BUILD_TOOLS := pip hatchling editables setuptools
+# The pip verb of the package installs. `make install-check` runs the same recipes in new
+# environments with an empty pip cache as a dry run (`install --dry-run --report ...`).
+PIP_INSTALL ?= install
+# zoo-train's extras in .venv (and the newest leg's full environment): the tracker's and the
+# lm-eval backend's tests run there.
+DEV_EXTRAS := [wandb,eval]
+# Every zoo package of an environment ($(2), default $(PACKAGES)), editable, with zoo-train's
+# extras $(1): each install step names all of them, so one resolution sees the whole environment.
+zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(or $(2),$(PACKAGES)))) \
+	-e $(if $(1),"training/zoo-train$(1)",training/zoo-train)
 
-.PHONY: install newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
-	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-layers test-data test-models test-train test-integration test-multidevice test-bench
+.PHONY: install install-check newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
+	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
 # two environments where a Python >= 3.12 exists (the test summary says so where none does).
@@ -38,29 +58,33 @@ install: $(STAMP) $(TPU_STAMP) newest
 	@$(BIN)/python $(EDITABLE)
 	@$(TPU_VENV)/bin/python $(EDITABLE)
 
+# The install steps of every environment as a new machine runs them, on each supported Python
+# found (3.11, 3.12, 3.13): new venvs under build/install-check/, an empty pip cache, package
+# installs as dry runs, and every source distribution built into a wheel. `.ci/run` runs it first.
+install-check:
+	$(PYTHON) scripts/install_check.py
+
 newest:
 	@py=$$($(PYTHON) scripts/newest_python.py 2>&1) || { echo "zoo: the newest-JAX leg will not run: $$py"; exit 0; }; \
 	$(MAKE) --no-print-directory $(NEWEST_STAMP) $(NEWEST_TPU_STAMP) NEWEST_PYTHON=$$py && \
-	$(NEWEST_VENV)/bin/python $(EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(EDITABLE)
+	$(NEWEST_VENV)/bin/python $(NEWEST_EDITABLE) && $(NEWEST_TPU_VENV)/bin/python $(NEWEST_EDITABLE)
 
 # As a user with a current JAX: jax first, then zoo with the constraints, which keep it (the
 # pins for Python >= 3.12 are jax 0.12's). The test tools the newest leg of `make test` needs.
-# setuptools: a Python >= 3.12 venv comes without it, and the eval extra's rouge-score builds
-# from its source distribution (installs here run without build isolation).
-$(NEWEST_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
-	$(NEWEST_PIP) install -c constraints.txt pip hatchling editables setuptools
-	$(NEWEST_PIP) install -c constraints.txt jax
-	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES)) \
-		pytest pytest-xdist psutil
+	$(NEWEST_PIP) install -c constraints.txt $(BUILD_TOOLS)
+	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt jax
+	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
+		$(call zoo_packages,,$(NEWEST_PACKAGES)) pytest pytest-xdist psutil
 	@touch $@
 
 # jax[tpu] at the newest leg's version, with its libtpu, for the TPU compile tests.
-$(NEWEST_TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
+$(NEWEST_TPU_STAMP): Makefile constraints.txt $(NEWEST_PYPROJECTS)
 	@test -x $(NEWEST_TPU_VENV)/bin/python || $(NEWEST_PYTHON) -m venv $(NEWEST_TPU_VENV)
-	$(NEWEST_TPU_PIP) install -c constraints.txt pip hatchling editables setuptools
-	$(NEWEST_TPU_PIP) install -c constraints.txt --no-build-isolation \
-		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
+	$(NEWEST_TPU_PIP) install -c constraints.txt $(BUILD_TOOLS)
+	$(NEWEST_TPU_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
+		$(call zoo_packages,[tpu],$(NEWEST_PACKAGES))
 	@touch $@
 
 # Everything the whole suite needs on the newest leg: the references (torch, transformers,
@@ -70,7 +94,8 @@ newest-full: newest
 	@$(MAKE) --no-print-directory $(NEWEST_FULL_STAMP)
 
 $(NEWEST_FULL_STAMP): $(NEWEST_STAMP) requirements-dev.txt
-	$(NEWEST_PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb,eval]" \
+	$(NEWEST_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation \
+		$(call zoo_packages,$(DEV_EXTRAS),$(NEWEST_PACKAGES)) pytest pytest-xdist psutil \
 		-r requirements-dev.txt
 	@touch $@
 
@@ -81,15 +106,15 @@ runtime: $(RUNTIME_STAMP)
 
 $(RUNTIME_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt pip hatchling editables setuptools
-	$(PIP) install -c constraints.txt --no-build-isolation $(addprefix -e ,$(PACKAGES))
+	$(PIP) install -c constraints.txt $(BUILD_TOOLS)
+	$(PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,)
 	@touch $@
 
 # The test tools and the reference implementations the tests compare with (torch,
 # transformers, peft), added to the same environment.
 # zoo-train's `wandb` and `eval` extras too, so the tracker's and lm-eval backend's tests run.
 $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
-	$(PIP) install -c constraints.txt --no-build-isolation -e "training/zoo-train[wandb,eval]" \
+	$(PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,$(DEV_EXTRAS)) \
 		-r requirements-dev.txt
 	@touch $@
 
@@ -98,9 +123,8 @@ $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
 # package is installed (zoo-train with its `tpu` extra); the main .venv stays CPU-only.
 $(TPU_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(TPU_VENV)/bin/python || $(PYTHON) -m venv $(TPU_VENV)
-	$(TPU_PIP) install -c constraints.txt pip hatchling editables setuptools
-	$(TPU_PIP) install -c constraints.txt --no-build-isolation \
-		$(addprefix -e ,$(filter-out training/zoo-train,$(PACKAGES))) -e "training/zoo-train[tpu]"
+	$(TPU_PIP) install -c constraints.txt $(BUILD_TOOLS)
+	$(TPU_PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,[tpu])
 	@touch $@
 
 # The main job: a small Llama-style byte-level model on the Python standard library's sources
@@ -122,6 +146,7 @@ test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
 test-splash: install ; $(BIN)/python scripts/run_tests.py zoo-splash
 test-megablox: install ; $(BIN)/python scripts/run_tests.py zoo-megablox
 test-deltanet-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-deltanet-tpu
+test-tokamax: install ; $(BIN)/python scripts/run_tests.py --newest zoo-tokamax
 test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-data: install ; $(BIN)/python scripts/run_tests.py zoo-data
 test-models: install ; $(BIN)/python scripts/run_tests.py zoo-models
@@ -153,7 +178,8 @@ wheelhouse: runtime
 	$(BIN)/python scripts/wheelhouse.py --out wheelhouse
 
 # An environment of its own for pinned releases, the rest of zoo from this tree: .venv-pinned
-# (make pinned PIN='zoo-flash-tpu==0.1.1'; again with another PIN to upgrade or roll back).
+# (make pinned PIN='zoo-flash-tpu==0.1.1'; again with another PIN to upgrade or roll back; no
+# PIN: the latest releases are listed).
 pinned: runtime
 	$(BIN)/python scripts/pinned_env.py $(PINNED) $(PIN)
 

@@ -23,6 +23,7 @@ from . import (
     attention,
     checkpoint_io,
     compile_time,
+    cross_entropy,
     data,
     eval_harness,
     grpo,
@@ -34,6 +35,7 @@ from . import (
     tpu_fit,
     tpu_kernels,
     training,
+    versus_maxtext,
 )
 from .harness import (
     RESULTS_DIR,
@@ -52,7 +54,7 @@ sys.path.insert(0, str(ROOT / "kernels" / "flash-tpu" / "bench"))
 FLASH = [importlib.import_module(f"flash_{n}") for n in ("tpu", "traffic", "versus", "vmem")]
 MODULES: list[ModuleType] = [
     training, loop, profile_step, attention, compile_time, checkpoint_io, data, *FLASH, mesh,
-    moe, eval_harness, grpo, tpu_fit, tpu_kernels, soak,
+    moe, cross_entropy, eval_harness, grpo, tpu_fit, tpu_kernels, versus_maxtext, soak,
 ]  # fmt: skip
 BENCHMARKS: dict[str, ModuleType] = {m.NAME: m for m in MODULES}
 

@@ -6,7 +6,9 @@ Usage: python compat_check.py conformance KERNEL   (JAX_PLATFORMS=cpu; interpret
 A grouped-matmul kernel (:data:`GROUPED_MATMUL_KERNELS`) is checked on its own contract: every
 case of ``zoo_attention.grouped.testing``, and a grouped matmul of :data:`GROUPED_SHAPE`; a
 linear-attention kernel (:data:`LINEAR_ATTENTION_KERNELS`) on every case of
-``zoo_attention.linear.testing``, and a gated delta rule of :data:`LINEAR_SHAPE`.
+``zoo_attention.linear.testing``, and a gated delta rule of :data:`LINEAR_SHAPE`; a
+cross-entropy kernel (:data:`CROSS_ENTROPY_KERNELS`) every case of
+``zoo_attention.cross_entropy.testing`` it serves, and a loss of :data:`CROSS_ENTROPY_SHAPE`.
 
 Prints one JSON line: ``{"ok": bool, "error": first failure or null, ...}``. Runs with the
 zoo-attention and kernel wheels installed in the environment, nothing from the tree.
@@ -53,6 +55,10 @@ LINEAR_ATTENTION_KERNELS = ("deltanet_tpu",)
 #: The compiled gated delta rule: batch, length, query/key heads, value heads, key and value
 #: widths (bfloat16; Qwen3.5-9B's DeltaNet).
 LINEAR_SHAPE = (1, 2048, 16, 32, 128, 128)
+#: The kernels of the fused linear cross-entropy contract.
+CROSS_ENTROPY_KERNELS = ("tokamax",)
+#: The compiled cross entropy: tokens N, width D, vocabulary V (bfloat16, a [D, V] head).
+CROSS_ENTROPY_SHAPE = (8192, 2048, 128256)
 
 
 def _tiled(case: Any, tile: int) -> Any:
@@ -68,6 +74,9 @@ def conformance(kernel: str) -> dict:
         kind = "grouped" if kernel in GROUPED_MATMUL_KERNELS else "linear"
         suite: Any = importlib.import_module(f"zoo_attention.{kind}.testing")
         cases = list(suite.CASES)
+    elif kernel in CROSS_ENTROPY_KERNELS:
+        suite = importlib.import_module("zoo_attention.cross_entropy.testing")
+        cases = [c for c in suite.CASES if suite.refusal(kernel, c) is None]
     else:
         suite = importlib.import_module("zoo_attention.testing")
         by_name = {c.name: c for c in suite.CASES}
@@ -148,6 +157,26 @@ def _linear_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[A
     return loss, [qk, qk, f((b, t, n, dv), jnp.bfloat16, sharding=sharding), scalars, scalars]
 
 
+def _cross_entropy_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """The cross entropy compiled (a loss of the hidden states and a [D, V] head, with a
+    z-loss) and its abstract arguments."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo_attention import cross_entropy
+
+    n, d, v = CROSS_ENTROPY_SHAPE
+
+    def loss(hidden: Any, head: Any) -> Any:
+        targets = jnp.arange(n, dtype=jnp.int32) % v
+        ce, log_z = cross_entropy.linear_cross_entropy(hidden, head, targets, implementation=kernel)
+        return ce.sum() + 1e-4 * jnp.square(log_z).sum()
+
+    hidden = jax.ShapeDtypeStruct((n, d), jnp.bfloat16, sharding=sharding)
+    head = jax.ShapeDtypeStruct((d, v), jnp.bfloat16, sharding=sharding)
+    return loss, [hidden, head]
+
+
 def compile_for_tpu(kernel: str) -> dict:
     import jax
     import numpy as np
@@ -155,9 +184,15 @@ def compile_for_tpu(kernel: str) -> dict:
     from jax.sharding import Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    call = _grouped_call if kernel in GROUPED_MATMUL_KERNELS else _attention_call
-    if kernel in LINEAR_ATTENTION_KERNELS:
-        call = _linear_call
+    call = (
+        _grouped_call
+        if kernel in GROUPED_MATMUL_KERNELS
+        else _linear_call
+        if kernel in LINEAR_ATTENTION_KERNELS
+        else _cross_entropy_call
+        if kernel in CROSS_ENTROPY_KERNELS
+        else _attention_call
+    )
     figures = {}
     for generation, name in GENERATIONS.items():
         topology = topologies.get_topology_desc(name, platform="tpu")

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import newest_python
 import wheelhouse
-from envs import PACKAGES, make_env
+from envs import NEWEST_PACKAGES, PACKAGES, make_env
 from packaging.requirements import Requirement
 from release_table import ROOT
 
@@ -54,6 +54,8 @@ KERNELS = {
     "zoo-splash": "splash",
     "zoo-megablox": "megablox",
     "zoo-deltanet-tpu": "deltanet_tpu",
+    # tokamax needs jax >= 0.11.1: its range refuses the 0.10.2 column.
+    "zoo-tokamax": "tokamax",
 }
 CONTRACT = "zoo-attention"
 BUILD = ROOT / "build" / "matrix"
@@ -71,7 +73,7 @@ TPU_ENV = {
 def kernel_dirs() -> tuple[str, ...]:
     """The package directories of :data:`KERNELS`: a kernel's releases are those of its
     directory in releases.toml (a kernel with no release yet has no row)."""
-    return tuple(PACKAGES[d] for d in KERNELS)
+    return tuple({**PACKAGES, **NEWEST_PACKAGES}[d] for d in KERNELS)
 
 
 def _interpreter(python: str) -> str:
@@ -209,6 +211,8 @@ def render(data: dict) -> str:
     axis = data["jax"]
     m, k, n, g = compat_check.GROUPED_SHAPE
     grouped_shape = f"`[{m}, {k}] x [{g}, {k}, {n}]` (bfloat16, {g} groups, some empty)"
+    tokens, width, vocab = compat_check.CROSS_ENTROPY_SHAPE
+    ce_shape = f"`[{tokens}, {width}] x [{width}, {vocab}]` (bfloat16)"
     head = [f"jax {j['jax']} (Python {j['python'][:4].rstrip('.')})" for j in axis]
     lines = [
         "# Compatibility: kernel releases × JAX",
@@ -227,7 +231,10 @@ def render(data: dict) -> str:
         f"{' and '.join(data['generations'])} through libtpu's compile-only devices. A "
         "grouped-matmul kernel (`megablox`) is checked the same way on its own contract: every "
         "case of `zoo_attention.grouped.testing` (Pallas TPU interpret mode on the CPU), and a "
-        f"forward and backward of {grouped_shape} compiled for the same TPUs. "
+        f"forward and backward of {grouped_shape} compiled for the same TPUs. A cross-entropy "
+        "kernel (`tokamax`, which declares jax>=0.11.1) on its contract: the cases of "
+        "`zoo_attention.cross_entropy.testing` its check serves, and a loss and its gradients "
+        f"of {ce_shape} compiled for the same TPUs. "
         "**refused**: pip would not install it there, for the reason given. **broken**: it "
         "installed and failed, with the first error.",
         "",

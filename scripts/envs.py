@@ -32,6 +32,15 @@ PACKAGES = {
     "zoo-models": "models/zoo-models",
     "zoo-train": "training/zoo-train",
 }
+#: Packages of the newest-JAX leg alone (Python >= 3.12): zoo-tokamax (tokamax needs
+#: jax >= 0.11.1).
+NEWEST_PACKAGES = {"zoo-tokamax": "kernels/tokamax"}
+
+
+def leg_packages() -> dict[str, str]:
+    """The zoo packages this interpreter's leg installs: :data:`PACKAGES`, and on Python >= 3.12
+    :data:`NEWEST_PACKAGES` too."""
+    return {**PACKAGES, **(NEWEST_PACKAGES if sys.version_info >= (3, 12) else {})}
 
 
 #: Test tools of the main environment that no zoo wheel declares (top-level names).

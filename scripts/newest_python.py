@@ -76,6 +76,21 @@ def find() -> str | None:
     return None
 
 
+def interpreter(minor: tuple[int, int]) -> str | None:
+    """A Python of ``minor`` that runs here: ``pythonX.Y`` or ``python3`` on PATH, else
+    pyenv's newest installed ``X.Y.*`` (``$ZOO_NEWEST_PYTHON`` plays no part)."""
+    on_path = [shutil.which(f"python{minor[0]}.{minor[1]}"), shutil.which("python3")]
+    pyenv = [
+        str(p)
+        for p in _pyenv_versions()
+        if p.parent.parent.name.startswith(f"{minor[0]}.{minor[1]}.")
+    ]
+    for path in [p for p in on_path if p] + pyenv:
+        if _minor(path) == minor:
+            return path
+    return None
+
+
 def main() -> int:
     found = find()
     if found is None:

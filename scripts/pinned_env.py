@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from release_table import PACKAGE_DIRS, ROOT, distribution, field
+from packaging.specifiers import SpecifierSet
+from release_table import PACKAGE_DIRS, ROOT, distribution, field, read_table
 from wheelhouse import pip_wheel
 
 WHEELHOUSE = ROOT / "wheelhouse"
@@ -36,9 +37,21 @@ def pinned_name(pin: str) -> str:
     return match.group(1).lower().replace("_", "-")
 
 
+def tree_dirs(root: Path = ROOT) -> list[str]:
+    """The package directories this interpreter can install (their ``requires-python`` admits
+    it): zoo-tokamax, for one, needs Python >= 3.12."""
+    here = ".".join(map(str, sys.version_info[:3]))
+    dirs = []
+    for directory in PACKAGE_DIRS:
+        needs = field((root / directory / "pyproject.toml").read_text(), "requires-python")
+        if needs is None or SpecifierSet(needs).contains(here):
+            dirs.append(directory)
+    return dirs
+
+
 def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
-    """What to install: each tree package not pinned at its tree version (``name==version``),
-    then the pins."""
+    """What to install: each tree package this Python can install and that is not pinned, at
+    its tree version (``name==version``), then the pins."""
     pinned = {pinned_name(p) for p in pins}
     known = {distribution(d, root) for d in PACKAGE_DIRS}
     unknown = sorted(pinned - known)
@@ -46,8 +59,16 @@ def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
         raise ValueError(
             f"{unknown[0]} is not a zoo package; pin one of {', '.join(sorted(known))}."
         )
+    released = read_table(root)
+    for pin in pins:
+        asked, versions = pin.split("==", 1)[-1].strip(), list(released.get(pinned_name(pin), {}))
+        if "==" in pin and asked not in versions:
+            raise ValueError(
+                f"{pinned_name(pin)} {asked} is not a release (releases.toml records "
+                f"{', '.join(versions) or 'none'}); pin one of those."
+            )
     tree = []
-    for directory in PACKAGE_DIRS:
+    for directory in tree_dirs(root):
         name = distribution(directory, root)
         if name not in pinned:
             version = field((root / directory / "pyproject.toml").read_text(), "version")
@@ -57,7 +78,14 @@ def requirements(pins: list[str], root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        latest = {name: list(versions)[-1] for name, versions in read_table().items()}
+        print(
+            "pinned_env: name the release to pin, e.g. make pinned "
+            f"PIN='zoo-flash-tpu=={latest.get('zoo-flash-tpu', 'X.Y.Z')}' (latest releases: "
+            + ", ".join(f"{n} {v}" for n, v in sorted(latest.items()))
+            + ").",
+            file=sys.stderr,
+        )
         return 2
     target, pins = Path(argv[0]), argv[1:]
     try:
@@ -74,7 +102,7 @@ def main(argv: list[str]) -> int:
         venv.EnvBuilder(with_pip=False).create(target)
     with tempfile.TemporaryDirectory(prefix="zoo-tree-wheels-") as tmp:
         pinned = {pinned_name(p) for p in pins}
-        for directory in PACKAGE_DIRS:
+        for directory in tree_dirs():
             if distribution(directory) not in pinned:
                 pip_wheel(ROOT / directory, Path(tmp))
         cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]

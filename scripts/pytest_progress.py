@@ -2,17 +2,43 @@
 
 Loaded with ``-p pytest_progress`` when ``ZOO_TEST_PROGRESS`` names the file: after collection
 and after each test it rewrites the file with ``{"done", "total", "failed"}`` (written beside,
-then renamed, so a reader never sees half a file).
+then renamed, so a reader never sees half a file). With ``ZOO_TEST_CPU`` naming a file, it also
+writes each test's CPU seconds there (its process's and its finished subprocesses', setup and
+teardown included): unlike wall time, they hardly change with the machine's load.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 _state = {"done": 0, "total": 0, "failed": 0}
+_cpu: dict[str, float] = {}
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Generator[None, None, None]:
+    start = _cpu_seconds()
+    yield
+    _cpu[item.nodeid] = _cpu_seconds() - start
+
+
+def pytest_sessionfinish(session: Any) -> None:
+    target = os.environ.get("ZOO_TEST_CPU")
+    if target:
+        Path(target).write_text(json.dumps(_cpu, indent=0))
 
 
 def _write() -> None:

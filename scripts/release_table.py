@@ -23,6 +23,7 @@ PACKAGE_DIRS = (
     "kernels/splash",
     "kernels/megablox",
     "kernels/deltanet-tpu",
+    "kernels/tokamax",
     "packages/zoo-layers",
     "data/zoo-data",
     "models/zoo-models",

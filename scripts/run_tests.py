@@ -85,8 +85,8 @@ NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
 #: tests against the newest libtpu), and a training smoke (through the layers and models).
 #: ``make test-newest`` (which ``.ci/run`` runs after ``make test``) runs every suite there.
 NEWEST_LEG = (
-    "zoo-flash-tpu", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox", "zoo-attention",
-    "zoo-deltanet-tpu",
+    "zoo-flash-tpu", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox", "zoo-tokamax",
+    "zoo-attention", "zoo-deltanet-tpu",
 )  # fmt: skip
 #: Within ``make test``'s newest leg, ``zoo-flash-tpu`` runs the shared conformance suite, its
 #: compile tests and the rest of its checks, but not its longest extras (the kernel's block-skip
@@ -103,7 +103,11 @@ NEWEST_LEG_ARGS: dict[str, list[str]] = {
 #: Suites of the newest leg alone: train, kill and resume a run, and the installed JAX kept.
 NEWEST_ONLY: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "train-smoke": ("training/zoo-train/tests/test_kill.py", ["tests/test_jax_range.py"], {}),
+    # tokamax needs jax >= 0.11.1 (Python >= 3.12): its kernel package lives on this leg alone.
+    "zoo-tokamax": ("kernels/tokamax/tests", [], {}),
 }
+#: Packages of the newest leg alone: ``--newest`` runs their suites with every other one.
+NEWEST_PACKAGE_SUITES = ("zoo-tokamax",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,14 +191,20 @@ def _run_suite(
         *args,
         *extra,
     ]
+    env["ZOO_TEST_CPU"] = str(REPORTS / f"{key}.cpu.json")
     with log.open("w") as out:
-        code = subprocess.call(
+        proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
             env={**env, "PYTHONUNBUFFERED": "1"},
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+        # wait4 gives this suite's own CPU time (its subprocesses' included), which the
+        # machine's load hardly changes: the figure to budget by on a busy machine.
+        _, status, usage = os.wait4(proc.pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
     seconds = time.perf_counter() - start
     with lock:
         running.pop(key, None)
@@ -205,7 +215,7 @@ def _run_suite(
     passed = int(c["tests"] - c["failures"] - c["errors"] - c["skipped"])
     # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
     ok = code == 0 and passed > 0
-    return (title, passed, failed, int(c["skipped"]), seconds, ok, code)
+    return (title, passed, failed, int(c["skipped"]), seconds, cpu, ok, code)
 
 
 def _progress_line(running: dict[str, float]) -> str | None:
@@ -280,7 +290,8 @@ def main(argv: list[str]) -> int:
         argv, extra = argv[:cut], argv[cut + 1 :]
     with_newest = "--with-newest" in argv
     newest_only = "--newest" in argv
-    names = [a for a in argv if a not in ("--with-newest", "--newest")] or list(SUITES)
+    names = [a for a in argv if a not in ("--with-newest", "--newest")]
+    names = names or [*SUITES, *(NEWEST_PACKAGE_SUITES if newest_only else ())]
     known = {**SUITES, **NEWEST_ONLY} if newest_only else SUITES
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -321,21 +332,23 @@ def main(argv: list[str]) -> int:
     rows = [results[job] for job in sorted(jobs, key=lambda j: legs_order[j[0].label])]
 
     print("\n" + "=" * 76)
-    print(f"{'suite':<28}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}  status")
-    for name, passed, failed, skipped, seconds, ok, code in rows:
+    print(
+        f"{'suite':<28}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}{'cpu s':>8}  status"
+    )
+    for name, passed, failed, skipped, seconds, cpu, ok, code in rows:
         status = "ok" if ok else f"FAILED (exit {code})"
-        print(f"{name:<28}{passed:>8}{failed:>8}{skipped:>9}{seconds:>10.1f}  {status}")
+        print(f"{name:<28}{passed:>8}{failed:>8}{skipped:>9}{seconds:>10.1f}{cpu:>8.0f}  {status}")
     if skipped_leg is not None:
         print(f"newest-JAX leg did not run: {skipped_leg}")
     total_passed = sum(r[1] for r in rows)
-    total_failed = sum(r[2] for r in rows) + sum(1 for r in rows if not r[5] and r[2] == 0)
+    total_failed = sum(r[2] for r in rows) + sum(1 for r in rows if not r[6] and r[2] == 0)
     total_skipped = sum(r[3] for r in rows)
     print("=" * 76)
     print(
         f"{total_passed} passed, {total_failed} failed, {total_skipped} skipped "
-        f"in {time.perf_counter() - wall:.0f} s wall"
+        f"in {time.perf_counter() - wall:.0f} s wall, {sum(r[5] for r in rows):.0f} CPU seconds"
     )
-    return 0 if all(r[5] for r in rows) else 1
+    return 0 if all(r[6] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -61,7 +61,11 @@ def test_megablox_equals_ragged_dot_forward_and_gradients(tokens):
         got, got_grads = run("megablox")
     want, want_grads = run("ragged_dot")
     assert {r.kernel for r in log.grouped_matmul} == {"megablox"}
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}")
+    # Float32 sums: an element's error follows the size of the terms summed, which is the
+    # array's scale, not the element's own (a gradient entry near zero). Measured over seeds:
+    # at most 7e-7 of the array's largest entry.
+    scale = lambda a: 1e-5 * float(np.abs(a).max())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=scale(want), err_msg=f"seed {seed}")
     leaves = zip(jax.tree.leaves(got_grads), jax.tree.leaves(want_grads), strict=True)
     for a, b in leaves:
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=scale(b), err_msg=f"seed {seed}")

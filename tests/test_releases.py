@@ -22,7 +22,7 @@ import release_check
 import release_commit
 import release_table
 import wheelhouse
-from envs import PACKAGES, ROOT
+from envs import PACKAGES, ROOT, leg_packages
 from packaging.version import Version
 
 #: Releases the no-tags fallback used to build from other commits (issue 26): 0.1.1 from a
@@ -207,7 +207,7 @@ def test_installed_versions_and_zoo_version_show_each_package_version():
         text=True,
         check=True,
     ).stdout.splitlines()
-    for dist, directory in PACKAGES.items():
+    for dist, directory in leg_packages().items():
         version = package_version.version_of(ROOT / directory)
         assert importlib.metadata.version(dist) == version, f"{dist}: run make install"
         assert f"{dist} {version}" in shown

@@ -87,3 +87,35 @@ def test_the_newest_interpreter_is_found_by_running_it(tmp_path, monkeypatch):
     assert newest_python.find() == str(fake)
     fake.write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\nexit 127\n")
     assert newest_python.find() is None
+
+
+CPU_SUITE = """
+import time
+
+
+def test_burns():
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+
+
+def test_sleeps():
+    time.sleep(0.5)
+"""
+
+
+def test_each_suite_and_test_reports_its_cpu_seconds_apart_from_its_wall_time(
+    tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_cpu.py").write_text(CPU_SUITE)
+    monkeypatch.setattr(run_tests, "SUITES", {"cpu": (str(tmp_path / "suite"), [], {})})
+    monkeypatch.setattr(run_tests, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(run_tests, "CACHE", tmp_path / "reports" / "cache")
+    assert run_tests.main(["cpu"]) == 0
+    per_test = json.loads((tmp_path / "reports" / "cpu.cpu.json").read_text())
+    by_name = {nodeid.rsplit("::", 1)[-1]: seconds for nodeid, seconds in per_test.items()}
+    assert by_name["test_burns"] >= 0.5 and by_name["test_sleeps"] < 0.25, by_name
+    last = capsys.readouterr().out.splitlines()[-1]
+    wall, cpu = (float(last.split(" s wall, ")[0].split()[-1]), float(last.split()[-3]))
+    assert cpu >= 0.5 and "CPU seconds" in last and wall >= 1.0, last

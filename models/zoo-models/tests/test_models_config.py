@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import pytest
 
 import zoo_models
@@ -70,6 +71,8 @@ def test_from_dict_rejects_unknown_fields():
         ({"rope_scaling": "yarn"}, "'none', 'linear' or 'llama3'"),
         ({"eos_token_id": 999}, "below `vocab_size`"),
         ({"d_model": 0}, "`d_model` must be a positive int"),
+        ({"mlp_chunk": -1}, "`mlp_chunk` must be a number of tokens >= 0"),
+        ({"mlp_chunk": True}, "`mlp_chunk` must be a number of tokens >= 0"),
     ],
 )
 def test_bad_configs_are_clear_errors(changes, message):
@@ -174,3 +177,13 @@ def test_default_lora_targets_are_modules_of_their_own(family):
         assert targets == ("o", "up", "down")
     with pytest.raises(ValueError, match="unknown family 'bert'"):
         zoo_models.default_lora_targets("bert")
+
+
+def test_remat_computes_the_mlp_in_chunks_unless_told_otherwise():
+    base = zoo_models.get("llama-tiny")
+    assert base.mlp_chunk_tokens is None  # no remat: the MLP is whole
+    assert base.replace(remat=True).mlp_chunk_tokens == zoo_models.REMAT_MLP_CHUNK
+    assert base.replace(remat=True, mlp_chunk=0).mlp_chunk_tokens is None
+    assert base.replace(mlp_chunk=512).mlp_chunk_tokens == 512
+    model = zoo_models.build(base.replace(remat=True, mlp_chunk=64), key=jax.random.key(0))
+    assert model.stack.blocks[0].mlp_chunk == 64

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import pathlib
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -33,3 +36,26 @@ def mounted_tmpfs(directory: pathlib.Path, size: str, *, read_only: bool = False
         yield
     finally:
         subprocess.run(["umount", str(directory)], check=True)
+
+
+def grpo_place(root: pathlib.Path, prompts: Sequence[dict[str, Any]], rewards: str) -> pathlib.Path:
+    """``root`` with a tiny Hugging Face Llama (``hf``, a random seed), ``prompts.jsonl`` and
+    the reward functions' source ``rewards.py``: what a GRPO command-line test runs on."""
+    import numpy as np
+
+    from zoo_train.testing import tiny_hf_llama
+
+    tiny_hf_llama(root / "hf", seed=int(np.random.default_rng().integers(1 << 16)))
+    (root / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in prompts))
+    (root / "rewards.py").write_text(rewards)
+    return root
+
+
+def zoo_in_process(argv: Sequence[str]) -> tuple[int, str]:
+    """``zoo ARGV`` run in this process: its exit code and what it wrote to stderr."""
+    from zoo_train.cli import main
+
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        code = main(list(argv))
+    return code, said.getvalue()

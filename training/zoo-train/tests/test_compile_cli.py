@@ -72,8 +72,9 @@ RUNS = {
         "--model", "llama-tiny", "--batch-size", "16", "--set", "model_config.vocab_size=4000000",
         "--set", "model_config.d_model=1024", "--set", "model_config.n_heads=8",
     ],
-    # Logits of 131072 tokens dominate: about 16 MiB a row per device; 656 rows fit, and the
-    # search starts near them (each compile that fits takes 10-20 s).
+    # Logits of 131072 tokens dominate (the unfused loss, see RUN_ENV): about 16 MiB a row per
+    # device; 656 rows fit, and the search starts near them (each compile that fits takes
+    # 10-20 s).
     "max-batch": [
         "--model", "llama-tiny", "--seq-len", "128", "--set", "model_config.vocab_size=131072",
         "--batch-size", "640", "--max-batch",
@@ -97,6 +98,9 @@ RUNS = {
         "--mesh", "fsdp=2,tensor=2",
     ],
 }  # fmt: skip
+#: What a run's process adds to the environment: the max-batch search compiles the unfused
+#: loss, whose logits make the batch's size (the fused one fits many times the rows).
+RUN_ENV = {"max-batch": {"ZOO_CROSS_ENTROPY": "logits"}}
 
 
 MOE = zoo_models.get("mixtral-tiny").replace(d_model=512, mlp_hidden=1024, n_heads=4)
@@ -122,7 +126,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
                 str(tmp / f"{name}.json"),
             ],
             cwd=tmp,
-            env=env,
+            env={**env, **RUN_ENV.get(name, {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -155,6 +159,19 @@ def test_a_small_step_fits_and_reports_its_figures(runs):
     assert state / 4 <= device["argument_bytes"] <= 1.05 * (state / 4 + batch)
     assert [k["kernel"] for k in report["kernels"]] == ["flash_tpu"]
     assert report["mosaic_calls"] >= 4  # forward, delta, dq, dk/dv
+    # What the peak is made of, from XLA's buffer assignment: the buffers it lists in HBM (on a
+    # step this small XLA's peak is mostly on-chip scratch it does not list), its arguments the
+    # state's shards, its temporaries named by the scopes that made them.
+    peak = report["peak"]
+    assert device["argument_bytes"] <= peak["bytes"] <= device["peak_bytes"]
+    assert peak["bytes"] == peak["argument_bytes"] + peak["output_bytes"] + peak["temporary_bytes"]
+    assert abs(peak["argument_bytes"] - device["argument_bytes"]) <= 0.01 * device["argument_bytes"]
+    parts = peak["argument_parts"]
+    assert 4 * zoo_models.num_params(config) / 4 <= parts["state.params"] <= 1.05 * state / 12
+    assert parts["state.opt_state"] >= 2 * parts["state.params"]
+    names = [b["name"] for b in peak["largest_temporaries"]]
+    assert any("attention" in n for n in names), names
+    assert "largest temporaries at the peak" in stdout
     assert "fits" in stdout and "flash_tpu" in stdout
 
 
@@ -246,6 +263,13 @@ def test_a_step_built_not_to_fit_exits_3_with_figures(runs):
     device = report["per_device"]
     assert device["peak_bytes"] > device["hbm_bytes"] > 0
     assert device["argument_bytes"] >= 3 * 4 * 2 * 4_000_000 * 1024 // 4
+    # XLA's error names the memory it needs, arguments included; the buffer assignment it
+    # wrote before failing says what was live at that peak (the gaps between buffers aside).
+    assert device["peak_bytes"] == device["argument_bytes"] + device["temp_bytes"]
+    live = report["peak"]
+    assert device["hbm_bytes"] < live["bytes"] <= device["peak_bytes"]
+    assert live["argument_bytes"] >= 3 * 4 * 2 * 4_000_000 * 1024 // 4
+    assert "live at the peak" in stdout
 
 
 def test_max_batch_finds_the_largest_batch_that_fits(runs):
@@ -278,6 +302,16 @@ def test_max_batch_finds_the_largest_batch_that_fits(runs):
 def test_bad_topologies_and_meshes_are_usage_errors(args, needles, tmp_path: pathlib.Path):
     model = [] if "--model" in args else ["--model", "llama-tiny"]
     _usage_error(_zoo(_tpu_python(), *args, *model, cwd=tmp_path), *needles)
+
+
+def test_a_sequence_no_host_could_make_exits_3_before_anything_is_built(tmp_path: pathlib.Path):
+    # The hostile pass: --seq-len 1000000000000 was OOM-killed at 24 GB (a kernel's host tables).
+    proc = _zoo(_tpu_python(), "--topology", "v5e:2x2", "--model", "llama-tiny",
+                "--seq-len", "1000000000000", cwd=tmp_path)  # fmt: skip
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("zoo compile:")]
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr and "compiling" not in proc.stderr
+    assert "A step's batch of 16 rows of 1,000,000,000,000 tokens needs at least" in lines[0]
 
 
 def test_without_libtpu_it_says_how_to_get_it(tmp_path: pathlib.Path):

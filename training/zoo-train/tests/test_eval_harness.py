@@ -394,3 +394,23 @@ def test_step_0_is_scored_only_when_asked_and_never_twice(tmp_path, at_start):
     hook.start(view, 0)  # a run restarted from scratch finds step 0 scored
     assert scored == ([0] if at_start else [])
     assert [s for s in range(11) if hook.due(s)] == [5, 10]
+
+
+def test_a_task_file_lm_eval_cannot_read_is_named_and_too_many_shots_are_one_sentence(
+    setup, tmp_path
+):
+    """lm-eval's index passes over a task file it cannot parse, and its sampler raises
+    "Sample larger than population" for more shots than a task holds: both are one sentence
+    that names what to change."""
+    from zoo_train import UsageError
+
+    (tmp_path / "good.yaml").write_text((setup["tasks"] / f"{CHOICE}.yaml").read_text())
+    (tmp_path / "bad_task.yaml").write_text("task: bad_task\ndataset_path: json\n  oops: [\n")
+    with pytest.raises(UsageError) as refused:
+        run_tasks(setup["lm"], ["bad_task"], include_path=str(tmp_path), bootstrap_iters=0)
+    said = str(refused.value)
+    assert said.startswith("No task named 'bad_task'") and "cannot be read; fix it." in said
+    assert f"the task file {tmp_path / 'bad_task.yaml'} (" in said
+    with pytest.raises(UsageError, match="--num-fewshot 1000 asks for more examples than"):
+        run_tasks(setup["lm"], [CHOICE], include_path=str(setup["tasks"]), num_fewshot=1000,
+                  limit=2, bootstrap_iters=0)  # fmt: skip

@@ -17,10 +17,11 @@ import time
 
 import numpy as np
 import pytest
+from cli_helpers import grpo_place, zoo_in_process
 
 from zoo_train.cli import main
 from zoo_train.loop import read_metrics
-from zoo_train.testing import WORDS, tiny_hf_llama
+from zoo_train.testing import WORDS
 
 REWARDS = '''
 calls = 0
@@ -41,17 +42,13 @@ def fails_at_step_3(prompts, completions, **columns):
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("grpo-cli")
-    tiny_hf_llama(root / "hf", seed=int(np.random.default_rng().integers(1 << 16)))
     rng = np.random.default_rng()
     lines = [
         {"prompt": " ".join(rng.choice(WORDS, int(rng.integers(2, 5)))), "answer": str(i)}
         for i in range(6)
     ]
     lines[2] = {"prompt": [{"role": "user", "content": "alpha beta"}], "answer": "7"}
-    (root / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    (root / "rewards.py").write_text(REWARDS)
-    return root
+    return grpo_place(tmp_path_factory.mktemp("grpo-cli"), lines, REWARDS)
 
 
 def _args(setup: pathlib.Path, out: str, *extra: str) -> list[str]:
@@ -64,10 +61,7 @@ def _args(setup: pathlib.Path, out: str, *extra: str) -> list[str]:
 
 
 def _zoo(setup: pathlib.Path, out: str, *extra: str) -> tuple[int, str]:
-    said = io.StringIO()
-    with contextlib.redirect_stderr(said):
-        code = main(_args(setup, out, *extra))
-    return code, said.getvalue()
+    return zoo_in_process(_args(setup, out, *extra))
 
 
 def _steps(out: pathlib.Path) -> list[dict]:

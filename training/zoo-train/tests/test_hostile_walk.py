@@ -66,9 +66,32 @@ def place(tmp_path_factory) -> pathlib.Path:
     os.mkfifo(root / "fifo")
     lines = b"".join(b'{"text": "line %d"}\n' % i for i in range(2000))
     (root / "cut.jsonl.gz").write_bytes(gzip.compress(lines)[:-40])
+    # Configs that nest past any use, expand without end, or say a key twice.
+    (root / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (root / "nested.json").write_text('{"model_config": {"x": ' + "[" * 40 + "]" * 40 + "}}")
+    (root / "bomb.yaml").write_text(_alias_bomb())
+    (root / "small_bomb.yaml").write_text(_alias_bomb(4))  # under the cap: its error is short
+    (root / "twice.yaml").write_text("steps: 2\nbatch_size: 4\nsteps: 3\n")
+    (root / "twice.json").write_text('{"steps": 2, "steps": 3}')
+    # A store whose manifest is not JSON, and shards whose manifest is gone.
+    (root / "badstore" / "train").mkdir(parents=True)
+    (root / "badstore" / "manifest.json").write_text('{"format": ')
+    (root / "orphan" / "train").mkdir(parents=True)
+    (root / "orphan" / "train" / "00000.tokens").write_bytes(b"\0" * 64)
+    (root / "prompts.jsonl").write_text('{"prompt": "alpha beta", "answer": "1"}\n')
     (root / "cut.txt.zst").write_bytes(zstandard.ZstdCompressor().compress(lines)[:-40])
     (root / "not.txt.zst").write_bytes(b"plain text, not zstd")
     return root
+
+
+def _alias_bomb(levels: int = 10) -> str:
+    """YAML whose anchors each list the one before nine times under `data:`: a few lines,
+    9**(levels + 1) values."""
+    lines = ["data:", "- &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, levels):
+        lines.append(f"- &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    lines.append("- [" + ", ".join([f"*a{levels - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
 
 
 def _edit_config(directory: pathlib.Path, **changes: object) -> None:
@@ -84,7 +107,7 @@ CASES = [
     # Bad flags and values of every kind, refused before anything is loaded.
     (["train", "--no-such-flag"], USAGE, "--no-such-flag"),
     ([*TRAIN, "--steps", "many"], USAGE, "'many'"),
-    ([*TRAIN, "--steps", "0"], USAGE, "`steps` (--steps) must be at least 1, got 0"),
+    ([*TRAIN, "--steps", "0"], USAGE, "`steps` (--steps) must be in [1, 2147483647], got 0"),
     ([*TRAIN, "--batch-size", "-4"], USAGE, "`batch_size` (--batch-size) must be at least 1"),
     ([*TRAIN, "--lr", "inf"], USAGE, "`lr` must be a finite number"),
     ([*TRAIN, "--lr", "-0.1"], USAGE, "`lr` (--lr) must be greater than 0"),
@@ -194,6 +217,56 @@ CASES = [
     (["data", "prepare", "not.txt.zst", "--out", "store"], USAGE,
      "Cannot read the data file 'not.txt.zst': not valid zstd data"),
     (["data", "prepare", "corpus", "--out", "store", "--workers", "0"], USAGE, "at least 1"),
+    # The hostile pass: outputs over, around or inside inputs, the root, system directories.
+    (["data", "prepare", "corpus", "--out", "corpus", "--overwrite"], USAGE,
+     "--out 'corpus' is the input 'corpus'"),
+    (["data", "prepare", "corpus/doc00.txt", "--out", "corpus/doc00.txt", "--overwrite"], USAGE,
+     "is the input 'corpus/doc00.txt'"),
+    (["data", "prepare", "corpus", "--out", "corpus/store", "--overwrite"], USAGE,
+     "lies inside the input 'corpus'"),
+    (["train", "--data", "corpus", "--out", "/", "--steps", "2"], USAGE,
+     "--out '/' is the filesystem root; write into a directory of your own instead"),
+    (["train", "--data", "corpus", "--out", "/proc", "--steps", "2"], USAGE,
+     "--out '/proc' is a system directory"),
+    (["train", "--data", "corpus", "--out", "corpus/run", "--steps", "2"], USAGE,
+     "--out 'corpus/run' lies inside the input 'corpus'"),
+    ([*FINETUNE, "--export-hf", "hf/merged"], USAGE, "--export-hf 'hf/merged' lies inside"),
+    (["convert", "hf", "hf/run"], USAGE, "DST 'hf/run' lies inside the input 'hf'"),
+    (["eval", "hf", "--tasks", "t", "--output", "hf/config.json"], USAGE,
+     "--output 'hf/config.json' lies inside the input 'hf'"),
+    (["eval", "hf", "--tasks", "t", "--output", "corpus"], USAGE,
+     "--output 'corpus' is a directory; pass the path of a file to write"),
+    (["eval", "hf", "--data-cache", "hf"], USAGE, "--data-cache 'hf' is the input 'hf'"),
+    (["compile", "--topology", "v5e:2x2", "--json", "corpus"], USAGE,
+     "--json 'corpus' is a directory"),
+    # A store's manifest is checked; shards without one are no store.
+    (["data", "info", "badstore"], USAGE, "'badstore/manifest.json' is not valid JSON"),
+    ([*TRAIN[:2], "badstore", *TRAIN[3:]], USAGE, "'badstore/manifest.json' is not valid JSON"),
+    ([*TRAIN[:2], "orphan", *TRAIN[3:]], USAGE,
+     "'orphan' holds a token store's shard files (train/00000.tokens) but no manifest.json"),
+    # Configs: nesting, alias expansion and keys given twice, refused in a short sentence.
+    ([*TRAIN, "--config", "deep.json"], USAGE, "nests values more than 16 levels deep"),
+    ([*TRAIN, "--config", "nested.json"], USAGE, "nests values more than 16 levels deep"),
+    ([*TRAIN, "--config", "bomb.yaml"], USAGE, "holds more than 100,000 values"),
+    ([*TRAIN, "--config", "small_bomb.yaml"], USAGE,  # the value cut to 120 characters
+     "Setting `data` must be a list of strings, got [['x', 'x', 'x', 'x', ...], [['x', 'x', "
+     "'x', 'x', ...], ['x', 'x', 'x', 'x', ...], ['x', 'x', 'x', 'x', ...], ['x', 'x'…."),
+    ([*TRAIN, "--config", "twice.yaml"], USAGE, "gives `steps` twice in one table (line 3)"),
+    ([*TRAIN, "--config", "twice.json"], USAGE, "gives `steps` twice in one table; keep one"),
+    # Sizes: refused before anything is allocated.
+    ([*TRAIN[:5], "--steps", "1000000000000", "--stop-at", "1"], USAGE,
+     "`steps` (--steps) must be in [1, 2147483647], got 1000000000000"),
+    ([*TRAIN, "--batch-size", "1000000000"], DOES_NOT_FIT,
+     "A step's batch of 1,000,000,000 rows of 128 tokens needs at least"),
+    (["finetune", "--from-hf", "hf", "--objective", "grpo", "--data", "prompts.jsonl", "--out",
+      "out", "--reward", "answer_match", "--steps", "2", "--num-generations", "1000000000",
+      "--batch-size", "1000000000"], DOES_NOT_FIT,
+     "A step's batch of 1,000,000,000 rows of 511 tokens needs at least"),
+    # Objectives zoo compile does not compile.
+    (["compile", "--topology", "v5e:2x2", "--objective", "grpo"], USAGE,
+     "drop --objective grpo"),
+    (["compile", "--topology", "v5e:2x2", "--objective", "kto"], USAGE,
+     "--objective must be one of sft, dpo, ipo, simpo, orpo, grpo; got 'kto'"),
     (["data", "prepare", "corpus", "--out", "store", "--eval-fraction", "nan"], USAGE, "[0, 1)"),
 ]  # fmt: skip
 

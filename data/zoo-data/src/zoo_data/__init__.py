@@ -18,6 +18,8 @@ from ._loader import DataSource as DataSource
 from ._loader import PackedLoader as PackedLoader
 from ._loader import tokenize_documents as tokenize_documents
 from ._loader import tokenize_examples as tokenize_examples
+from ._output_paths import check_output_path as check_output_path
+from ._output_paths import system_directory as system_directory
 from ._packing import Batch as Batch
 from ._packing import pack_documents as pack_documents
 from ._packing import rows_to_batch as rows_to_batch

@@ -102,9 +102,11 @@ def swap_tokens(path: pathlib.Path, rng: np.random.Generator, lo: int = 0, hi: i
 
 
 def strip_hashes(store: pathlib.Path) -> None:
-    """Make ``store`` what an older zoo wrote: a manifest without block hashes."""
+    """Make ``store`` what an older zoo wrote: a manifest without block hashes (nor its own
+    checksum, which came later still)."""
     manifest = json.loads((store / "manifest.json").read_text())
     del manifest["blocks"]
+    manifest.pop("manifest_sha256", None)
     for shard in manifest["shards"]:
         for record in shard["files"]:
             del record["blocks"]

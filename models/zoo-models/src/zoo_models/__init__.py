@@ -10,6 +10,7 @@ from zoo_data import RenderedChat as RenderedChat
 from zoo_data import ZooTokenizer as _ZooTokenizer
 from zoo_data import load_tokenizer as load_tokenizer
 
+from ._config import REMAT_MLP_CHUNK as REMAT_MLP_CHUNK
 from ._config import ModelConfig as ModelConfig
 from ._generate import GenerationConfig as GenerationConfig
 from ._generate import generate as generate

@@ -39,6 +39,10 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "linear_attention_implementation": None,
 }
 _TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers", "linear_pattern")
+#: Tokens a dense MLP branch computes at a time under ``remat`` (``ModelConfig.mlp_chunk``):
+#: at a Llama-3-8B width a chunk's hidden activations are 112 MiB a row, where the whole
+#: 8192-token row's are 0.9 GiB (measured with ``zoo compile``: docs/benchmarks.md).
+REMAT_MLP_CHUNK = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +97,12 @@ class ModelConfig:
         init_std: std of the normal initialisation of weights.
         param_dtype: parameter dtype; compute_dtype: activation dtype (``None``: bfloat16 on
             accelerators, float32 on CPU).
-        remat: rematerialise each layer in the backward pass.
+        remat: rematerialise each layer in the backward pass (each layer's input is kept).
+        mlp_chunk: tokens of the sequence a dense MLP branch computes at a time, each chunk
+            rematerialised, so the MLP's hidden activations ``[B, T, mlp_hidden]`` exist one
+            chunk at a time in the forward and backward pass; ``None``:
+            :data:`REMAT_MLP_CHUNK` when ``remat`` is on, else whole; ``0``: always whole.
+            Used for sequences longer than the chunk and a multiple of it.
         scan_layers: apply the layers with ``jax.lax.scan`` (``True``; compile time flat in
             depth) or an unrolled loop (``False``; faster steps on CPU); ``None`` scans on
             accelerators and unrolls on CPU. The parameters are stacked either way.
@@ -171,6 +180,7 @@ class ModelConfig:
     param_dtype: str = "float32"
     compute_dtype: str | None = None
     remat: bool = False
+    mlp_chunk: int | None = None
     scan_layers: bool | None = None
     attention_implementation: str | None = None
     bos_token_id: int | None = None
@@ -280,6 +290,14 @@ class ModelConfig:
                     f"`extra_eos_token_ids` holds {value!r}; every id must be below `vocab_size` "
                     f"({self.vocab_size})."
                 )
+        if self.mlp_chunk is not None and (
+            not isinstance(self.mlp_chunk, int)
+            or isinstance(self.mlp_chunk, bool)
+            or self.mlp_chunk < 0
+        ):
+            raise ValueError(
+                f"`mlp_chunk` must be a number of tokens >= 0 or None, got {self.mlp_chunk!r}."
+            )
         check_float_dtype("param_dtype", self.param_dtype)
         if self.compute_dtype is not None:
             check_float_dtype("compute_dtype", self.compute_dtype)
@@ -378,6 +396,13 @@ class ModelConfig:
         """The features of each head the rotary embedding turns: ``int(head_dim *
         rotary_fraction)``, as transformers rounds it."""
         return int(self.dim_per_head * self.rotary_fraction)
+
+    @property
+    def mlp_chunk_tokens(self) -> int | None:
+        """The chunk a dense MLP branch computes in (``mlp_chunk`` resolved; ``None``: whole)."""
+        if self.mlp_chunk is not None:
+            return self.mlp_chunk or None
+        return REMAT_MLP_CHUNK if self.remat else None
 
     @property
     def kv_heads(self) -> int:

@@ -24,6 +24,7 @@ RUNTIME_FIELDS = (
     "param_dtype",
     "compute_dtype",
     "remat",
+    "mlp_chunk",
     "scan_layers",
     "attention_implementation",
     "linear_attention_implementation",

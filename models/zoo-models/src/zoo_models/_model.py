@@ -23,6 +23,7 @@ from zoo_layers import (
     LayerStack,
     Linear,
     MoE,
+    OutputHead,
     RMSNorm,
     RouterStats,
     TransformerBlock,
@@ -107,6 +108,7 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
         post_attn_norm=_norm(config) if config.post_norms else None,
         post_mlp_norm=_norm(config) if config.post_norms else None,
         dropout=Dropout(config.dropout),
+        mlp_chunk=config.mlp_chunk_tokens,
     )
 
 
@@ -182,13 +184,14 @@ class Transformer(eqx.Module):
     ) -> Float[Array, "B T D"]:
         """Token (and learned position) embeddings in the compute dtype."""
         dtype = self.compute_dtype
-        h = self.embed(input_ids, dtype=dtype)
-        if self.config.embedding_scale:
-            # Gemma rounds sqrt(d_model) to the activation dtype before multiplying.
-            h = h * jnp.asarray(math.sqrt(self.config.d_model), dtype)
-        if self.pos_embed is not None:
-            h = h + self.pos_embed(positions, dtype=dtype)
-        return self.embed_dropout(h, key=key)
+        with jax.named_scope("embed"):
+            h = self.embed(input_ids, dtype=dtype)
+            if self.config.embedding_scale:
+                # Gemma rounds sqrt(d_model) to the activation dtype before multiplying.
+                h = h * jnp.asarray(math.sqrt(self.config.d_model), dtype)
+            if self.pos_embed is not None:
+                h = h + self.pos_embed(positions, dtype=dtype)
+            return self.embed_dropout(h, key=key)
 
     def project(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
         """Final norm, output head and final soft cap: hidden states to float32 logits."""
@@ -201,6 +204,12 @@ class Transformer(eqx.Module):
             logits = dense(h, head.weight.astype(h.dtype), bias, out_dtype=jnp.float32)
         cap = self.config.final_logit_soft_cap
         return logits if cap is None else cap * jnp.tanh(logits / cap)
+
+    def output_head(self) -> OutputHead:
+        """The output projection as the loss sees it: the head's weight (the embedding table
+        when tied), ``[V, D]``, and the final soft cap."""
+        weight = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return OutputHead(weight, soft_cap=self.config.final_logit_soft_cap)
 
     def hidden(
         self,
@@ -258,6 +267,23 @@ class Transformer(eqx.Module):
         not counted."""
         h, stats = self._hidden(input_ids, positions, segment_ids, key, keep_logits=keep_logits)
         return self.project(h), stats
+
+    def hidden_and_head(
+        self,
+        input_ids: Int[Array, "B T"],
+        *,
+        positions: Int[Array, "B T"] | None = None,
+        segment_ids: Int[Array, "B T"] | None = None,
+        key: PRNGKeyArray | None = None,
+    ) -> tuple[Float[Array, "B T D"], OutputHead, RouterStats | None]:
+        """What the logits are made of, for a loss that never holds them: the final hidden
+        states (after the final norm, in the compute dtype), the :class:`OutputHead`
+        (``head.cross_entropy(hidden, targets)`` gives each token's cross entropy and log Z
+        through the fused linear cross-entropy contract; ``head.logits(hidden)`` equals
+        :meth:`__call__`'s logits), and the router statistics as :meth:`logits_and_router`
+        gives them (``None`` for a dense model)."""
+        h, stats = self._hidden(input_ids, positions, segment_ids, key, keep_logits=False)
+        return self.final_norm(h), self.output_head(), stats
 
     def __call__(
         self,

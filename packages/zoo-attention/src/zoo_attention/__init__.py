@@ -3,9 +3,10 @@
 ``dot_product_attention`` is the only attention call models make; kernels plug in through the
 ``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``);
 ``recording()`` collects what was chosen. ``zoo_attention.grouped`` is the grouped-matmul
-contract (mixture-of-experts layers) and ``zoo_attention.linear`` the linear-attention contract
-(the gated delta rule of gated DeltaNet layers), each with its own kernels chosen by the same
-machinery.
+contract (mixture-of-experts layers), ``zoo_attention.cross_entropy`` the fused linear
+cross-entropy contract (a language model's loss on its output head, without its logits) and
+``zoo_attention.linear`` the linear-attention contract (the gated delta rule of gated DeltaNet
+layers), each with its own kernels chosen by the same machinery.
 """
 
 import importlib
@@ -13,6 +14,7 @@ import warnings
 from typing import Any
 
 from . import context as context
+from . import cross_entropy as cross_entropy
 from . import grouped as grouped
 from . import linear as linear
 from ._api import dot_product_attention as dot_product_attention

@@ -1,8 +1,8 @@
 """What was resolved: :class:`Resolution`, the :func:`recording` blocks that collect them, and
 the fallback warnings, logged once per block.
 
-One record for every kind of kernel: a block sees the attention and the grouped-matmul
-resolutions made inside it, each marked with its kind.
+One record for every kind of kernel: a block sees the attention, grouped-matmul,
+cross-entropy and linear-attention resolutions made inside it, each marked with its kind.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Literal
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped_matmul"
 LINEAR_ATTENTION = "linear_attention"
+CROSS_ENTROPY = "cross_entropy"
 
 logger = logging.getLogger("zoo_attention")
 
@@ -32,11 +33,14 @@ class Resolution:
     Attributes:
         kernel: the kernel's name.
         version: the kernel's distribution version.
-        source: ``"argument"`` (``implementation=``), ``"environment"`` (``ZOO_ATTENTION`` or
-            ``ZOO_GROUPED_MATMUL``) or ``"default"`` (the platform's default order).
+        source: ``"argument"`` (``implementation=``), ``"environment"`` (``ZOO_ATTENTION``,
+            ``ZOO_GROUPED_MATMUL``, ``ZOO_CROSS_ENTROPY`` or ``ZOO_LINEAR_ATTENTION``) or
+            ``"default"`` (the platform's default order).
         skipped: ``(name, reason)`` for each kernel tried first that could not serve.
-        spec: the call it was resolved for (an ``AttentionSpec`` or a ``GroupedMatmulSpec``).
-        kind: ``"attention"``, ``"grouped_matmul"`` or ``"linear_attention"``.
+        spec: the call it was resolved for (an ``AttentionSpec``, a ``GroupedMatmulSpec``, a
+            ``CrossEntropySpec`` or a ``LinearAttentionSpec``).
+        kind: ``"attention"``, ``"grouped_matmul"``, ``"cross_entropy"`` or
+            ``"linear_attention"``.
     """
 
     kernel: str
@@ -72,6 +76,8 @@ class ResolutionLog:
         last: the most recent attention resolution, or ``None`` if none was made.
         grouped_matmul: every distinct grouped-matmul resolution, in order of first use
             (:meth:`of_kind` gives any kind's).
+        cross_entropy: every distinct fused linear cross-entropy resolution, in order of
+            first use.
         linear_attention: every distinct linear-attention (gated delta rule) resolution, in
             order of first use.
     """
@@ -101,6 +107,10 @@ class ResolutionLog:
     @property
     def grouped_matmul(self) -> list[Resolution]:
         return self.of_kind(GROUPED_MATMUL)
+
+    @property
+    def cross_entropy(self) -> list[Resolution]:
+        return self.of_kind(CROSS_ENTROPY)
 
     @property
     def linear_attention(self) -> list[Resolution]:

@@ -7,11 +7,13 @@ from ._attention import Attention as Attention
 from ._attention import QKNorm as QKNorm
 from ._block import TransformerBlock as TransformerBlock
 from ._cache import KVCache as KVCache
+from ._chunked import chunked_tokens as chunked_tokens
 from ._dropout import Dropout as Dropout
 from ._dtype import DTypePolicy as DTypePolicy
 from ._dtype import check_float_dtype as check_float_dtype
 from ._dtype import default_compute_dtype as default_compute_dtype
 from ._embedding import Embedding as Embedding
+from ._head import OutputHead as OutputHead
 from ._linear import Linear as Linear
 from ._linear import dense as dense
 from ._logical import BATCH as BATCH

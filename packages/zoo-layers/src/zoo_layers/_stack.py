@@ -286,10 +286,11 @@ class LayerStack(eqx.Module):
                 stats.append(s)
             return h, tuple(stats)
 
-        out, ys = self._apply(body, x, keys)
-        tail_ys: tuple[RouterStats | None, ...] = ()
-        if self.tail:
-            out, tail_ys = self._apply(body, out, tail_keys, self.tail)
+        with jax.named_scope("layers"):
+            out, ys = self._apply(body, x, keys)
+            tail_ys: tuple[RouterStats | None, ...] = ()
+            if self.tail:
+                out, tail_ys = self._apply(body, out, tail_keys, self.tail)
         whole = self.groups * self.period
         per_layer = []
         for layer in range(self.n_layers):

@@ -1,10 +1,12 @@
-"""Refusing, before anything is allocated, a run whose state cannot fit the devices' memory.
+"""Refusing, before anything is allocated, a run whose state or batches cannot fit in memory.
 
-A configuration can ask for any size (``--set model_config.n_layers=100000000``); building it
-would exhaust the host or die in XLA with a traceback. The estimate is a floor: parameters,
-their gradients and the optimizer's moments (float32), from the configuration alone
-(``zoo_models.param_bytes`` extrapolates two small abstract models). Activations come on top,
-and ``zoo compile`` measures them for TPUs; this check only refuses what cannot fit at all.
+A configuration can ask for any size (``--set model_config.n_layers=100000000``, ``--batch-size
+1000000000``); building it would exhaust the host (the kernel's OOM killer ends the process with
+no message) or die in XLA with a traceback. The estimates are floors: parameters, their
+gradients and the optimizer's moments (float32), from the configuration alone
+(``zoo_models.param_bytes`` extrapolates two small abstract models); and a step's batch as the
+host makes it. Activations come on top, and ``zoo compile`` measures them for TPUs; these checks
+only refuse what cannot fit at all.
 """
 
 from __future__ import annotations
@@ -68,6 +70,33 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
             f"{'gradients and ' + optimizer + ' state' if full else 'nothing else'} that is at "
             f"least {gib(need)}, more than {where} ({gib(have)}); choose a "
             "smaller model_config or more devices."
+        )
+
+
+#: Host bytes per token of a step's batch: int32 input ids, targets, positions and segment ids
+#: and float32 loss weights, each ``[rows, width]``.
+BATCH_BYTES_PER_TOKEN = 20
+
+
+def check_batch_fits(rows: int, width: int, lower: str, *, processes: int | None = None) -> None:
+    """Refuse a step whose batch of ``rows`` rows of ``width`` tokens alone exceeds the memory
+    this process may use on the host, where batches are made (``lower``: what to change). Each
+    of ``processes`` (default: the run's) makes its share of the rows.
+
+    Raises:
+        zoo_models.DoesNotFitError: one sentence with both figures.
+    """
+    from .compile import gib
+
+    processes = jax.process_count() if processes is None else processes
+    rows = -(-rows // processes)
+    need = rows * width * BATCH_BYTES_PER_TOKEN
+    have, where = zoo_models.host_memory_limit()
+    if have is not None and need > have:
+        each = f" (each of {processes} processes' share)" if processes > 1 else ""
+        raise zoo_models.DoesNotFitError(
+            f"A step's batch of {rows:,} rows{each} of {width:,} tokens needs at least "
+            f"{gib(need)} of host memory, more than {where} ({gib(have)}); {lower}."
         )
 
 

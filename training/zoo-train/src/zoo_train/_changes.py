@@ -24,13 +24,15 @@ def provenance_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> lis
     if not saved:
         return []
     lines = []
-    for key, what in (
+    kinds = (
         ("attention", "attention kernel"),
         ("grouped_matmul", "grouped matmul"),
+        ("cross_entropy", "cross entropy"),
         ("linear_attention", "linear attention"),
-    ):
+    )
+    for key, what in kinds:
         if key not in saved and key != "attention":
-            continue  # before grouped matmuls were recorded, or a model without DeltaNet layers
+            continue  # before the kind was recorded, or a model without gated DeltaNet layers
         old_kernel = kernel_label(saved.get(key) or [])
         new_kernel = kernel_label(now.get(key) or [])
         if old_kernel != new_kernel:

@@ -66,3 +66,16 @@ class CheckpointWriteError(RuntimeError):
     def __init__(self, message: str, *, errno: int | None = None) -> None:
         super().__init__(message)
         self.errno = errno
+
+
+class StepInterruptedError(RuntimeError):
+    """A stop signal came while the next step's batch was being made (a reward function was
+    still running): the loop saves the last step taken and stops, as it does after a step.
+
+    Attributes:
+        signum: the signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name} before the next step")
+        self.signum = signum

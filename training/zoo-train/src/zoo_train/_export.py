@@ -25,16 +25,28 @@ def check_export_target(
     sources: tuple[str | os.PathLike[str] | None, ...] = (),
     overwrite: bool = False,
     flag: str = "--overwrite",
+    named: str = "the export",
+    inputs: tuple[str | os.PathLike[str] | None, ...] = (),
 ) -> None:
     """Refuse, before any work, to write into one of ``sources`` or into a non-empty
-    directory, unless ``overwrite``; a file at ``dest`` is always refused.
+    directory, unless ``overwrite``; a file at ``dest``, the filesystem root or a system
+    directory, and a ``dest`` that holds or lies inside a source or one of ``inputs`` (or is
+    one of ``inputs``) always.
 
     Raises:
         UsageError: one sentence naming ``dest`` and ``flag``.
     """
+    from zoo_data import check_output_path
+
     dest = pathlib.Path(dest)
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"{str(dest)!r} is a file; the export needs a directory path.")
+    try:
+        # Replacing the model read is --overwrite's to allow; around or inside it, never.
+        check_output_path(dest, sources, flag=named, allow_same=True)
+        check_output_path(dest, inputs, flag=named)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
     if overwrite:
         return
     for source in sources:

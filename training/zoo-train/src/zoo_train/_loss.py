@@ -1,6 +1,12 @@
 """The default language-model loss: masked next-token cross entropy plus optional z-loss, and
 for mixture-of-experts models the routers' load-balancing loss and z-loss.
 
+A model with ``hidden_and_head`` (every zoo model) never hands the loss its logits: the loss
+asks the model's output head for each token's cross entropy and log Z, through the fused
+linear cross-entropy contract of zoo-attention (``fused_xla`` by default everywhere;
+``ZOO_CROSS_ENTROPY=logits`` brings the plain logits back). Any other Equinox model returning
+logits from ``__call__`` is scored from its logits.
+
 A loss function has the signature ``loss_fn(model, batch, key) -> (loss_sum, aux)``: ``loss_sum``
 is a float32 scalar *summed* over the counted units and ``aux`` a dict of scalars that must hold
 ``"weight"`` (how many units were counted). The train step divides by the total weight over all
@@ -18,7 +24,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import Array, Float, PyTree
+
+from zoo_attention.cross_entropy import token_losses as token_losses
 
 from ._precision import cast_floating
 
@@ -30,40 +38,27 @@ def loss_unit(loss_fn: LossFn) -> str:
     return str(getattr(loss_fn, "unit", "tokens"))
 
 
-def token_losses(
-    logits: Float[Array, "B T V"], targets: Int[Array, "B T"]
-) -> tuple[Float[Array, "B T"], Float[Array, "B T"]]:
-    """Per-token cross entropy and ``log Z`` in float32.
-
-    The gradient with respect to ``logits`` is ``softmax · (g_ce + g_logz) − onehot · g_ce``,
-    computed in one elementwise pass (plain autodiff scatters into a zeroed ``[B, T, V]``
-    array and adds it, two more passes over the largest activation of a language model).
-    """
-    return _token_losses(logits.astype(jnp.float32), targets)
-
-
-@jax.custom_vjp
-def _token_losses(logits: Array, targets: Array) -> tuple[Array, Array]:
-    log_z = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
-    return log_z - target_logit, log_z
-
-
-def _token_losses_fwd(logits: Array, targets: Array) -> tuple[tuple[Array, Array], tuple]:
-    ce, log_z = _token_losses(logits, targets)
-    return (ce, log_z), (logits, targets, log_z)
-
-
-def _token_losses_bwd(residuals: tuple, cotangents: tuple[Array, Array]) -> tuple[Array, None]:
-    logits, targets, log_z = residuals
-    g_ce, g_log_z = cotangents
-    probs = jnp.exp(logits - log_z[..., None])
-    vocab = jax.lax.broadcasted_iota(targets.dtype, logits.shape, logits.ndim - 1)
-    target_term = jnp.where(vocab == targets[..., None], g_ce[..., None], 0.0)
-    return probs * (g_ce + g_log_z)[..., None] - target_term, None
-
-
-_token_losses.defvjp(_token_losses_fwd, _token_losses_bwd)
+def model_token_losses(
+    model: PyTree, batch: dict[str, jax.Array], **inputs: Any
+) -> tuple[Float[Array, "B T"], Float[Array, "B T"], Any]:
+    """``(ce, log_z, router_stats)`` of ``batch["targets"]`` after ``batch["input_ids"]``,
+    float32 ``[B, T]`` (0 where ``batch["loss_mask"]`` is 0), through the fused cross-entropy
+    contract for a model with ``hidden_and_head``, else from its logits; ``router_stats`` for
+    a mixture-of-experts model (``None`` otherwise). ``inputs`` go to the model (positions,
+    segment ids, a dropout key)."""
+    mask = batch["loss_mask"]
+    if callable(getattr(model, "hidden_and_head", None)):
+        hidden, head, stats = model.hidden_and_head(batch["input_ids"], **inputs)
+        ce, log_z = head.cross_entropy(hidden, batch["targets"], loss_mask=mask)
+        return ce, log_z, stats
+    stats = None
+    if callable(getattr(model, "logits_and_router", None)):
+        logits, stats = model.logits_and_router(batch["input_ids"], **inputs)
+    else:
+        logits = model(batch["input_ids"], **inputs)
+    ce, log_z = token_losses(logits, batch["targets"])
+    counts = mask != 0
+    return jnp.where(counts, ce, 0.0), jnp.where(counts, log_z, 0.0), stats
 
 
 def _takes_key(model: object) -> bool:
@@ -105,7 +100,8 @@ def make_lm_loss(
     router_aux_loss: float | None = None,
     router_z_loss: float = 0.0,
 ) -> LossFn:
-    """The LM loss for a model ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
+    """The LM loss for a model with ``hidden_and_head`` (zoo models: the fused cross-entropy
+    contract), or ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
 
     Args:
         z_loss: weight of ``log(Z)²`` per counted token (stabilises the softmax normaliser).
@@ -139,12 +135,7 @@ def make_lm_loss(
         if dtype is not None:
             model = cast_floating(model, dtype)
         inputs = {"positions": batch["positions"], "segment_ids": batch["segment_ids"], **kwargs}
-        stats = None
-        if callable(getattr(model, "logits_and_router", None)):
-            logits, stats = model.logits_and_router(batch["input_ids"], **inputs)
-        else:
-            logits = model(batch["input_ids"], **inputs)
-        ce, log_z = token_losses(logits, batch["targets"])
+        ce, log_z, stats = model_token_losses(model, batch, **inputs)
         mask = batch["loss_mask"].astype(jnp.float32)
         ce_sum = jnp.sum(ce * mask)
         z_sum = z_loss * jnp.sum(jnp.square(log_z) * mask)

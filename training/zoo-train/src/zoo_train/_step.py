@@ -188,22 +188,25 @@ def make_train_step(
         weight = jnp.maximum(aux["weight"], 1.0)
         grads = jax.tree.map(lambda g: g / weight, grads)
         loss = loss_sum / weight
-        grad_norm = optax.tree.norm(grads)
-        updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
-        new_params = optax.apply_updates(state.params, updates)
-        # A finite gradient can still make an infinite update (a huge learning rate): checked
-        # on the device, so a non-finite state is never kept, let alone saved.
-        update_finite = all_finite(new_params) & all_finite(new_opt_state)
-        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & update_finite
-        # In the old leaves' dtypes: float32 gradients would otherwise promote the moments of
-        # bfloat16 parameters, and the state would change type under a resumed run.
-        keep = lambda new, old: jax.tree.map(
-            lambda a, b: jnp.where(finite, a, b).astype(b.dtype), new, old
-        )
+        with jax.named_scope("optimizer"):  # names its buffers in `zoo compile`'s peak
+            grad_norm = optax.tree.norm(grads)
+            updates, new_opt_state = optimizer.update(grads, state.opt_state, state.params)
+            new_params = optax.apply_updates(state.params, updates)
+            # A finite gradient can still make an infinite update (a huge learning rate):
+            # checked on the device, so a non-finite state is never kept, let alone saved.
+            update_finite = all_finite(new_params) & all_finite(new_opt_state)
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & update_finite
+            # In the old leaves' dtypes: float32 gradients would otherwise promote the moments
+            # of bfloat16 parameters, and the state would change type under a resumed run.
+            keep = lambda new, old: jax.tree.map(
+                lambda a, b: jnp.where(finite, a, b).astype(b.dtype), new, old
+            )
+            kept_params = keep(new_params, state.params)
+            kept_opt_state = keep(new_opt_state, state.opt_state)
         new_state = TrainState(
-            params=keep(new_params, state.params),
+            params=kept_params,
             frozen=state.frozen,
-            opt_state=keep(new_opt_state, state.opt_state),
+            opt_state=kept_opt_state,
             step=state.step + 1,
             skipped=state.skipped + jnp.where(finite, 0, 1).astype(jnp.int32),
             key=jax.random.key_data(next_key),

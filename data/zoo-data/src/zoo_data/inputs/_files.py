@@ -79,8 +79,8 @@ def _dataset_metadata(path: pathlib.Path) -> bool:
 
 def _walk(root: pathlib.Path, seen: set[str] | None = None) -> Iterator[pathlib.Path]:
     """Files under ``root`` in sorted order (hidden ones skipped), following symlinks but
-    entering each real directory once (``seen``: those entered already); a ``datasets``
-    directory gives its Arrow files."""
+    entering each real directory once (``seen``: those entered already, and those never to be
+    entered); a ``datasets`` directory gives its Arrow files."""
     seen = set() if seen is None else seen
 
     def visit(directory: pathlib.Path) -> Iterator[pathlib.Path]:
@@ -114,14 +114,23 @@ def _walk(root: pathlib.Path, seen: set[str] | None = None) -> Iterator[pathlib.
     yield from visit(root)
 
 
-def _expand(source: str) -> list[InputFile]:
+def _inside(path: pathlib.Path, directories: set[str]) -> bool:
+    """Whether ``path`` (resolved) is one of ``directories`` or lies inside one."""
+    real = os.path.realpath(path)
+    return any(real == d or real.startswith(d.rstrip(os.sep) + os.sep) for d in directories)
+
+
+def _expand(source: str, excluded: set[str]) -> list[InputFile]:
     if not source.strip():
         raise ValueError("A data source is an empty path; pass a file, directory or glob.")
     if any(c in source for c in "*?["):
         matches = sorted(glob.glob(source, recursive=True))
         found: list[InputFile] = []
-        entered: set[str] = set()  # a `**` through a symlink loop matches one directory often
+        # a `**` through a symlink loop matches one directory often; excluded ones never enter
+        entered: set[str] = set(excluded)
         for match in map(pathlib.Path, matches):
+            if _inside(match, excluded):
+                continue
             if match.is_dir():
                 found += [
                     _input(p, p.resolve().as_posix(), False, source) for p in _walk(match, entered)
@@ -135,7 +144,17 @@ def _expand(source: str) -> list[InputFile]:
         return found
     path = pathlib.Path(source)
     if path.is_dir():
-        files = [_input(p, p.relative_to(path).as_posix(), False, source) for p in _walk(path)]
+        unfinished = unfinished_store(path)
+        if unfinished is not None:
+            raise ValueError(
+                f"{source!r} holds a token store's shard files ({unfinished}) but no "
+                "manifest.json, so it is not a token store (an unfinished or damaged one); "
+                "prepare it again from its sources with --overwrite, or pass a store or raw data."
+            )
+        entered = set(excluded)
+        files = [
+            _input(p, p.relative_to(path).as_posix(), False, source) for p in _walk(path, entered)
+        ]
         if not files:
             raise ValueError(f"The directory {source!r} holds no files; pass one with text files.")
         return files
@@ -193,9 +212,31 @@ def _input(path: pathlib.Path, name: str, explicit: bool, source: str) -> InputF
     return InputFile(path, name, kind, compression, explicit, source)
 
 
-def list_inputs(sources: Sequence[str | os.PathLike[str]]) -> list[InputFile]:
+def unfinished_store(directory: pathlib.Path) -> str | None:
+    """The first shard file of a token store in ``directory`` when it has no manifest (a
+    store whose prepare never finished, or whose manifest was lost), else ``None``."""
+    if (directory / "manifest.json").exists():
+        return None
+    for split in ("train", "eval"):
+        folder = directory / split
+        if not folder.is_dir():
+            continue
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                stem, _, suffix = entry.name.partition(".")
+                if stem.isdigit() and suffix in ("tokens", "starts", "mask", "pairs"):
+                    return f"{split}/{entry.name}"
+    return None
+
+
+def list_inputs(
+    sources: Sequence[str | os.PathLike[str]],
+    *,
+    exclude: Sequence[str | os.PathLike[str]] = (),
+) -> list[InputFile]:
     """Every file of ``sources`` in order (sources as given, files sorted by path), each once
-    by its resolved path.
+    by its resolved path; nothing in the directories ``exclude`` names (the store being
+    written, which a glob or a directory above it would otherwise read back in).
 
     Raises:
         ValueError: a source that does not exist or is not a file (a FIFO), an empty or
@@ -204,9 +245,10 @@ def list_inputs(sources: Sequence[str | os.PathLike[str]]) -> list[InputFile]:
     """
     seen: set[str] = set()
     out: list[InputFile] = []
+    excluded = {os.path.realpath(e) for e in exclude}
     for source in sources:
         try:
-            items = _expand(os.fspath(source))
+            items = _expand(os.fspath(source), excluded)
         except PermissionError as e:  # a directory on the way that cannot be searched
             raise cannot_read(pathlib.Path(source), e, "source") from e
         for item in items:

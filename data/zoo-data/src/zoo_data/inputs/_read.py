@@ -34,7 +34,8 @@ class DocumentStream:
     hold out ``fraction`` of them by the hash of each (fewer than ``2 / fraction``) are held
     out whole where that share of the corpus's bytes allows, in the order of their hash
     (:func:`~zoo_data._split.whole_held_out`): a document is never cut, so one file of
-    three is held out by none; :attr:`split_note` says what was done.
+    three is held out by none; :attr:`split_note` says what was done. Nothing inside the
+    directories ``exclude`` names is read (the store a prepare writes).
 
     Raises (on construction or while iterating):
         ValueError: a missing source, an unsupported or binary file named directly, a
@@ -49,11 +50,12 @@ class DocumentStream:
         *,
         text_field: str = "text",
         line_split: tuple[float, int] | None = None,
+        exclude: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         if isinstance(sources, str | os.PathLike):
             sources = [sources]
         self.sources = [os.fspath(s) for s in sources]
-        self.files: list[InputFile] = list_inputs(self.sources)
+        self.files: list[InputFile] = list_inputs(self.sources, exclude=exclude)
         self.text_field = text_field
         texts = sum(f.kind == "text" for f in self.files)
         # Only text files are documents that a hash split could leave too few of.

@@ -2,7 +2,8 @@
 
 A store is a directory::
 
-    manifest.json              what is below, with every file's size and sha256
+    manifest.json              what is below, with every file's size and sha256, and its own
+                               sha256 (see ``_manifest``: every reader checks it)
     tokenizer/                 the tokenizer's files (none for the byte tokenizer)
     train/00000.tokens         uint16 (vocabulary <= 65536) or uint32 token ids, documents one
                                after another, each with its BOS/EOS
@@ -88,29 +89,6 @@ def sync_dir(directory: pathlib.Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of the store at ``path``.
-
-    Raises:
-        ValueError: ``path`` is not a token store, or one of a newer format.
-    """
-    file = pathlib.Path(path) / MANIFEST
-    if not file.is_file():
-        raise ValueError(
-            f"{os.fspath(path)!r} is not a token store (no {MANIFEST}); make one with "
-            "`zoo data prepare SOURCE... --out STORE`."
-        )
-    manifest = json.loads(file.read_text())
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{str(file)!r} is not a token store manifest; pass a store directory.")
-    if manifest.get("version", 0) > STORE_FORMAT_VERSION:
-        raise ValueError(
-            f"The store {os.fspath(path)!r} has format version {manifest['version']}, newer than "
-            f"this zoo-data reads ({STORE_FORMAT_VERSION}); upgrade zoo-data."
-        )
-    return manifest
 
 
 def is_store(path: str | os.PathLike[str]) -> bool:

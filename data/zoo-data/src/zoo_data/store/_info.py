@@ -7,7 +7,7 @@ from typing import Any
 
 from .._pairs import skipped_sentence
 from ._blocks import block_info
-from ._format import read_manifest
+from ._manifest import read_manifest
 
 _SHOWN = 8  # sources listed by name; the rest are counted
 

@@ -30,22 +30,20 @@ from typing import Any
 import numpy as np
 
 from .._documents import Document
+from .._output_paths import check_output_path
 from .._tokenizer import Tokenizer
 from ..inputs import PIECE_CHARS, DocumentStream
-from ._blocks import ALGORITHM, BLOCK_BYTES
 from ._format import (
-    FORMAT,
     MANIFEST,
     PAIRS_VERSION,
     SPLITS,
     VERSION,
-    content_fingerprint,
-    read_manifest,
     token_dtype,
     write_json,
 )
 from ._identity import TOKENIZER_DIR, load_tokenizer, save_tokenizer, tokenizer_identity
 from ._info import store_info
+from ._manifest import make_manifest, read_manifest
 from ._partial import PROGRESS, clear, discard, locked, missing, publish, read_progress
 from ._shards import ShardWriter
 from ._tokenize import Encoded, Encoder
@@ -240,6 +238,16 @@ def _jax_running() -> bool:
     return bool(getattr(xla_bridge, "backends_are_initialized", lambda: True)())
 
 
+def _paths(sources: list[Any]) -> list[str]:
+    """The sources that name a path (a glob names the files it matches instead)."""
+    return [os.fspath(s) for s in sources if not any(c in os.fspath(s) for c in "*?[")]
+
+
+def _tokenizer_path(tokenizer: Any) -> str | None:
+    """The path a tokenizer argument names, if it names one."""
+    return os.fspath(tokenizer) if isinstance(tokenizer, str | os.PathLike) else None
+
+
 def _pool(workers: int, encoder: Encoder) -> concurrent.futures.ProcessPoolExecutor:
     # fork: workers start at once with the tokenizer already loaded (nothing is re-imported);
     # inside a process where JAX runs (a training run preparing its data), forkserver instead.
@@ -288,7 +296,9 @@ def prepare_store(
 
     Raises:
         ValueError: bad sources (see :class:`~zoo_data.inputs.DocumentStream`), an
-            existing store of other settings without ``overwrite``, no documents at all.
+            existing store of other settings without ``overwrite``, no documents at all, an
+            ``out`` that is, holds or lies inside a source (or the tokenizer), or is the
+            filesystem root or a system directory (see :func:`~zoo_data.check_output_path`).
     """
     if not 0.0 <= eval_fraction < 1.0:
         raise ValueError(f"The eval fraction must be in [0, 1), got {eval_fraction}.")
@@ -296,13 +306,29 @@ def prepare_store(
     if workers < 1:
         raise ValueError(f"The number of workers must be at least 1, got {workers}.")
     out = pathlib.Path(out)
+    named = _paths([sources] if isinstance(sources, str | os.PathLike) else list(sources))
+    # The sources named and the tokenizer, then each file a glob found: never over, around or
+    # inside what is read (the store itself is never read back in).
+    check_output_path(out, [*named, _tokenizer_path(tokenizer)], kind=None)
+    named_out = pathlib.Path(os.path.abspath(out))  # `.` has no name of its own
+    partial = named_out.with_name(f".{named_out.name}.partial")
     tok, description = load_tokenizer(tokenizer)
     identity = tokenizer_identity(tok, description)
-    stream = DocumentStream(sources, text_field=text_field, line_split=(eval_fraction, 0))
+    # A file at `out` is not excluded: a glob that matches it is refused below.
+    excluded = [partial] if out.is_file() else [out, partial]
+    stream = DocumentStream(
+        sources, text_field=text_field, line_split=(eval_fraction, 0), exclude=excluded
+    )
+    check_output_path(out, [f.path for f in stream.files if f.source not in named])
     settings = _settings(identity, text_field, eval_fraction)
     source_records = _source_records(stream)
     if (out / MANIFEST).is_file():
-        diff = _same(read_manifest(out), settings, source_records)
+        try:
+            diff = _same(read_manifest(out), settings, source_records)
+        except ValueError:  # a damaged manifest: replaced on request, else said
+            if not overwrite:
+                raise
+            diff = ["manifest"]
         if not diff:
             try:
                 check_store(out, checksums=False)
@@ -320,7 +346,6 @@ def prepare_store(
             f"{str(out)!r} exists and is not a token store; choose another --out or pass "
             "--overwrite to replace it."
         )
-    partial = out.with_name(f".{out.name}.partial")
     made = missing(partial.parent)
     with locked(partial, out):
         try:
@@ -330,7 +355,7 @@ def prepare_store(
         except BaseException:
             discard(partial, made)
             raise
-        publish(partial, out)
+        publish(partial, named_out)
     return {**store_info(out), "status": status}
 
 
@@ -393,46 +418,7 @@ def _write(
     shards = [s for g in run.groups for s in g["shards"] if s["files"]]
     if not shards:
         raise ValueError(f"No non-empty documents found in {stream.sources!r}.")
-    manifest = _manifest(settings, identity, dtype, source_records, stream, shards)
+    manifest = make_manifest(settings, identity, dtype, source_records, stream, shards)
     save_tokenizer(tok, partial / TOKENIZER_DIR)
     write_json(partial / MANIFEST, manifest)
     return status
-
-
-def _manifest(
-    settings: dict[str, Any],
-    identity: dict[str, Any],
-    dtype: Any,
-    sources: list[dict[str, Any]],
-    stream: DocumentStream,
-    shards: list[dict[str, Any]],
-) -> dict[str, Any]:
-    splits = {
-        split: {
-            key: sum(s.get(key, 0) for s in shards if s["split"] == split)
-            for key in ("documents", "tokens", "examples", "pairs")
-        }
-        | {"shards": sum(1 for s in shards if s["split"] == split)}
-        for split in SPLITS
-    }
-    pairs = any(s.get("pairs") for s in shards)
-    manifest = {
-        "format": FORMAT,
-        "version": PAIRS_VERSION if pairs else VERSION,
-        "tokenizer": identity,
-        "dtype": dtype.name,
-        "settings": settings,
-        "sources": sources,
-        "skipped": {
-            "files": len(stream.skipped),
-            "example": str(stream.skipped[0]) if stream.skipped else None,
-            # preference pairs without a preference: reason -> [count, the first one's place]
-            "pairs": stream.skipped_pairs,
-        },
-        "splits": splits,
-        "shards": shards,
-        # each shard file's "blocks": the hash of every block of this many bytes
-        "blocks": {"bytes": BLOCK_BYTES, "hash": ALGORITHM},
-    }
-    manifest["fingerprint"] = content_fingerprint(manifest)
-    return manifest

@@ -23,7 +23,7 @@ from typing import Any
 import xxhash
 
 from ._blocks import block_info, block_range
-from ._format import read_manifest
+from ._manifest import read_manifest
 from ._verify import file_problem, sha256_file
 
 PIECE_BLOCKS = 16  # blocks read and hashed per task: 16 MiB, few tasks, a bar that moves

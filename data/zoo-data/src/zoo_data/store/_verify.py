@@ -9,7 +9,7 @@ import pathlib
 from collections.abc import Iterable
 from typing import Any
 
-from ._format import read_manifest
+from ._manifest import read_manifest
 
 _BLOCK = 8 << 20
 

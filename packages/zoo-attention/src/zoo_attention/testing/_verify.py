@@ -68,23 +68,20 @@ def run_checks(
     return rows, failed
 
 
-def kind_verifier(
-    package: str,
-    check: Any,
+def verifier(
+    package: str, check: Any
 ) -> tuple[Callable[..., tuple[list[Row], int]], Callable[[], int]]:
-    """``(verify, verify_count)`` of a kind's conformance suite: its cases as the module
-    ``package`` names them when asked (``CASES``), each run by ``check.run_case(name, case)``,
-    then ``check.named_scope_failures(name)`` (looked up at each call)."""
+    """``(verify, verify_count)`` for a kind's testing package: its cases as the package's
+    ``CASES`` names them when asked, each through ``check.run_case(name, case)``, then
+    ``check.named_scope_failures(name)``."""
 
     def cases() -> tuple[Any, ...]:
         return tuple(sys.modules[package].CASES)
 
-    def verify_count() -> int:
-        """How many checks ``verify`` runs: every case and the named-scope check."""
+    def count() -> int:
         return len(cases()) + 1
 
-    def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
-        """Every case against kernel ``name``: the rows and the failure count."""
+    def run(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:
         return run_checks(
             cases(),
             lambda case: check.run_case(name, case),
@@ -92,7 +89,7 @@ def kind_verifier(
             on_row,
         )
 
-    return verify, verify_count
+    return run, count
 
 
 def verify(name: str, on_row: Callable[[Row], None] | None = None) -> tuple[list[Row], int]:

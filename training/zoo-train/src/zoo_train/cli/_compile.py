@@ -150,6 +150,14 @@ def _describe(
             f"({gib(m.alias_bytes)} reusing donated arguments), temporaries "
             f"{gib(m.temp_bytes)}, peak {gib(m.peak_bytes)}"
         )
+    if report.peak is not None:
+        lines += _peak_lines(report.peak)
+        unlisted = m.peak_bytes - report.peak.peak_bytes
+        if unlisted > max(2**20, m.peak_bytes // 100):
+            lines.append(
+                f"  (XLA's peak also counts {gib(unlisted)} that its buffer assignment lists no "
+                "buffer for: on-chip scratch, reserved space, gaps between buffers)"
+            )
     verdict = (
         f"fits, {gib(m.spare_bytes)} to spare"
         if m.fits
@@ -161,6 +169,34 @@ def _describe(
     lines.append(f"  compiled in {report.compile_s:.1f} s")
     if not m.fits and not model.remat:
         lines.append("  (rematerialising layers often fits: --set model_config.remat=true)")
+    return lines
+
+
+#: How many of the largest temporaries `zoo compile` prints (the JSON has 20).
+SHOWN_BUFFERS = 8
+_PART_NAMES = {"state.params": "parameters", "state.opt_state": "optimizer state"}
+
+
+def _peak_lines(peak: Any) -> list[str]:
+    """What is live at the peak: its parts (the arguments by part of the state) and the
+    largest temporaries, named by the scopes they were traced under."""
+    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
+
+    parts = ", ".join(
+        f"{_PART_NAMES.get(name, name)} {gib(size)}"
+        for name, size in peak.argument_parts().items()
+        if size >= 2**20
+    )
+    lines = [
+        f"  live at the peak ({gib(peak.peak_bytes)}, XLA's buffer assignment): arguments "
+        f"{gib(peak.argument_bytes)} ({parts}), temporaries {gib(peak.temporary_bytes)}"
+        + (f", outputs {gib(peak.output_bytes)}" if peak.output_bytes >= 2**20 else "")
+    ]
+    largest = peak.largest(SHOWN_BUFFERS, "temporary")
+    if largest:
+        lines.append("  largest temporaries at the peak (the scope that made each):")
+        width = max(len(b.shape) for b in largest)
+        lines += [f"    {gib(b.bytes):>10}  {b.shape:<{width}}  {b.name}" for b in largest]
     return lines
 
 
@@ -200,6 +236,7 @@ def _as_json(report: Any, setup: Any, topology: str, s: Any) -> dict[str, Any]:
         "all_gather_bytes": report.all_gather_bytes,
         "compile_s": round(report.compile_s, 2),
         "error": report.error,
+        "peak": None if report.peak is None else report.peak.as_dict(),
     }
 
 
@@ -257,6 +294,7 @@ def add_compile_arguments(p: argparse.ArgumentParser) -> None:
 def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
     # The compile, parallel and recipes packages load JAX: not on the `--help` path.
+    from .._capacity import check_batch_fits
     from ..compile import (
         LibtpuMissingError,
         StepSetup,
@@ -267,9 +305,18 @@ def run_compile(args: argparse.Namespace) -> int:
         topology_devices,
     )
     from ..parallel import batch_shards
-    from ..recipes import check_mesh_fits, compiled_model_config, compiled_step, mesh_and_rules
+    from ..recipes import (
+        check_compiled_objective,
+        check_json_output,
+        check_mesh_fits,
+        compiled_model_config,
+        compiled_step,
+        mesh_and_rules,
+    )
 
     s = settings_of(args, "compile")
+    check_compiled_objective(s.objective)  # type: ignore[attr-defined]
+    check_json_output(args.json_file, [getattr(s, "from_hf", None), args.config])
     if args.max_batch and args.max_seq_len:
         raise UsageError("--max-batch and --max-seq-len search one at a time; pass one of them.")
     if args.max_seq_len and args.max_seq_len_limit < 1024:
@@ -297,6 +344,12 @@ def run_compile(args: argparse.Namespace) -> int:
             f"into, got {args.max_batch_limit}."
         )
     limit = args.max_batch_limit or default_batch_limit(s.seq_len, shards)
+    # A host of the topology makes its share of the largest batch compiled: refused, with the
+    # figure, before anything is built for it (a kernel's host-side tables grow with it too).
+    hosts = len({d.process_index for d in devices})
+    rows = (limit if args.max_batch else s.batch_size) * s.grad_accum
+    length = snap_length(args.max_seq_len_limit) if args.max_seq_len else s.seq_len
+    check_batch_fits(rows, length, "lower --batch-size, --grad-accum or --seq-len", processes=hosts)
     watch = _Watch()
     if args.max_seq_len:
         report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)

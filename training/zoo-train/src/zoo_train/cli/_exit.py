@@ -50,9 +50,16 @@ _LOWER = {
 _LOWER["finetune"] = _LOWER["train"] + " (or a LoRA rank)"
 
 
+#: The most of an error's message a command prints: a sentence, not a data set it may quote.
+MAX_SENTENCE = 1000
+
+
 def one_sentence(err: BaseException) -> str:
-    """``err``'s message on one line, ending with a full stop."""
+    """``err``'s message on one line, ending with a full stop (cut at :data:`MAX_SENTENCE`
+    characters)."""
     text = " ".join(str(err).split()) or type(err).__name__
+    if len(text) > MAX_SENTENCE:
+        text = text[: MAX_SENTENCE - 1] + "…"
     return text if text.endswith((".", "?", "!")) else text + "."
 
 

@@ -1,5 +1,5 @@
 """The parts of ``zoo kernels`` that load JAX and the kernels: ``--here`` (where each kernel
-serves, attention and grouped-matmul kernels alike) and ``verify NAME`` (the kernel's
+serves, attention, grouped-matmul and cross-entropy kernels alike) and ``verify NAME`` (the kernel's
 conformance suite on this machine)."""
 
 from __future__ import annotations
@@ -14,13 +14,15 @@ import jax
 import jax.numpy as jnp
 
 import zoo_attention
+import zoo_attention.cross_entropy.testing
 import zoo_attention.grouped.testing
 import zoo_attention.linear.testing
 import zoo_attention.testing
-from zoo_attention import grouped, linear
+from zoo_attention import cross_entropy, grouped, linear
 
 from .._jax_range import (
     ATTENTION,
+    CROSS_ENTROPY,
     GROUPED_MATMUL,
     LINEAR_ATTENTION,
     Kind,
@@ -51,6 +53,15 @@ def _grouped_probe() -> Any:
     lhs = jax.ShapeDtypeStruct((4096, 1024), jnp.bfloat16)
     rhs = jax.ShapeDtypeStruct((8, 1024, 2048), jnp.bfloat16)
     return grouped.make_spec(lhs, rhs, jax.ShapeDtypeStruct((8,), jnp.int32))
+
+
+def _cross_entropy_probe() -> Any:
+    """A typical language-model loss: 8,192 bfloat16 hidden states of 2,048 against a tied
+    head of Llama 3's 128,256 tokens, masked."""
+    hidden = jax.ShapeDtypeStruct((4, 2048, 2048), jnp.bfloat16)
+    head = jax.ShapeDtypeStruct((128256, 2048), jnp.bfloat16)
+    ids = jax.ShapeDtypeStruct((4, 2048), jnp.int32)
+    return cross_entropy.make_spec(hidden, head, ids, ids, head_layout="vd")
 
 
 def _linear_probe() -> Any:
@@ -89,6 +100,14 @@ REGISTRIES = (
         _grouped_probe,
         zoo_attention.grouped.testing.verify,
         zoo_attention.grouped.testing.verify_count,
+    ),
+    _Registry(
+        CROSS_ENTROPY,
+        cross_entropy.kernels,
+        cross_entropy.refused_kernels,
+        _cross_entropy_probe,
+        zoo_attention.cross_entropy.testing.verify,
+        zoo_attention.cross_entropy.testing.verify_count,
     ),
     _Registry(
         LINEAR_ATTENTION,
@@ -142,7 +161,7 @@ def _rows(registry: _Registry) -> list[dict[str, str]]:
 def here_rows() -> list[dict[str, str]]:
     """One row per registered kernel of each kind (refused ones included): kind, version,
     contract, verified JAX, where it serves when named, where the default order picks it
-    (``xla`` and ``ragged_dot`` are every platform's fallback) and whether it serves here, or
+    (``xla``, ``ragged_dot`` and ``logits`` are every platform's fallback) and whether it serves here, or
     why not. Prints the backend first."""
     print(f"backend: {jax.default_backend()}")
     return [row for registry in REGISTRIES for row in _rows(registry)]

@@ -10,6 +10,7 @@ import tempfile
 from typing import Any
 
 from .._export import atomic_directory, check_export_target
+from .._usage import UsageError
 from ..settings import SEEDS, RunSettings, bounded
 from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
@@ -67,9 +68,26 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     add_process_flags(p)
 
 
+def _check_eval_outputs(args: argparse.Namespace) -> None:
+    """``--output`` and ``--data-cache``, before any work: never the model, the data or the
+    tasks read, nor anything around or inside them, nor a system directory."""
+    from zoo_data import check_output_path
+
+    inputs = [args.source, args.tokenizer, *(args.data or [])]
+    inputs += [getattr(args, name, None) for name in ("adapter", "include_path")]
+    try:
+        if args.output is not None:
+            check_output_path(args.output, inputs, flag="--output", kind="file")
+        if args.data_cache is not None:
+            check_output_path(args.data_cache, inputs, flag="--data-cache", may_hold_inputs=True)
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
+
+
 def run_eval(args: argparse.Namespace) -> int:
     """Print the held-out loss and perplexity, or with ``--tasks`` run benchmark tasks."""
     check_benchmark_flags(args)
+    _check_eval_outputs(args)
     if args.tasks is not None:
         return run_benchmarks(args)
     # The recipes load JAX, Equinox and Orbax: not on the `zoo eval --help` path.
@@ -133,7 +151,9 @@ def run_convert(args: argparse.Namespace) -> int:
     from ..recipes import mesh_and_rules
 
     src, dst = pathlib.Path(args.source), pathlib.Path(args.dest)
-    check_export_target(dst, sources=(src,), overwrite=args.overwrite)
+    check_export_target(
+        dst, sources=(src,), overwrite=args.overwrite, named="DST", inputs=(args.tokenizer,)
+    )
     mesh, rules = mesh_and_rules(args.mesh)
     if (src / "config.json").is_file():
         return _hf_to_zoo(src, dst, mesh, rules, args.tokenizer)

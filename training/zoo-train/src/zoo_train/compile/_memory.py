@@ -24,6 +24,7 @@ class StepMemory:
         hbm_bytes: HBM one device may use.
         from_error: the figures come from XLA's out-of-memory error (the step did not compile),
             so only the temporaries and the HBM are known.
+        generated_code_bytes: the compiled program's own code.
     """
 
     argument_bytes: int
@@ -33,6 +34,7 @@ class StepMemory:
     peak_bytes: int
     hbm_bytes: int
     from_error: bool = False
+    generated_code_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -53,6 +55,7 @@ class StepMemory:
             "temp_bytes": self.temp_bytes,
             "peak_bytes": self.peak_bytes,
             "hbm_bytes": self.hbm_bytes,
+            "generated_code_bytes": self.generated_code_bytes,
         }
 
 
@@ -62,7 +65,8 @@ def from_compiled(compiled: Any, hbm_bytes: int) -> StepMemory:
     args, out = int(m.argument_size_in_bytes), int(m.output_size_in_bytes)
     alias, temp = int(m.alias_size_in_bytes), int(m.temp_size_in_bytes)
     peak = int(getattr(m, "peak_memory_in_bytes", 0) or 0) or args + out - alias + temp
-    return StepMemory(args, out, alias, temp, peak, hbm_bytes)
+    code = int(getattr(m, "generated_code_size_in_bytes", 0) or 0)
+    return StepMemory(args, out, alias, temp, peak, hbm_bytes, generated_code_bytes=code)
 
 
 _TEMPORARIES = re.compile(
@@ -75,17 +79,19 @@ _USED = re.compile(r"Used ([\d.]+)([KMGT]?) of ([\d.]+)([KMGT]?) hbm")
 def from_oom(error: BaseException, argument_bytes: int) -> StepMemory | None:
     """Figures from XLA's "exceeds available HBM" error, or ``None`` if it is another error.
 
-    ``argument_bytes`` (known from the shapes and shardings) is added to the temporaries XLA
-    names, as the step needs both at once.
+    What XLA calls "the total memory required for HLO temporaries" is its whole peak, the
+    arguments live then included (its own buffer assignment adds up to it): the temporaries are
+    that less ``argument_bytes`` (known from the shapes and shardings).
     """
     text = str(error)
     if "RESOURCE_EXHAUSTED" not in text and "Ran out of memory" not in text:
         return None
     found = _TEMPORARIES.search(text)
     if found:
-        temp = parse_bytes(found.group(1), found.group(2))
+        total = parse_bytes(found.group(1), found.group(2))
         hbm = parse_bytes(found.group(3), found.group(4))
-        return StepMemory(argument_bytes, 0, 0, temp, argument_bytes + temp, hbm, from_error=True)
+        temp = max(total - argument_bytes, 0)
+        return StepMemory(argument_bytes, 0, 0, temp, total, hbm, from_error=True)
     found = _USED.search(text)
     if found:
         used = parse_bytes(found.group(1), found.group(2))

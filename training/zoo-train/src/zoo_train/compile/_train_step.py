@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,9 +25,11 @@ import zoo_attention
 import zoo_models
 
 from .._config import TrainConfig
+from ..parallel import is_array_like
 from ..peft import LoRAConfig
 from ..program import StepSpec, abstract_batch, build_program
 from ._memory import StepMemory, from_compiled, from_oom
+from ._peak import PeakBreakdown, dump_options, read_dump
 from ._topology import available_hbm
 
 
@@ -68,7 +71,8 @@ class StepReport:
 
     ``optimizer_bytes`` is the optimizer state's share of the arguments, per device;
     ``all_gather_bytes`` what the compiled program's all-gathers bring each device (see
-    :func:`all_gather_bytes`).
+    :func:`all_gather_bytes`); ``peak`` what is live at the peak, buffer by buffer, from XLA's
+    buffer assignment (``None`` where XLA wrote none), for a step that does not fit too.
     """
 
     batch_size: int
@@ -80,6 +84,7 @@ class StepReport:
     collectives: dict[str, int] = dataclasses.field(default_factory=dict)
     optimizer_bytes: int | None = None
     all_gather_bytes: int | None = None
+    peak: PeakBreakdown | None = None
 
     @property
     def fits(self) -> bool:
@@ -151,13 +156,26 @@ def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[s
     return found
 
 
+def argument_names(batch: Any, state: Any) -> list[str]:
+    """The step's flattened array arguments in order, each named by its path:
+    ``batch['input_ids']``, ``state.params.stack.blocks[0].mlp.up.weight``, ..."""
+    names = []
+    for root, tree in (("batch", batch), ("state", state)):
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            if is_array_like(leaf):
+                names.append(root + jax.tree_util.keystr(path))
+    return names
+
+
 def compile_step(
     setup: StepSetup, batch_size: int, *, on_compile: Callable[[int], None] | None = None
 ) -> StepReport:
     """Lower and compile the run's train step for a global micro-batch of ``batch_size`` rows.
 
-    An out-of-memory compile error becomes a report with the figures XLA gave; any other error
-    propagates.
+    XLA dumps the compile's buffer assignment into a temporary directory, read into the
+    report's ``peak`` (and deleted). An out-of-memory compile error becomes a report with the
+    figures XLA gave (and what was live at the peak, from the buffer assignment XLA wrote
+    before giving up); any other error propagates.
     """
     if on_compile is not None:
         on_compile(batch_size)
@@ -167,18 +185,28 @@ def compile_step(
     batch = abstract_batch(rows, setup.seq_len, program.mesh, program.rules, program.loss_fn)
     hbm = available_hbm(program.mesh.devices.flat[0])
     optimizer = bytes_per_device(state.opt_state)
+    names = argument_names(batch, state)
     start = time.perf_counter()
-    try:
-        with zoo_attention.recording() as resolved:
-            compiled = program.train_step.lower(batch, state).compile()
-    except Exception as err:
-        memory = from_oom(err, bytes_per_device((state, batch)))
-        if memory is None:
-            raise
-        first = str(err).strip().splitlines()[0]
+    with tempfile.TemporaryDirectory(prefix="zoo-compile-") as dump:
+        try:
+            with zoo_attention.recording() as resolved:
+                lowered = program.train_step.lower(batch, state)
+                compiled = lowered.compile(dump_options(dump))
+        except Exception as err:
+            arguments = bytes_per_device((state, batch))
+            memory = from_oom(err, arguments)
+            if memory is None:
+                raise
+            # What was live at the peak XLA could not place (its figure, the memory it needs,
+            # also counts the gaps between buffers).
+            peak = read_dump(dump, names)
+            first = str(err).strip().splitlines()[0]
+            seconds = time.perf_counter() - start
+            return StepReport(
+                batch_size, memory, seconds, [], 0, first[:300], {}, optimizer, peak=peak
+            )
         seconds = time.perf_counter() - start
-        return StepReport(batch_size, memory, seconds, [], 0, first[:300], {}, optimizer)
-    seconds = time.perf_counter() - start
+        peak = read_dump(dump, names)
     text = compiled.as_text()
     return StepReport(
         batch_size,
@@ -189,6 +217,7 @@ def compile_step(
         collectives=count_collectives(text),
         optimizer_bytes=optimizer,
         all_gather_bytes=all_gather_bytes(text),
+        peak=peak,
     )
 
 

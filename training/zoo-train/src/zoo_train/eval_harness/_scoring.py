@@ -24,9 +24,15 @@ def token_scores(
     model: Any, batch: Mapping[str, Int[Array, "B T"]]
 ) -> tuple[Float[Array, "B T"], Bool[Array, "B T"]]:
     """Per position, the float32 log-probability of ``batch["targets"]`` after
-    ``batch["input_ids"]`` and whether it is the argmax (``[B, T]`` each)."""
-    logits = model(batch["input_ids"]).astype(jnp.float32)
+    ``batch["input_ids"]`` and whether it is the argmax (``[B, T]`` each). A zoo model's
+    log-probabilities come from the fused cross-entropy contract and its argmax a few hundred
+    tokens' logits at a time, never the batch's logits at once."""
     targets = batch["targets"]
+    if callable(getattr(model, "hidden_and_head", None)):
+        hidden, head, _ = model.hidden_and_head(batch["input_ids"])
+        ce, _ = head.cross_entropy(hidden, targets)
+        return -ce, head.greedy(hidden) == targets
+    logits = model(batch["input_ids"]).astype(jnp.float32)
     # The target's logit less log Z: no second [B, T, V] array beside the logits.
     picked = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
     logp = picked - jax.nn.logsumexp(logits, axis=-1)

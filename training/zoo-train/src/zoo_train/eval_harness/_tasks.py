@@ -41,27 +41,59 @@ def run_tasks(
     unknown = [t for t in tasks if not manager.match_tasks([t])]
     if unknown:
         where = f"in {include_path!r} or " if include_path else ""
-        raise UsageError(
-            f"No task named {', '.join(map(repr, unknown))} {where}in lm-eval's tasks; check "
-            "the name, or pass --include-path DIR holding its YAML."
-        )
+        named = f"No task named {', '.join(map(repr, unknown))} {where}in lm-eval's tasks"
+        broken = unreadable_task_files(include_path) if include_path else []
+        if broken:
+            more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+            raise UsageError(f"{named}: the task file {broken[0]}{more} cannot be read; fix it.")
+        raise UsageError(f"{named}; check the name, or pass --include-path DIR holding its YAML.")
     # lm-eval bootstraps in a forked pool, and a fork of a process running JAX's threads can
     # deadlock: the resamples are drawn in this process instead.
     os.environ["DISABLE_MULTIPROC"] = "1"
-    results = simple_evaluate(
-        model=lm,
-        tasks=list(tasks),
-        num_fewshot=num_fewshot,
-        limit=limit,
-        task_manager=manager,
-        apply_chat_template=apply_chat_template,
-        system_instruction=system_instruction,
-        log_samples=log_samples,
-        bootstrap_iters=bootstrap_iters,
-    )
+    try:
+        results = simple_evaluate(
+            model=lm,
+            tasks=list(tasks),
+            num_fewshot=num_fewshot,
+            limit=limit,
+            task_manager=manager,
+            apply_chat_template=apply_chat_template,
+            system_instruction=system_instruction,
+            log_samples=log_samples,
+            bootstrap_iters=bootstrap_iters,
+        )
+    except ValueError as e:  # random.sample's words for a few-shot pool too small
+        if num_fewshot is None or "larger than population" not in str(e):
+            raise
+        raise UsageError(
+            f"--num-fewshot {num_fewshot} asks for more examples than a task's few-shot "
+            "documents hold; lower it, or drop it for each task's own."
+        ) from None
     if results is None:  # lm-eval returns nothing on ranks other than 0; zoo runs one rank
         raise RuntimeError("lm-eval returned no results.")
     return dict(results)
+
+
+def unreadable_task_files(include_path: str) -> list[str]:
+    """Each task file under ``include_path`` that lm-eval cannot read, as ``PATH (why)``:
+    lm-eval's index passes over them unsaid, so a task in one reads as missing. Read as the
+    index reads them, ``!function`` left unresolved (nothing of theirs runs here)."""
+    import pathlib
+
+    try:
+        from lm_eval.tasks._yaml_loader import load_yaml
+    except ImportError:  # another lm-eval layout: nothing to add to "no task named"
+        return []
+    out = []
+    for path in sorted(pathlib.Path(include_path).glob("**/*.yaml")):
+        try:
+            config = load_yaml(path, resolve_func=False, recursive=True)
+            if not isinstance(config, dict) or not {"task", "group", "class"} & set(config):
+                raise ValueError("it names no task, group or class")
+        except Exception as e:
+            why = " ".join(str(e).split())[:160]
+            out.append(f"{path} ({type(e).__name__}: {why})")
+    return out
 
 
 def find_tasks(tasks: Sequence[str], include_path: str | None = None) -> Any:

@@ -24,6 +24,9 @@ from ._prompts import LONG_PROMPTS as LONG_PROMPTS
 from ._prompts import Prompt as Prompt
 from ._prompts import PromptSource as PromptSource
 from ._prompts import read_prompts as read_prompts
+from ._rewards import DEFAULT_REWARD_TIMEOUT as DEFAULT_REWARD_TIMEOUT
+from ._rewards import RESERVED_ARGUMENTS as RESERVED_ARGUMENTS
+from ._rewards import REWARD_BOUND as REWARD_BOUND
 from ._rewards import RewardError as RewardError
 from ._rewards import Rewards as Rewards
 from ._rewards import load_reward as load_reward

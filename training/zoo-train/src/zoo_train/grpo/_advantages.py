@@ -21,10 +21,11 @@ def combined_rewards(
     per_function: Float[np.ndarray, "N F"], weights: Float[np.ndarray, " F"]
 ) -> Float[np.ndarray, " N"]:
     """Each completion's reward: the weighted sum of its functions' rewards, NaN entries left
-    out; NaN where no function scored it."""
+    out; NaN where no function scored it (inf or NaN also where weights so large overflow)."""
     per_function = np.asarray(per_function, np.float64)
     scored = ~np.isnan(per_function)
-    total = np.nansum(per_function * np.asarray(weights, np.float64)[None, :], axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the caller's to refuse
+        total = np.nansum(per_function * np.asarray(weights, np.float64)[None, :], axis=1)
     return np.where(scored.any(axis=1), total, np.nan)
 
 

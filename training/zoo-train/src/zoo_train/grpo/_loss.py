@@ -104,9 +104,13 @@ def completion_logps(
     dropout key: the policy is compared with itself and its reference deterministically."""
     if compute_dtype is not None:
         model = cast_floating(model, compute_dtype)
-    logits = model(
-        batch["input_ids"], positions=batch["positions"], segment_ids=batch["segment_ids"]
-    )
+    inputs = {"positions": batch["positions"], "segment_ids": batch["segment_ids"]}
+    if callable(getattr(model, "hidden_and_head", None)):
+        # The fused cross-entropy contract: never the batch's logits at once.
+        hidden, head, _ = model.hidden_and_head(batch["input_ids"], **inputs)
+        ce, _ = head.cross_entropy(hidden, batch["targets"], temperature=temperature)
+        return -ce, head.entropy(hidden, temperature=temperature)
+    logits = model(batch["input_ids"], **inputs)
     logits = logits.astype(jnp.float32) / temperature
     ce, _ = token_losses(logits, batch["targets"])
     detached = jax.lax.stop_gradient(logits)

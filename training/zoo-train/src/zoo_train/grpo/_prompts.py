@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ._rewards import RESERVED_ARGUMENTS
+
 #: What to do with a prompt longer than ``max_prompt_length`` tokens.
 LONG_PROMPTS = ("refuse", "cut")
 
@@ -66,8 +68,9 @@ def read_prompts(
             its first tokens are dropped (the end of a prompt is what the completion follows).
 
     Raises:
-        ValueError: an unreadable record, a record without a prompt, no record at all, or a
-            prompt too long with ``long_prompts="refuse"``; the message names the record.
+        ValueError: an unreadable record, a record without a prompt, no record at all, a
+            column named as a reward function's own argument (:data:`RESERVED_ARGUMENTS`), or
+            a prompt too long with ``long_prompts="refuse"``; the message names the record.
     """
     from zoo_data import read_records
 
@@ -88,6 +91,13 @@ def read_prompts(
                 )
             ids = ids[-max_prompt_length:]
         columns = {k: v for k, v in record.values.items() if k not in ("prompt", "messages")}
+        taken = [k for k in RESERVED_ARGUMENTS if k in columns]
+        if taken:
+            raise ValueError(
+                f"{record.where} has a column named `{taken[0]}`, the name of the argument "
+                f"every reward function is called with ({', '.join(RESERVED_ARGUMENTS)}); "
+                "rename that column."
+            )
         out.append(Prompt(tuple(int(i) for i in ids), shown, columns, chat))
     if not out:
         raise ValueError(f"{', '.join(map(str, _listed(sources)))} holds no prompt.")

@@ -21,12 +21,13 @@ import numpy as np
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 from .._inference import traced_generate
+from ..loop import pending_signal
 from ..parallel import BatchLayout, mesh_context, to_host, unpacked
 from ._advantages import combined_rewards, group_advantages
 from ._config import GRPOConfig
 from ._loss import completion_logps
 from ._prompts import PromptSource
-from ._rewards import RewardError, Rewards
+from ._rewards import REWARD_BOUND, RewardError, Rewards
 
 
 def rollout_key(seed: int, generation: int) -> PRNGKeyArray:
@@ -49,6 +50,25 @@ class _Sampling:
 def _scored_logps(model: Any, batch: dict[str, Array], temperature: float, dtype: Any) -> Array:
     logps, _ = completion_logps(model, batch, temperature, dtype)
     return logps * batch["loss_mask"]
+
+
+def _check_combined(
+    combined: np.ndarray, per_function: np.ndarray, weights: Sequence[float], offset: int
+) -> None:
+    """Refuse a combined reward beyond :data:`REWARD_BOUND` (or not finite) though a function
+    scored its completion: weights so large that what the loss computes from them overflows
+    (every reward alone is finite)."""
+    with np.errstate(invalid="ignore"):
+        scored = ~np.isnan(per_function).all(axis=1)
+        bad = np.flatnonzero(scored & ~(np.abs(combined) <= REWARD_BOUND))
+    if len(bad):
+        row = int(bad[0])
+        shown = " ".join(f"{w:g}" for w in weights)
+        raise RewardError(
+            f"The weighted reward of row {offset + row} is {combined[row]:g} (--reward-weights "
+            f"{shown}), beyond {REWARD_BOUND:g}, where the loss's float32 statistics of rewards "
+            "overflow; use smaller --reward-weights."
+        )
 
 
 def check_groups(layout: BatchLayout, num_generations: int) -> None:
@@ -291,13 +311,16 @@ class Rollout:
         columns = {k: [p.columns.get(k) for p in prompts] for k in names}
         shown = [p.shown for p in prompts]
         try:
-            per_function = self.rewards.score(shown, texts, columns, offset=offset)
+            per_function = self.rewards.score(
+                shown, texts, columns, offset=offset, interrupted=pending_signal
+            )
+            combined = combined_rewards(per_function, np.asarray(self.rewards.weights))
+            _check_combined(combined, per_function, self.rewards.weights, offset)
         except RewardError as e:
             raise RewardError(
                 f"{str(e).rstrip('.')} at step {self._step}; the run stops with its last "
                 "checkpoint kept, and resuming samples this step again."
             ) from e
-        combined = combined_rewards(per_function, np.asarray(self.rewards.weights))
         if self.config.scale_rewards == "batch" and jax.process_count() > 1:
             from jax.experimental import multihost_utils
 

@@ -24,6 +24,7 @@ from ._start import Run as Run
 from ._step_end import LoopView as LoopView
 from ._step_end import StepEnd as StepEnd
 from ._stop import StopRequest as StopRequest
+from ._stop import pending_signal as pending_signal
 from ._stop import stop_requests as stop_requests
 from ._train import run_training as run_training
 from ._train import train as train

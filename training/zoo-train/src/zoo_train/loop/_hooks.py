@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 import jax
 
@@ -117,6 +118,20 @@ def _evaluate(run: Run, eval_data: EvalData, end: StepEnd) -> None:
 def _save(run: Run, end: StepEnd) -> None:
     run.save(end.step, end.data_state, end.evaluated)
     end.saved = True
+
+
+def stop_before_step(run: Run, last: StepEnd | None, signum: int) -> NoReturn:
+    """A stop signal came while the next step's batch was being made: save the last step taken
+    in this call (unless saved already) and stop, as after a step.
+
+    Raises:
+        StoppedBySignalError: always.
+    """
+    if last is not None and not last.saved:
+        run.save(last.step, last.data_state, last.evaluated)
+    run.checkpointer.wait()
+    saved = last is not None or run.resumed  # else: a new run that took no step
+    raise StoppedBySignalError(step=run.now.step, signum=signum, saved=saved)
 
 
 def _stop_if_asked(run: Run, end: StepEnd) -> None:

@@ -220,6 +220,7 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
             "kernel": label,
             "attention": kernels,
             "grouped_matmul": resolved["grouped_matmul"],
+            "cross_entropy": resolved.get("cross_entropy", []),
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
@@ -268,9 +269,11 @@ def _announce(
         )
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", kernels_line(resolved))
+    fused = resolved.get("cross_entropy", [])
     prov = provenance(
         attention=kernels,
         grouped_matmul=grouped,
+        cross_entropy=fused,
         linear_attention=resolved.get("linear_attention", []),
     )
     record(
@@ -281,6 +284,7 @@ def _announce(
             "kernel": label,
             "attention": kernels,
             "grouped_matmul": grouped,
+            "cross_entropy": fused,
             "skipped_checkpoints": skipped,
             "provenance": prov,
             "mesh": layout,

@@ -108,6 +108,16 @@ class StopRequest:
 _active: StopRequest | None = None
 
 
+def pending_signal() -> int | None:
+    """The signal a stop was asked with, when this run may stop before its next step rather
+    than after it (one process: nothing to agree on); else ``None``. Code that waits between
+    steps (a reward function running) polls it to stop at once."""
+    request = _active
+    if request is None or request.signum is None or jax.process_count() > 1:
+        return None
+    return request.signum
+
+
 @contextlib.contextmanager
 def stop_requests() -> Iterator[StopRequest]:
     """SIGINT, SIGTERM and SIGHUP handled as stop requests inside the block (nested blocks share

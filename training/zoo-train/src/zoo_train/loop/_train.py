@@ -15,14 +15,14 @@ from jaxtyping import PyTree
 from zoo_data import DataSource
 
 from .._config import TrainConfig
-from .._errors import StoppedBySignalError
+from .._errors import StepInterruptedError, StoppedBySignalError
 from .._loss import LossFn
 from ..checkpoint import run_lock
 from ..parallel import is_primary
 from ..profile import step_annotation
 from ..program import StepSpec
 from ._evaluate import EvalData
-from ._hooks import standard_hooks
+from ._hooks import standard_hooks, stop_before_step
 from ._metrics import METRICS_FILE, PLOT_FILE, plot_loss_curve, read_metrics
 from ._result import TrainResult
 from ._spec import TrainSpec
@@ -80,7 +80,9 @@ def train(
         hooks: ``(fn, every)`` pairs run after the standard hooks: ``fn(StepEnd)`` after every
             ``every``-th step and the last (``None``: every step).
         rollout: ``rollout(model, step, rows) -> batch``, each step's batch made from the
-            data's rows with the model being trained (GRPO's :class:`~zoo_train.grpo.Rollout`).
+            data's rows with the model being trained (GRPO's :class:`~zoo_train.grpo.Rollout`);
+            raising :class:`~zoo_train.StepInterruptedError` (a stop signal while it waited) saves
+            the last step taken and stops as a signal after a step does.
 
     Returns:
         A :class:`TrainResult`.
@@ -126,11 +128,16 @@ def run_training(spec: TrainSpec) -> TrainResult:
             start = getattr(fn, "start", None)
             if callable(start) and run.now.step < run.end:
                 start(view, run.now.step)
+        last: StepEnd | None = None
         while run.now.step < run.end:
             between_steps.before_step(run.now.step + 1)
-            end = take_step(run)
+            try:
+                end = take_step(run)
+            except StepInterruptedError as stop:  # a signal while the batch was made (a reward)
+                stop_before_step(run, last, stop.signum)
             end.view = view
             between_steps.after_step(end)
+            last = end
         return finish(run)
 
 

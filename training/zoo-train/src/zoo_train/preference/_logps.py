@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._loss import token_losses
+from .._loss import model_token_losses
 from .._precision import cast_floating
 
 
@@ -33,12 +33,11 @@ def token_logps(
     model: PyTree, batch: dict[str, Array], compute_dtype: jnp.dtype | None = None
 ) -> Float[Array, "B T"]:
     """Each target's log-probability under ``model`` times its loss weight, float32 ``[B, T]``
-    (0 off the responses). No dropout key is passed: the policy and its reference are compared
+    (0 off the responses), through the fused cross-entropy contract for a zoo model. No dropout key is passed: the policy and its reference are compared
     as the deterministic models they are (TRL turns dropout off for the same reason)."""
     if compute_dtype is not None:
         model = cast_floating(model, compute_dtype)
-    logits = model(
-        batch["input_ids"], positions=batch["positions"], segment_ids=batch["segment_ids"]
+    ce, _, _ = model_token_losses(
+        model, batch, positions=batch["positions"], segment_ids=batch["segment_ids"]
     )
-    ce, _ = token_losses(logits, batch["targets"])
     return -ce * batch["loss_mask"].astype(jnp.float32)

@@ -12,8 +12,10 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
-# `%name = SHAPE opcode(operands), attr=..., metadata={op_name="..." ...}`; SHAPE may be a tuple.
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(?:\([^=]*?\)|\S+)\s+([\w\-]+)\(")
+# `%name = SHAPE opcode(operands), attr=..., metadata={op_name="..." ...}`; SHAPE may be a tuple,
+# whose elements carry layouts in parentheses and `/*index=5*/` comments.
+_NAME = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*")
+_OPCODE = re.compile(r"\s+([\w\-]+)\(")
 _COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s+\(.*\)\s*->\s*.*\{\s*$")
 _MODULE = re.compile(r"^HloModule\s+([\w.\-]+)")
 _CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)")
@@ -93,6 +95,30 @@ class HloProgram:
         return ins is not None and has_matmul(ins)
 
 
+def _instruction(line: str) -> tuple[str, str] | None:
+    """The name and opcode of an instruction line, or ``None`` for any other line."""
+    found = _NAME.match(line)
+    if found is None:
+        return None
+    at = found.end()
+    if line.startswith("(", at):  # a tuple shape: skip to its closing parenthesis
+        depth = 0
+        for i in range(at, len(line)):
+            depth += {"(": 1, ")": -1}.get(line[i], 0)
+            if depth == 0:
+                at = i + 1
+                break
+        else:
+            return None
+    else:
+        space = line.find(" ", at)
+        if space < 0:
+            return None
+        at = space
+    opcode = _OPCODE.match(line, at)
+    return None if opcode is None else (found.group(1), opcode.group(1))
+
+
 def _joined_lines(text: str) -> Iterator[str]:
     """The lines of HLO text, with an instruction that runs over several lines joined into one.
 
@@ -105,9 +131,9 @@ def _joined_lines(text: str) -> Iterator[str]:
     i = 0
     while i < len(lines):
         line, i = lines[i], i + 1
-        if _INSTRUCTION.match(line):
+        if _instruction(line):
             while line.count("{") > line.count("}") and i < len(lines):
-                if _INSTRUCTION.match(lines[i]):
+                if _instruction(lines[i]):
                     break
                 line, i = f"{line} {lines[i].strip()}", i + 1
         yield line
@@ -123,8 +149,8 @@ def parse_hlo(text: str) -> HloProgram:
         if not module and (m := _MODULE.match(line)):
             module = m.group(1)
             continue
-        if (m := _INSTRUCTION.match(line)) is not None:
-            name, opcode = m.group(1), m.group(2)
+        if (found := _instruction(line)) is not None:
+            name, opcode = found
             op_name = _OP_NAME.search(line)
             target = _TARGET.search(line)
             instructions[name] = Instruction(

@@ -148,7 +148,10 @@ def _attribute(
     by_category: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
     active: list[set[int]] = [set(), set(), set()]
-    last_op: int | None = None  # the operation that ended last
+    # The operation that ended last, counting those that ended before the window opened.
+    before = [(span.end, i) for i, (span, _) in enumerate(spans) if not _layer(span)]
+    before = [(e, i) for e, i in before if e <= start]
+    last_op: int | None = max(before)[1] if before else None
     t = start
     for time, kind, i in edges:
         if time > t:

@@ -59,9 +59,9 @@ class TrainProgram:
     def resolve_kernels(self, shapes: Any) -> dict[str, list[dict[str, Any]]]:
         """Trace the loss once (abstractly, under the mesh) on a micro-batch of the step's
         shapes so its kernels are resolved for the target and logged; the resolutions by kind:
-        ``{"attention": [...], "grouped_matmul": [...], "linear_attention": [...]}``
-        (``Resolution.as_dict()`` each; no grouped matmul without a mixture of experts, no
-        linear attention without gated DeltaNet layers)."""
+        ``{"attention": [...], "grouped_matmul": [...], "cross_entropy": [...],
+        "linear_attention": [...]}`` (``Resolution.as_dict()`` each; no grouped matmul without
+        a mixture of experts, no linear attention without gated DeltaNet layers)."""
         rows = self.spec.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
         with (
@@ -73,6 +73,7 @@ class TrainProgram:
         return {
             "attention": [r.as_dict() for r in log],
             "grouped_matmul": [r.as_dict() for r in log.grouped_matmul],
+            "cross_entropy": [r.as_dict() for r in log.cross_entropy],
             "linear_attention": [r.as_dict() for r in log.linear_attention],
         }
 

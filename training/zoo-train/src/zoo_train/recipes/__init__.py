@@ -3,6 +3,8 @@ steps (the mesh, the model, the data, the LoRA adapters, the run, the export and
 and the steps other commands share (loading a model, building data)."""
 
 from ._checks import finetune_model_error as finetune_model_error
+from ._compiled import check_compiled_objective as check_compiled_objective
+from ._compiled import check_json_output as check_json_output
 from ._compiled import compiled_model_config as compiled_model_config
 from ._compiled import compiled_step as compiled_step
 from ._data import Data as Data

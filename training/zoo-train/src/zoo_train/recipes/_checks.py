@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import pathlib
 
 from .._usage import UsageError
@@ -16,10 +17,8 @@ def check_run(s: RunSettings) -> None:
     from .._requirements import check_requirement
     from ..tracking import tracker_names
 
-    out = pathlib.Path(s.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {s.out!r} is a file; pass a directory for the run.")
     check_data_paths(s.data)
+    check_outputs(s)
     try:
         tracker_names(s.trackers)
     except ValueError as e:
@@ -36,6 +35,51 @@ def check_run(s: RunSettings) -> None:
             f"attention.implementation {name!r} is not an installed kernel; installed: "
             f"{', '.join(sorted(zoo_attention.kernels()))}."
         )
+
+
+def _globbed(paths: list[str]) -> list[str]:
+    """``paths`` with each glob replaced by what it matches."""
+    out: list[str] = []
+    for path in paths:
+        out += glob.glob(path, recursive=True) if any(c in path for c in "*?[") else [path]
+    return out
+
+
+def run_inputs(s: RunSettings) -> list[str | None]:
+    """Every path a run reads: its data, tokenizer, task files, and for a fine-tune its model,
+    adapter and reward files."""
+    inputs: list[str | None] = [*_globbed([*s.data, *s.eval_data]), s.tokenizer]
+    inputs.append(s.eval_harness.include_path)
+    if isinstance(s, FinetuneSettings):
+        inputs += [s.from_hf, s.from_run, s.lora.from_]
+        inputs += [spec.rsplit(":", 1)[0] for spec in s.grpo.reward if ".py:" in spec]
+    return inputs
+
+
+def check_outputs(s: RunSettings) -> None:
+    """``--out`` and the data cache: never the filesystem root or a system directory, never
+    an input or a path inside one (checked before anything is read or written). A run only
+    adds to them, so they may hold an input (a reward file kept with the run)."""
+    from zoo_data import check_output_path, is_store, system_directory
+
+    from ._stores import data_cache
+
+    inputs = run_inputs(s)
+    try:
+        check_output_path(s.out, inputs, flag="--out", may_hold_inputs=True)
+        raw = not s.data or not all(is_store(p) for p in [*s.data, *s.eval_data])
+        if raw:  # raw data is prepared into the data cache
+            cache = data_cache(s)
+            flag = "--data-cache" if s.data_cache is not None else "the data cache"
+            check_output_path(cache, inputs, flag=flag, may_hold_inputs=True)
+            where = system_directory(cache.parent) if s.data_cache is None else None
+            if where is not None:
+                raise ValueError(
+                    f"The data cache would be {str(cache)!r}, in {where}; pass --data-cache DIR "
+                    "or an --out inside a directory of your own."
+                )
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
 
 
 def finetune_model_error() -> UsageError:
@@ -129,4 +173,11 @@ def check_finetune(s: FinetuneSettings) -> None:
         raise UsageError("--export-hf cannot be the run's own --out directory; choose another.")
     # The run's own earlier export is replaced without --overwrite.
     own = is_own_export(pathlib.Path(s.out), s.export_hf)
-    check_export_target(s.export_hf, sources=(s.from_hf, s.from_run), overwrite=s.overwrite or own)
+    sources = (s.from_hf, s.from_run)
+    check_export_target(
+        s.export_hf,
+        sources=sources,
+        overwrite=s.overwrite or own,
+        named="--export-hf",
+        inputs=tuple(i for i in run_inputs(s) if i not in sources),
+    )

@@ -8,7 +8,7 @@ import pathlib
 from typing import Any
 
 from .._usage import UsageError
-from ..settings import FinetuneSettings
+from ..settings import OBJECTIVES, FinetuneSettings
 from ._finetuning import finetune_step
 from ._lora import lora_settings
 from ._model import hf_config_changes, preset_config
@@ -17,6 +17,40 @@ from ._preference import objective_loss
 # Settings of `zoo finetune` that say where a model comes from or goes, which compiling needs
 # none of (a zoo run's model is compiled through its Hugging Face export).
 NOT_COMPILED = {"from_run": "--from-run", "export_hf": "--export-hf", "overwrite": "--overwrite"}
+
+
+def check_compiled_objective(objective: str) -> None:
+    """The objectives whose step ``zoo compile`` builds: ``sft`` and the preference ones (a
+    GRPO step samples its completions first, which it does not compile).
+
+    Raises:
+        UsageError: another objective, in one sentence.
+    """
+    if objective not in OBJECTIVES:
+        raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}; got {objective!r}.")
+    if objective == "grpo":
+        raise UsageError(
+            "zoo compile compiles the sft and preference (dpo, ipo, simpo, orpo) steps; a GRPO "
+            "step samples its completions before it trains, which it does not compile, so "
+            "drop --objective grpo."
+        )
+
+
+def check_json_output(path: str | None, inputs: list[str | None]) -> None:
+    """``--json FILE``, before the compiles (which take minutes): a file path of its own,
+    never a directory, an input or a path inside one.
+
+    Raises:
+        UsageError: one sentence naming it.
+    """
+    if path is None:
+        return
+    from zoo_data import check_output_path
+
+    try:
+        check_output_path(path, inputs, flag="--json", kind="file")
+    except ValueError as e:
+        raise UsageError.from_error(e) from None
 
 
 def compiled_model_config(s: FinetuneSettings) -> Any:

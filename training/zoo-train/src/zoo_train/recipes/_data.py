@@ -7,7 +7,7 @@ import glob
 import os
 import pathlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._usage import UsageError
@@ -39,17 +39,20 @@ class Data:
     val: Mapping[str, Any] | None
     described: str
     headline: str | None = None
+    closers: list[Callable[[], None]] = dataclasses.field(default_factory=list)
 
     def __enter__(self) -> Data:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        """Close every store's files."""
+        """Close every store's files, and whatever else the data holds open (``closers``)."""
         close = getattr(self.train, "close", None)
         if close is not None:
             close()
         for part in (self.val or {}).values():
             part.close()
+        for closer in self.closers:
+            closer()
 
     @property
     def tokens_per_epoch(self) -> int:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from .._usage import UsageError
 from ..loop import epochs_text, rows_per_epoch
-from ..settings import RunSettings
+from ..settings import MAX_STEPS, RunSettings
 
 _S = TypeVar("_S", bound=RunSettings)
 
@@ -28,6 +28,11 @@ def steps_for_epochs(s: _S, train: Any) -> _S:
     if rows is None:
         raise UsageError("--epochs needs data whose size is known; pass --steps instead.")
     steps = max(1, math.ceil(s.epochs * rows / (s.batch_size * s.grad_accum)))
+    if steps > MAX_STEPS:
+        raise UsageError(
+            f"--epochs {s.epochs:g} makes {steps:,} steps, more than a run may take "
+            f"({MAX_STEPS:,}); lower --epochs."
+        )
     return dataclasses.replace(s, steps=steps)
 
 

@@ -13,11 +13,20 @@ from ._epochs import steps_for_epochs
 from ._finish import export, export_again, sample
 from ._grpo import grpo_data
 from ._lora import lora_config
-from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
+from ._mesh import LOWER_BATCH, check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import source_model
 from ._output import output_directory
 from ._preference import preference_loss
 from ._run import Job, open_trackers, run, saved_provenance, say, stop_tokens, trained
+
+
+def _width(s: FinetuneSettings) -> tuple[int, str]:
+    """Tokens in a row of a step's batch (a prompt and its completion for GRPO), and what
+    to lower when the batch does not fit."""
+    if s.objective == "grpo":
+        width = s.grpo.max_prompt_length + s.grpo.max_completion_length - 1
+        return width, "lower --batch-size, --grad-accum or the prompt and completion lengths"
+    return s.seq_len, LOWER_BATCH
 
 
 def finetune_recipe(s: FinetuneSettings) -> int:
@@ -25,6 +34,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
     export it to ``s.export_hf``; returns the exit code."""
     import jax
 
+    from .._capacity import check_batch_fits
     from .._runs import read_generation
     from ..peft import ADAPTER_DIR
     from ._finetuning import finetune
@@ -41,6 +51,7 @@ def finetune_recipe(s: FinetuneSettings) -> int:
         saved = saved_provenance(out)
         model = source_model(s, out, mesh, rules)
         check_mesh_fits(mesh, rules, model.config, batch_size=s.batch_size, seq_len=s.seq_len)
+        check_batch_fits(s.batch_size * s.grad_accum, *_width(s))
         # A rotary Hugging Face model takes a longer context from model_config; a zoo run's
         # model is what it was trained as.
         settable = s.from_hf is not None and model.config.positional == "rope"

@@ -75,7 +75,7 @@ def grpo_data(
             max_prompt_length=g.max_prompt_length,
             long_prompts=g.long_prompts,
         )
-        rewards = Rewards.load(g.reward, g.reward_weights or None)
+        rewards = Rewards.load(g.reward, g.reward_weights or None, timeout=g.reward_timeout)
     except ValueError as e:
         raise UsageError.from_error(e) from None
     if grpo.beta == 0:
@@ -116,6 +116,7 @@ def grpo_data(
             f"({s.batch_size * s.grad_accum // grpo.num_generations} prompts x "
             f"{grpo.num_generations})"
         ),
+        closers=[rewards.close],  # the reward functions' processes end with the run
     )
     hook = None
     if g.sample_every > 0:

@@ -8,6 +8,9 @@ from typing import Any
 
 from .._usage import UsageError
 
+#: What to lower when a step's batch does not fit.
+LOWER_BATCH = "lower --batch-size, --grad-accum or --seq-len"
+
 
 def mesh_and_rules(
     text: str | None,

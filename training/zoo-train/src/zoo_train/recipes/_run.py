@@ -154,7 +154,7 @@ def run(job: Job, loop: Callable[..., Any], **loop_args: Any) -> Any:
     )
     say("zoo: " + describe_parameters(parameters, s.compute_dtype, job.mesh))
     started = time.perf_counter()
-    reporter = _provenance_reporter(job)
+    reporter = _provenance_reporter(job, _last_settings(job.out) if job.saved else None)
 
     def on_record(rec: dict[str, Any]) -> None:
         reporter(rec)
@@ -195,9 +195,47 @@ def trained(result: Any) -> bool:
     return result.step > result.start_step
 
 
-def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
+#: Settings outside a run's identity that a resumed run may change, said when it does (the
+#: reward functions and how GRPO samples: what it trains on from then on).
+SAID_WHEN_CHANGED = ("grpo.",)
+
+
+def _last_settings(out: pathlib.Path) -> dict[str, Any] | None:
+    """The settings of the last start (or resume) of the run in ``out``, as its metrics
+    recorded them, or ``None``."""
+    from ..loop import METRICS_FILE, read_metrics
+
+    starts = [
+        r
+        for r in read_metrics(out / METRICS_FILE)
+        if r.get("event") in ("start", "resume") and isinstance(r.get("settings"), dict)
+    ]
+    return starts[-1]["settings"] if starts else None
+
+
+def setting_changes(before: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """``"grpo.reward: a.py:f -> b.py:g"`` for each setting of :data:`SAID_WHEN_CHANGED` that
+    differs between ``before`` (``None``: nothing to compare) and ``now``."""
+    if before is None:
+        return []
+
+    def shown(value: Any) -> str:
+        return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    keys = sorted(k for k in {*before, *now} if k.startswith(SAID_WHEN_CHANGED))
+    return [
+        f"{k}: {shown(before.get(k))} -> {shown(now.get(k))}"
+        for k in keys
+        if before.get(k) != now.get(k)
+    ]
+
+
+def _provenance_reporter(
+    job: Job, settings_before: dict[str, Any] | None
+) -> Callable[[dict[str, Any]], None]:
     """A record watcher that says what changed since the checkpoint the run resumes (or, for a
-    fine-tune of a zoo run, since its source checkpoint)."""
+    fine-tune of a zoo run, since its source checkpoint): kernels and versions, and the
+    settings a resumed run may change (``settings_before``: those of its last start)."""
     from .._changes import provenance_changes
 
     def on_record(rec: dict[str, Any]) -> None:
@@ -205,6 +243,8 @@ def _provenance_reporter(job: Job) -> Callable[[dict[str, Any]], None]:
             step = rec.get("resumed_from")
             before = None if step is None else job.saved.get(step)
             what = f"checkpoint {step}"
+            for line in setting_changes(settings_before, rec.get("settings") or {}):
+                say(f"zoo: changed since {what}: {line}")
         elif rec.get("event") == "start":
             before = job.model.provenance
             what = f"the checkpoint in {getattr(job.settings, 'from_run', None)}"

@@ -10,7 +10,7 @@ from ._complete import complete_step, say_complete
 from ._data import build_data
 from ._epochs import steps_for_epochs
 from ._finish import sample
-from ._mesh import check_mesh_fits, check_train_positions, mesh_and_rules
+from ._mesh import LOWER_BATCH, check_mesh_fits, check_train_positions, mesh_and_rules
 from ._model import preset_config, run_tokenizer, scratch_model
 from ._output import output_directory
 from ._run import Job, open_trackers, run, saved_provenance, say, trained
@@ -19,7 +19,7 @@ from ._run import Job, open_trackers, run, saved_provenance, say, trained
 def train_recipe(s: RunSettings) -> int:
     """Train the preset ``s.model`` into ``s.out`` (resuming what is there); returns the exit
     code."""
-    from .._capacity import check_state_fits
+    from .._capacity import check_batch_fits, check_state_fits
     from ..loop import train
 
     check_run(s)
@@ -40,6 +40,7 @@ def train_recipe(s: RunSettings) -> int:
                 "ids rounded up to a multiple of 128"
             )
         check_state_fits(config, s.optimizer.name, mesh)  # before the model is built
+        check_batch_fits(s.batch_size * s.grad_accum, s.seq_len, lower=LOWER_BATCH)
         check_mesh_fits(mesh, rules, config, batch_size=s.batch_size, seq_len=s.seq_len)
         check_train_positions(config, s.seq_len, settable=True)
         model = scratch_model(s, config, tokenizer, mesh, rules, resuming=bool(saved))

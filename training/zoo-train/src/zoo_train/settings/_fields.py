@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import reprlib
 import types
 import typing
 from collections.abc import Mapping
@@ -194,6 +195,16 @@ def sections(settings: Any) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(settings) if f.metadata.get("section"))
 
 
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to a few levels, items and characters: what an error echoes of a
+    value, however large (a YAML alias can make a small file a huge value)."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxlist, short.maxtuple, short.maxdict = 3, 4, 4, 4
+    short.maxstring = short.maxother = 60
+    text = short.repr(value)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
 def _type_error(key: str, kind: str, value: Any) -> UsageError:
     want = {
         "int": "an integer",
@@ -203,7 +214,7 @@ def _type_error(key: str, kind: str, value: Any) -> UsageError:
         "list": "a list of strings",
         "floats": "a list of numbers",
     }[kind.rstrip("?")]
-    return UsageError(f"Setting `{key}` must be {want}, got {value!r}.")
+    return UsageError(f"Setting `{key}` must be {want}, got {shown(value)}.")
 
 
 def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
@@ -245,7 +256,7 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
             raise _type_error(key.name, key.kind, value)
         value = [float(v) for v in value]
         if not all(math.isfinite(v) for v in value):
-            raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {value}.")
+            raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {shown(value)}.")
     flag = f" ({key.flag})" if key.flag and not key.switch else ""
     for item in value if base == "floats" else [value]:
         problem = refusal(f"Setting `{key.name}`{flag}", item, key.within, key.choices)
@@ -264,9 +275,9 @@ def refusal(
     command line refuse a value in these words."""
     if choices is not None and value not in choices:
         allowed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
-        return f"{label} must be {allowed}, got {value!r}."
+        return f"{label} must be {allowed}, got {shown(value)}."
     if within is not None and value not in within:
-        return f"{label} must be {within.describe()}, got {value}."
+        return f"{label} must be {within.describe()}, got {shown(value)}."
     return None
 
 

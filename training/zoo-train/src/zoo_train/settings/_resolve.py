@@ -14,11 +14,11 @@ import difflib
 import json
 import pathlib
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from .._usage import UsageError
-from ._fields import Key, coerce, keys, replace, sections, tables
+from ._fields import Key, coerce, keys, replace, sections, shown, tables
 from ._mesh import MeshConfig
 from ._run import FinetuneSettings, RunSettings, finetune_defaults
 
@@ -34,12 +34,18 @@ def defaults(command: str) -> RunSettings:
 
 def unknown_key(key: str, known: Mapping[str, Key]) -> UsageError:
     """The error for a setting that does not exist (with the closest known name)."""
-    close = difflib.get_close_matches(
-        key, [*known, "model_config.<field>", "sharding.<logical axis>"], n=1
+    key = str(key)  # a YAML key may be a number
+    close = (
+        difflib.get_close_matches(
+            key, [*known, "model_config.<field>", "sharding.<logical axis>"], n=1
+        )
+        if len(key) <= 100
+        else []
     )
     hint = f" (did you mean `{close[0]}`?)" if close else ""
+    name = key if len(key) <= 80 else key[:79] + "…"
     return UsageError(
-        f"Unknown setting `{key}`{hint}; run `zoo train --help` or see the zoo-train README "
+        f"Unknown setting `{name}`{hint}; run `zoo train --help` or see the zoo-train README "
         "for the known settings."
     )
 
@@ -77,9 +83,82 @@ class _Sources:
         return replace(s, {(name,): value for name, value in changed.items()})
 
 
+#: How deep a config file's values may nest: settings are tables of values, lists of a table's
+#: values a level or two more.
+MAX_DEPTH = 16
+#: How many values a config file may hold, each use of a YAML alias counted as what it expands to.
+MAX_VALUES = 100_000
+
+
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (a merge key ``<<``
+    may still override what it merges)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    if isinstance(key, Hashable) and key in seen:
+                        raise _DuplicateKeyError(key, key_node.start_mark.line + 1)
+                    if isinstance(key, Hashable):
+                        seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: Any, line: int | None = None) -> None:
+        super().__init__(key, line)
+        self.key, self.line = key, line
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def _check_size(data: Any, path: str) -> None:
+    """Refuse values nested deeper than :data:`MAX_DEPTH` or more than :data:`MAX_VALUES` of
+    them (walked without recursion, each alias as often as it is used, stopping at the cap)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    count = 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise UsageError(
+                f"The config file {path!r} holds more than {MAX_VALUES:,} values (YAML aliases "
+                "count each time they are used); write its settings out plainly."
+            )
+        if depth > MAX_DEPTH:
+            raise UsageError(
+                f"The config file {path!r} nests values more than {MAX_DEPTH} levels deep; "
+                "settings are tables of values, a level or two deep."
+            )
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(value, dict | list):
+            stack.extend((child, depth + 1) for child in children)
+
+
 def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
     """A TOML (``.toml``), YAML (``.yaml``, ``.yml``: the tables as mappings, as MaxText and
-    Levanter configs are written) or JSON (``.json``) config file as a table of settings."""
+    Levanter configs are written) or JSON (``.json``) config file as a table of settings.
+
+    Raises:
+        UsageError: a missing, unreadable or invalid file, a key given twice in one table,
+            values nested deeper than :data:`MAX_DEPTH` or more than :data:`MAX_VALUES` of
+            them (a YAML alias bomb).
+    """
     import yaml
 
     path = pathlib.Path(path)
@@ -93,21 +172,33 @@ def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
             "save it as UTF-8."
         ) from None
     readers: dict[str, Callable[[str], Any]] = {
-        ".json": json.loads,
-        ".toml": tomllib.loads,
-        ".yaml": yaml.safe_load,
-        ".yml": yaml.safe_load,
+        ".json": lambda t: json.loads(t, object_pairs_hook=_json_object),
+        ".toml": tomllib.loads,  # a key given twice is TOML's own error
+        ".yaml": lambda t: yaml.load(t, Loader=_yaml_loader()),
+        ".yml": lambda t: yaml.load(t, Loader=_yaml_loader()),
     }
     read = readers.get(path.suffix.lower())
     if read is None:
         raise UsageError(f"The config file {str(path)!r} must end in .toml, .yaml, .yml or .json.")
     try:
         data = read(text)
+    except _DuplicateKeyError as e:
+        where = f" (line {e.line})" if e.line else ""
+        key = e.key if isinstance(e.key, str) and len(e.key) <= 80 else shown(e.key)
+        raise UsageError(
+            f"The config file {str(path)!r} gives `{key}` twice in one table{where}; keep one."
+        ) from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as e:
-        first = " ".join(str(e).split()) if str(e) else type(e).__name__
+        first = " ".join(str(e).split())[:300] if str(e) else type(e).__name__
         raise UsageError(f"The config file {str(path)!r} is not valid ({first}); fix it.") from None
+    except RecursionError:
+        raise UsageError(
+            f"The config file {str(path)!r} nests values more than {MAX_DEPTH} levels deep; "
+            "settings are tables of values, a level or two deep."
+        ) from None
     if not isinstance(data, dict):
         raise UsageError(f"The config file {str(path)!r} must hold a table of settings.")
+    _check_size(data, str(path))
     return data
 
 

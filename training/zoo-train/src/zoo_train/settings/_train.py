@@ -19,6 +19,9 @@ from ._mesh import MeshConfig
 #: Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.
 SEEDS = "[0, 4294967296)"
 
+#: The most steps a run may take: the optimizer's step counter and the schedule count in int32.
+MAX_STEPS = 2**31 - 1
+
 #: The fewest warm-up steps a run resolves from its warm-up fraction.
 WARMUP_FLOOR = 10
 
@@ -82,7 +85,9 @@ class LoopSettings:
     --help`` and in ``zoo_train.settings.keys(RunSettings())``), its range or choices (checked
     when an instance is built) and its config-file key and flag."""
 
-    steps: int = setting(800, "optimizer steps", flag="--steps", metavar="N", within="[1, inf)")
+    steps: int = setting(
+        800, "optimizer steps", flag="--steps", metavar="N", within=f"[1, {MAX_STEPS}]"
+    )
     batch_size: int = setting(
         16, "rows per micro-batch", flag="--batch-size", metavar="N", within="[1, inf)"
     )

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from ...testing._verify import kind_verifier
+from ...testing._verify import verifier
 from . import _check
 
 #: ``verify(name, on_row=None) -> (rows, failures)``: every case of
 #: ``zoo_attention.linear.testing.CASES`` against kernel ``name``, then the named scope;
 #: ``verify_count()``: how many checks that is.
-verify, verify_count = kind_verifier(__package__ or "zoo_attention.linear.testing", _check)
+verify, verify_count = verifier(__package__ or "zoo_attention.linear.testing", _check)

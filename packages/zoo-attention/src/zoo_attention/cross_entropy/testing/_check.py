@@ -1,0 +1,192 @@
+"""Running one cross-entropy case against a kernel and listing what disagrees with the
+reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...testing import compare, fresh_seed
+from .._api import linear_cross_entropy, scope_name
+from .._registry import get_kernel
+from .._spec import make_spec
+from ._cases import TOLERANCES, CrossEntropyCase
+from ._reference import reference_cross_entropy
+
+#: What a token that does not count carries as its target: never a vocabulary id.
+IGNORED_TARGET = -100
+
+
+@dataclasses.dataclass
+class CrossEntropyInputs:
+    """Arrays for one case: ``hidden``, ``head`` (in their dtypes), ``targets``, the loss mask
+    (``None`` when the case has none), the counted tokens (bool, flat) and the cotangents of
+    ``ce`` and ``log_z`` (float32, the tokens' shape)."""
+
+    hidden: jax.Array
+    head: jax.Array
+    targets: jax.Array
+    loss_mask: jax.Array | None
+    counts: np.ndarray
+    g_ce: jax.Array
+    g_log_z: jax.Array
+    seed: int
+
+
+def _counts(case: CrossEntropyCase, rng: np.random.Generator) -> np.ndarray:
+    n = math.prod(case.tokens)
+    if not case.masked:
+        return np.ones(n, bool)
+    counts = rng.random(n) < 0.7
+    # At least one token that counts and, given two or more, one that does not.
+    order = rng.permutation(n)
+    counts[order[0]] = True
+    if n > 1:
+        counts[order[1]] = False
+    return counts
+
+
+def make_inputs(case: CrossEntropyCase, seed: int) -> CrossEntropyInputs:
+    """Random inputs for ``case``: normal hidden states and a head scaled so the logits have
+    standard deviation ``case.logit_std``, uniform targets (``IGNORED_TARGET`` where a token
+    does not count), a mask with both kinds of token, cotangents (zero for ``log_z`` without a
+    z-loss)."""
+    rng = np.random.default_rng(seed)
+    n, d, v = math.prod(case.tokens), case.dim, case.vocab
+    hidden = rng.standard_normal((*case.tokens, d))
+    shape = (d, v) if case.head_layout == "dv" else (v, d)
+    head = rng.standard_normal(shape) * case.logit_std / math.sqrt(d)
+    counts = _counts(case, rng)
+    targets = np.where(counts, rng.integers(0, v, n), IGNORED_TARGET).reshape(case.tokens)
+    g_ce = rng.standard_normal(case.tokens)
+    g_log_z = rng.standard_normal(case.tokens) if case.z_loss else np.zeros(case.tokens)
+    mask = jnp.asarray(counts.reshape(case.tokens)) if case.masked else None
+    return CrossEntropyInputs(
+        hidden=jnp.asarray(hidden, jnp.dtype(case.dtype)),
+        head=jnp.asarray(head, jnp.dtype(case.head_dtype or case.dtype)),
+        targets=jnp.asarray(targets, jnp.int32),
+        loss_mask=mask,
+        counts=counts,
+        g_ce=jnp.asarray(g_ce, jnp.float32),
+        g_log_z=jnp.asarray(g_log_z, jnp.float32),
+        seed=seed,
+    )
+
+
+def _f64(x: jax.Array) -> np.ndarray:
+    return np.asarray(x.astype(jnp.float32), np.float64)
+
+
+def _dtype_failures(
+    x: CrossEntropyInputs, ce: jax.Array, log_z: jax.Array, dh: jax.Array, dw: jax.Array
+) -> list[str]:
+    failures = []
+    for label, got, want in (
+        ("ce", ce.dtype, jnp.dtype("float32")),
+        ("log_z", log_z.dtype, jnp.dtype("float32")),
+        ("d_hidden", dh.dtype, x.hidden.dtype),
+        ("d_head", dw.dtype, x.head.dtype),
+    ):
+        if got != want:
+            failures.append(f"{label} dtype {got}, expected {want}")
+    return failures
+
+
+def _ignored_failures(
+    counts: np.ndarray, ce: jax.Array, log_z: jax.Array, dh: jax.Array
+) -> list[str]:
+    failures = []
+    d = dh.shape[-1]
+    for label, got in (("ce", ce), ("log_z", log_z), ("d_hidden", dh.reshape(-1, d))):
+        off = _f64(got).reshape(len(counts), -1)[~counts]
+        if off.size and np.any(off != 0):
+            failures.append(
+                f"{label}: tokens that do not count are not zero (max {np.abs(off).max():.3g})"
+            )
+    return failures
+
+
+def refusal(implementation: str, case: CrossEntropyCase) -> str | None:
+    """Why ``implementation``'s check refuses ``case`` on this machine (a feature it declares
+    it lacks: the contract falls back for such calls), or ``None`` when it serves it."""
+    x = make_inputs(case, 0)
+    spec = make_spec(
+        x.hidden,
+        x.head,
+        x.targets,
+        x.loss_mask,
+        head_layout=case.head_layout,
+        soft_cap=case.soft_cap,
+        temperature=case.temperature,
+    )
+    return get_kernel(implementation).check(spec)
+
+
+def run_case(implementation: str, case: CrossEntropyCase, seed: int | None = None) -> list[str]:
+    """Check ``ce``, ``log_z`` and the gradients w.r.t. ``hidden`` and ``head`` of
+    ``implementation`` on ``case``; return the failures (empty: it conforms). Each names the
+    seed, so ``ZOO_TEST_SEED=<seed>`` replays it. A case the kernel's check refuses (see
+    :func:`refusal`) is not run: calls like it fall back to another kernel."""
+    if refusal(implementation, case) is not None:
+        return []
+    seed = fresh_seed() if seed is None else seed
+    x = make_inputs(case, seed)
+    tol = TOLERANCES[case.dtype]
+
+    def call(h: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return linear_cross_entropy(
+            h,
+            w,
+            x.targets,
+            loss_mask=x.loss_mask,
+            head_layout=case.head_layout,
+            soft_cap=case.soft_cap,
+            temperature=case.temperature,
+            implementation=implementation,
+        )
+
+    (ce, log_z), vjp = jax.vjp(jax.jit(call), x.hidden, x.head)
+    dh, dw = vjp((x.g_ce, x.g_log_z))
+    n = len(x.counts)
+    # The reference computes what the contract does: the head cast to the hidden dtype.
+    ref = reference_cross_entropy(
+        _f64(x.hidden).reshape(n, case.dim),
+        _f64(x.head.astype(x.hidden.dtype)),
+        np.asarray(x.targets).reshape(n),
+        x.counts,
+        head_layout=case.head_layout,
+        soft_cap=case.soft_cap,
+        temperature=case.temperature,
+        g_ce=_f64(x.g_ce).reshape(n),
+        g_log_z=_f64(x.g_log_z).reshape(n),
+    )
+    assert ref.d_hidden is not None and ref.d_head is not None  # cotangents were given
+    failures = _dtype_failures(x, ce, log_z, dh, dw)
+    for label, got, want, t in (
+        ("ce", ce.reshape(n), ref.ce, tol["out"]),
+        ("log_z", log_z.reshape(n), ref.log_z, tol["out"]),
+        ("d_hidden", dh.reshape(n, case.dim), ref.d_hidden, tol["grad"]),
+        ("d_head", dw, ref.d_head, tol["grad"]),
+    ):
+        problem = compare(label, got, want, t)
+        if problem:
+            failures.append(problem)
+    failures += _ignored_failures(x.counts, ce, log_z, dh)
+    return [f"[{case.name} seed={seed}] {f}" for f in failures]
+
+
+def named_scope_failures(implementation: str, seed: int | None = None) -> list[str]:
+    """Check that a jitted call carries the kernel's named scope in its HLO metadata."""
+    kernel = get_kernel(implementation)
+    rng = np.random.default_rng(fresh_seed() if seed is None else seed)
+    hidden = jnp.asarray(rng.standard_normal((2, 8, 16)), jnp.float32)
+    head = jnp.asarray(rng.standard_normal((16, 200)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 200, (2, 8)), jnp.int32)
+    fn = jax.jit(lambda h: linear_cross_entropy(h, head, targets, implementation=implementation))
+    text = fn.lower(hidden).as_text(debug_info=True)
+    want = scope_name(kernel.name, kernel.version)
+    return [] if want in text else [f"named scope {want!r} not found in the lowered HLO"]
