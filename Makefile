@@ -49,7 +49,7 @@ DEV_EXTRAS := [wandb,eval]
 zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(or $(2),$(PACKAGES)))) \
 	-e $(if $(1),"training/zoo-train$(1)",training/zoo-train)
 
-.PHONY: install install-check newest newest-full test-newest compat runtime test lint format train bench bench-quick wheels wheelhouse pinned clean \
+.PHONY: install install-check newest newest-full test-newest compat runtime eval-deps test lint format train bench bench-quick wheels wheelhouse pinned clean \
 	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
@@ -108,6 +108,17 @@ $(RUNTIME_STAMP): Makefile constraints.txt $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt $(BUILD_TOOLS)
 	$(PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,)
+	@touch $@
+
+# `zoo eval --tasks` and `--eval-harness` on top of `make train`'s environment: zoo-train's `eval`
+# extra (lm-eval; no torch) into .venv, with the same constraints: 0.3 GB more. Not part of
+# `make train`, which does not use it. `make install` includes it.
+EVAL_STAMP := $(VENV)/.eval
+eval-deps: $(EVAL_STAMP)
+	@$(BIN)/python $(EDITABLE)
+
+$(EVAL_STAMP): $(RUNTIME_STAMP)
+	$(PIP) $(PIP_INSTALL) -c constraints.txt --no-build-isolation $(call zoo_packages,[eval])
 	@touch $@
 
 # The test tools and the reference implementations the tests compare with (torch,

@@ -79,7 +79,6 @@ def _steps(model_dir: pathlib.Path, setup: dict[str, Any]) -> dict[str, Any]:
     import zoo_train
     from zoo_train.grpo import GRPOConfig, Prompt, Rewards, grpo_parts
     from zoo_train.parallel import BatchLayout, init_sharded, make_mesh, make_rules
-    from zoo_train.program import StepSpec, build_program
     from zoo_train.testing import WORDS
 
     rows = setup["prompts_per_step"] * setup["num_generations"]
@@ -107,8 +106,8 @@ def _steps(model_dir: pathlib.Path, setup: dict[str, Any]) -> dict[str, Any]:
         config=config, max_prompt_length=setup["prompt_tokens"], stop_tokens=(),
         reference="batch", reference_model=model, mesh=mesh,
     )  # fmt: skip
-    program = build_program(StepSpec(model, config, loss_fn=loss, mesh=mesh))
-    state = init_sharded(program.plan.fresh, model, mesh=mesh, shardings=program.plan.shardings)
+    trainer = zoo_train.Trainer(config, model, loss, mesh=mesh)
+    state = init_sharded(trainer.plan.fresh, model, mesh=mesh, shardings=trainer.plan.shardings)
     layout = BatchLayout(mesh, rules, rows)
     compiles: list[str] = []
     jax.monitoring.register_event_duration_secs_listener(
@@ -119,7 +118,7 @@ def _steps(model_dir: pathlib.Path, setup: dict[str, Any]) -> dict[str, Any]:
         counted = len(compiles)
         batch = rollout(state.model, step, layout.place(source.next_batch(rows)))
         started = time.perf_counter()
-        state, _ = program.train_step(batch, state)
+        state, _ = trainer.train_step(batch, state)
         jax.block_until_ready(state)
         update = time.perf_counter() - started
         compiled = len(compiles) - counted

@@ -80,9 +80,8 @@ class LoopBench:
                 records.append(rec)
                 trackers.record(rec)
 
-            self.zoo_train.train(
-                self.model(), self.loader(), config=self.config(steps), out=out, on_record=on_record
-            )
+            trainer = self.zoo_train.Trainer(self.config(steps), self.model(), None, out)
+            trainer.train(self.loader(), on_record=on_record)
         tokens_per_step = self.batch * self.seq_len
         timed = [r for r in records if r.get("tokens_per_s") and "event" not in r]
         # The first record's window holds the compilation (the loop leaves its first step out,

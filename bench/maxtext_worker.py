@@ -4,7 +4,7 @@ environment (``build/maxtext-venv``, Python >= 3.12, made by ``bench/versus_maxt
 ``python bench/maxtext_worker.py OUT.json DUMP_DIR KEY=VALUE ...`` runs MaxText's
 ``maxtext.trainers.pre_train.train_compile`` on its ``base.yml`` with the overrides given, with
 ``jax.stages.Lowered.compile`` wrapped so that the compile also dumps XLA's buffer assignment
-into ``DUMP_DIR`` (read by the benchmark with ``zoo_train.compile.read_dump``) and its figures
+into ``DUMP_DIR`` (read by the benchmark with ``zoo_train.aot.read_dump``) and its figures
 (``memory_analysis()``), or the error that stopped it, are kept. Writes one JSON object to
 ``OUT.json``: ``fits``, ``per_device`` (argument, output, alias, temporary, peak and generated-code
 bytes), ``compile_s``, ``error`` (the first line of a compile error; an out-of-memory one means

@@ -25,7 +25,7 @@ def main() -> None:
     import zoo_models
     import zoo_train
     from zoo_train import parallel
-    from zoo_train.compile import count_collectives
+    from zoo_train.aot import count_collectives
     from zoo_train.data import PackedLoader
 
     config = json.loads(sys.argv[1])

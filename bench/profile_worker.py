@@ -38,12 +38,13 @@ def main() -> None:
         progress=False,
         profile=tuple(config["profile"]),
     )
-    zoo_train.train(
+    trainer = zoo_train.Trainer(
+        train_config,
         lambda: zoo_models.build(model_config, key=jax.random.key(0)),
-        PackedLoader(docs, seq_len=config["seq_len"], seed=0),
-        config=train_config,
-        out=config["out"],
+        None,
+        config["out"],
     )
+    trainer.train(PackedLoader(docs, seq_len=config["seq_len"], seed=0))
 
 
 if __name__ == "__main__":

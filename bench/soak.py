@@ -74,14 +74,13 @@ def _worker(config: dict[str, Any]) -> None:
         prepare_store(files, f"{out}/data", workers=1, progress=False)
         train = StoreLoader(f"{out}/data", seq_len=128, seed=0)
         val = train.held_out()
-        zoo_train.train(
+        trainer = zoo_train.Trainer(
+            train_config,
             lambda: zoo_models.build(model_config, key=jax.random.key(0)),
-            train,
-            config=train_config,
-            out=f"{out}/run",
-            eval_data=val,
-            on_record=sample,
+            None,
+            f"{out}/run",
         )
+        trainer.train(train, val, on_record=sample)
     print(json.dumps({"samples": samples}), flush=True)
 
 

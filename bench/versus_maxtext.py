@@ -10,7 +10,7 @@ both: T = 8192, bfloat16 compute, float32 weights and AdamW state, full remat (e
 input kept), layers scanned, every chip on the fsdp axis. MaxText runs as it comes and with
 ``num_vocab_tiling=16`` (its logits tiled). Each side's largest batch is searched in whole rows a
 chip; every compile also dumps XLA's buffer assignment, read with
-``zoo_train.compile.read_dump``, so each peak comes with what it is made of.
+``zoo_train.aot.read_dump``, so each peak comes with what it is made of.
 
 A compile takes one to five minutes on two shared cores (one that does not fit stops at the
 buffer assignment, in seconds), so results are kept in ``build/bench-cache/`` by settings and by
@@ -247,7 +247,7 @@ def compile_zoo(case: Case, rows: int) -> dict[str, Any]:
 
 def compile_maxtext(case: Case, rows: int, tiled: bool, python: pathlib.Path) -> dict[str, Any]:
     """MaxText's ``train_compile`` at ``rows`` a chip, in its environment."""
-    from zoo_train.compile import read_dump  # .venv has zoo-train: the dump is read here
+    from zoo_train.aot import read_dump  # .venv has zoo-train: the dump is read here
 
     overrides = [
         f"compile_topology={case.maxtext_topology}",

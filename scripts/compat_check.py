@@ -38,6 +38,9 @@ MATRIX_CASES = (
     "empty-rows-causal-segments-bf16",
     "all-f32",
 )
+#: Contract 1.3's features and a case of each (with zoo-attention >= 1.3): a kernel that serves
+#: it must pass the case; one that does not must refuse it naming the feature.
+FEATURE_CASES = {"sinks": "sinks-all-f32", "value_head_dim": "mla-qk192-v128-causal"}
 #: TPU generations the forward and backward are compiled for (one chip of each topology).
 GENERATIONS = {"v5e": "v5e:2x2", "v6e": "v6e:2x2"}
 #: The compiled call: batch, length, query heads, key/value heads, head dim (bfloat16, causal).
@@ -92,7 +95,32 @@ def conformance(kernel: str) -> dict:
         if failures:
             error = f"conformance {case.name}: {failures[0]}"
             return {"ok": False, "error": error, "seconds": seconds}
-    return {"ok": True, "error": None, "cases": [c.name for c in cases], "seconds": seconds}
+    result: dict[str, Any] = {
+        "ok": True,
+        "error": None,
+        "cases": [c.name for c in cases],
+        "seconds": seconds,
+    }
+    if kernel not in GROUPED_MATMUL_KERNELS:
+        result["serves"] = features_served(suite, kernel)
+    return result
+
+
+def features_served(suite: Any, kernel: str) -> dict[str, bool] | None:
+    """Which of contract 1.3's features the kernel serves (``None``: the installed
+    zoo-attention predates contract 1.3). A served feature's case runs like the others (its
+    failure raises); a refused one passes only by a refusal that names it."""
+    by_name = {c.name: c for c in suite.CASES}
+    if not hasattr(suite, "refusal") or not set(FEATURE_CASES.values()) <= set(by_name):
+        return None
+    served = {}
+    for feature, name in FEATURE_CASES.items():
+        case = by_name[name]
+        served[feature] = suite.refusal(kernel, case) is None
+        failures = suite.run_case(kernel, case)
+        if failures:
+            raise AssertionError(f"conformance {name}: {failures[0]}")
+    return served
 
 
 def _attention_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:

@@ -192,6 +192,8 @@ def check_release(
     if failed is not None:
         return {**cell, "status": "broken", "detail": failed["error"]}
     assert compiled is not None  # the conformance check passed, so the compile check ran
+    if conformance.get("serves") is not None:
+        cell["serves"] = conformance["serves"]
     return {**cell, "status": "verified", "detail": "", "compiled": compiled["compiled"]}
 
 
@@ -238,8 +240,15 @@ def render(data: dict) -> str:
         "**refused**: pip would not install it there, for the reason given. **broken**: it "
         "installed and failed, with the first error.",
         "",
-        "| release | declares jax | " + " | ".join(head) + " |",
-        "|---|---|" + "---|" * len(axis),
+        "The last column is what a release serves of attention contract 1.3 (zoo-attention "
+        "1.3: sinks, and values whose head dim differs from the queries'), checked beside "
+        "the latest zoo-attention release: a feature served passed its conformance case "
+        "(`sinks-all-f32`, `mla-qk192-v128-causal`), one not served was refused naming it; "
+        "**—** where that zoo-attention predates contract 1.3 (a release made before it "
+        "serves neither: pinned, it is passed over for such calls with one warning).",
+        "",
+        "| release | declares jax | " + " | ".join(head) + " | contract 1.3 |",
+        "|---|---|" + "---|" * len(axis) + "---|",
     ]
     notes: list[str] = []
     for row in data["releases"]:
@@ -253,6 +262,7 @@ def render(data: dict) -> str:
                 text += f" ({notes.index(cell['detail']) + 1})"
             cells.append(text)
         name = f"{row['distribution']} {row['version']}"
+        cells.append(_serves(row, axis))
         lines.append(f"| {name} | `{row['declared']}` | " + " | ".join(cells) + " |")
     unreleased = [d for d in KERNELS if d not in {r["distribution"] for r in data["releases"]}]
     if unreleased:
@@ -270,6 +280,17 @@ def render(data: dict) -> str:
         lines += [f"{i}. {note}" for i, note in enumerate(notes, 1)]
     lines += ["", f"Recorded {data['date']}.", ""]
     return "\n".join(lines)
+
+
+def _serves(row: dict, axis: list[dict]) -> str:
+    """What the release serves of contract 1.3, from its newest verified cell that says."""
+    for j in reversed(axis):
+        served = (row["cells"].get(j["jax"]) or {}).get("serves")
+        if served is not None:
+            names = {"sinks": "sinks", "value_head_dim": "value head dim"}
+            found = [names[f] for f, ok in served.items() if ok]
+            return ", ".join(found) if found else "neither"
+    return "—"
 
 
 def _write(data: dict) -> None:

@@ -156,6 +156,32 @@ def test_d_kernel_for_contract_2_is_refused(site, wheels, contract2_wheel, env_d
     assert report["served"][0]["kernel"] == "xla"
 
 
+def test_e_pinned_chunked_before_contract_1_3_falls_back_loudly_for_sinks(
+    site, wheels, build_root, env_dir, tmp_path
+):
+    """Rolling back zoo-chunked to its release before contract 1.3 (`make pinned
+    PIN=zoo-chunked==0.2.1`): gpt-oss's attention asks for sinks, which that release's call
+    does not take, so training runs on `xla`, with one warning naming the feature."""
+    house = build_root / "wheelhouse"
+    _release_wheel("zoo-chunked", "0.2.1", house)
+    python = make_env(
+        env_dir,
+        site,
+        [wheels[n] for n in NON_KERNEL],
+        pins=["zoo-chunked==0.2.1"],
+        find_links=[house],
+    )
+    assert installed_zoo(python)["zoo-chunked"] == "0.2.1"
+    env = {"ZOO_ATTENTION": "chunked,xla", "ZOO_COMPAT_MODEL": "gpt-oss-tiny"}
+    report = _drive(python, tmp_path, env)
+    _trained(report)
+    served = {(r["kernel"], r["fallback_reason"]) for r in report["served"]}
+    assert {kernel for kernel, _ in served} == {"xla"}
+    assert all("attention sinks" in reason for _, reason in served), served
+    assert sum("instead of chunked" in w for w in report["warnings"]) == 1
+    assert report["max_logit_diff_vs_xla"] == 0.0
+
+
 @pytest.mark.parametrize("name", sorted(PACKAGES))
 def test_wheel_carries_its_own_version_and_ranges(wheels, name):
     import zipfile

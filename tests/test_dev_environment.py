@@ -95,6 +95,18 @@ def test_make_train_installs_only_what_training_runs(tmp_path):
     assert "requirements-dev.txt" in test and str(tmp_path / "venv-tpu") in test
 
 
+def test_make_eval_deps_adds_the_eval_extra_to_the_train_environment(tmp_path):
+    # `zoo eval --tasks` after `make train`: one target installs zoo-train's eval extra into
+    # the same .venv with the constraints, and the README says so where `--tasks` first appears.
+    plan = _planned("eval-deps", tmp_path).replace("\\\n", " ")
+    steps = [line for line in plan.splitlines() if "training/zoo-train[eval]" in line]
+    assert len(steps) == 1 and str(tmp_path / "venv") in steps[0]
+    assert "-c constraints.txt" in steps[0] and "requirements-dev.txt" not in plan
+    readme = (ROOT / "README.md").read_text().splitlines()
+    first = next(line for line in readme if "zoo eval" in line and "--tasks" in line)
+    assert "make eval-deps" in first
+
+
 def test_every_environment_installs_its_build_tools_before_its_packages(tmp_path):
     # Installs run without build isolation, so a dependency that ships only a source
     # distribution (rouge-score) is built by the environment's own setuptools: a new venv has

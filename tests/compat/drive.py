@@ -60,7 +60,9 @@ def main(out: str) -> None:
         async_checkpointing=False,
         optimizer=zoo_train.OptimizerConfig(lr=3e-3, warmup_steps=1),
     )
-    model = zoo_models.build(zoo_models.get("llama-tiny"), key=jax.random.key(0))
+    # ZOO_COMPAT_MODEL: another preset (gpt-oss-tiny asks the kernel for sinks).
+    preset = os.environ.get("ZOO_COMPAT_MODEL", "llama-tiny")
+    model = zoo_models.build(zoo_models.get(preset), key=jax.random.key(0))
     with zoo_attention.recording() as log:
         result = zoo_train.train(model, loader, config=config, out=out)
     served = [r.as_dict() for r in log]

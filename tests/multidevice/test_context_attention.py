@@ -107,3 +107,40 @@ def test_flash_tpu_runs_each_shard_with_its_static_offset(mask, balanced, monkey
     np.testing.assert_allclose(out[:, back], want.out, rtol=2e-5, atol=2e-5)
     for got, ref in zip(grads, (want.dq, want.dk, want.dv), strict=True):
         np.testing.assert_allclose(got[:, back], ref, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("impl", ["xla", "chunked", "flash_tpu"])
+def test_sinks_and_wider_values_on_a_context_axis(impl, monkeypatch):
+    """Contract 1.3 on a sequence split over devices: sinks (split over no head axis here,
+    replicated) and values wider than the queries, with packed documents and a sliding window,
+    load-balanced; values, dQ/dK/dV and d sinks against the float64 reference."""
+    monkeypatch.setenv("ZOO_FLASH_TPU_INTERPRET", "1")
+    rng = np.random.default_rng(np.random.default_rng().integers(1 << 30))
+    q, k, _, ids, _ = _inputs(int(rng.integers(1 << 30)))
+    v = rng.standard_normal((B, T, K, 12)).astype(np.float32)
+    cot = rng.standard_normal((B, T, N, 12)).astype(np.float32)
+    sinks = (2 * rng.standard_normal(N)).astype(np.float32)
+    mask = {"is_causal": True, "local_window_size": (12, 0)}
+    want = reference_attention(q, k, v, segment_ids=ids, sinks=sinks, cotangent=cot, **mask)
+    mesh = _mesh((2, 4), ("data", "context"))
+    order, back = dual_chunk_order(T, 4), natural_order(T, 4)
+
+    def fwd_bwd(q, k, v, ids, sinks, cot):
+        def attend(q, k, v, sinks):
+            return zoo_attention.dot_product_attention(
+                q, k, v, segment_ids=ids, sinks=sinks, implementation=impl, **mask
+            )
+
+        out, vjp = jax.vjp(attend, q, k, v, sinks)
+        return out, vjp(cot)
+
+    seq = NamedSharding(mesh, P("data", "context"))
+    place = lambda x: jax.device_put(jnp.asarray(x[:, order]), seq)
+    with jax.set_mesh(mesh), zoo_attention.partition_axes(batch="data", balanced=True):
+        out, (dq, dk, dv, dsinks) = jax.jit(fwd_bwd)(
+            *map(place, (q, k, v, ids)), jnp.asarray(sinks), place(cot)
+        )
+    np.testing.assert_allclose(np.asarray(out)[:, back], want.out, rtol=2e-5, atol=2e-5)
+    for got, ref in zip((dq, dk, dv), (want.dq, want.dk, want.dv), strict=True):
+        np.testing.assert_allclose(np.asarray(got)[:, back], ref, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(dsinks), want.dsinks, rtol=2e-5, atol=2e-4)

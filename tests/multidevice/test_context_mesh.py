@@ -24,6 +24,10 @@ STEPS = 3
 MODELS = {
     "llama": zoo_models.get("llama-tiny").replace(vocab_size=64, n_layers=2),
     "gemma3": zoo_models.get("gemma3-tiny").replace(vocab_size=64, sliding_window=12),
+    # Contract 1.3 on a context axis: gpt-oss's sinks (sliding and full layers), DeepSeek-V3's
+    # latent attention (values narrower than queries and keys).
+    "gpt-oss": zoo_models.get("gpt-oss-tiny").replace(vocab_size=64, sliding_window=12),
+    "deepseek-v3": zoo_models.get("deepseek-v3-tiny").replace(vocab_size=64),
 }
 
 
@@ -66,6 +70,8 @@ CASES = [
     ({"context": 4}, "gemma3", "chunked"),
     ({"fsdp": 2, "context": 4}, "llama", "chunked"),
     ({"fsdp": 2, "context": 4}, "gemma3", "xla"),
+    ({"context": 4}, "gpt-oss", "chunked"),
+    ({"fsdp": 2, "context": 4}, "deepseek-v3", "chunked"),
 ]
 
 

@@ -94,6 +94,52 @@ def test_unpartitionable_kernel_runs_per_shard_and_matches_reference(
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+class PerShardSinksKernel(PerShardKernel):
+    """The same, written for contract 1.3: sinks and values of their own width."""
+
+    name = "per_shard_sinks_test"
+    separate_value_head_dim = True
+
+    def __call__(self, query, key, value, segment_ids, spec, *, sinks=None):  # type: ignore[no-untyped-def]
+        self.calls.append(spec)
+        return zoo_attention.get_kernel("xla")(query, key, value, segment_ids, spec, sinks=sinks)
+
+
+def test_sinks_split_over_the_head_axes_with_the_query_heads(mesh):
+    """Contract 1.3 per shard: each shard's kernel call gets its own heads' sinks (and the
+    values' own width), and the sinks' gradient is summed back into its full [N]."""
+    kernel = zoo_attention.register_kernel(PerShardSinksKernel(), replace=True)
+    try:
+        q, k, _, ids = _inputs(4, 16, 4, 2, 8, seed=3)
+        v = jnp.asarray(np.random.default_rng(4).standard_normal((4, 16, 2, 12)), jnp.float32)
+        sinks = jnp.asarray([1.5, -2.0, 0.5, 3.0], jnp.float32)
+
+        def loss(impl):
+            def f(q, k, v, sinks):
+                out = zoo_attention.dot_product_attention(
+                    q, k, v, is_causal=True, segment_ids=ids, sinks=sinks, implementation=impl
+                )
+                return jnp.sum(out**2)
+
+            return jax.value_and_grad(f, (0, 1, 2, 3))
+
+        want_loss, want_grads = jax.jit(loss("xla"))(q, k, v, sinks)
+        batch = NamedSharding(mesh, P(("data", "fsdp")))
+        with (
+            jax.set_mesh(mesh),
+            zoo_attention.partition_axes(batch=("data", "fsdp"), heads="tensor"),
+        ):
+            args = [jax.device_put(x, batch) for x in (q, k, v)]
+            got_loss, got_grads = jax.jit(loss(kernel.name))(*args, sinks)
+        local = kernel.calls[-1]
+        assert (local.num_heads, local.has_sinks, local.v_head_dim) == (2, True, 12)
+        np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5)
+        for got, want in zip(got_grads, want_grads, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    finally:
+        zoo_attention.unregister_kernel(kernel.name)
+
+
 def test_without_partition_axes_the_free_axes_go_to_batch_then_heads(kernel, mesh):
     # B=2: only `data` divides the batch; `fsdp` then splits the 4 heads (and 2 kv heads);
     # `tensor` (2 x 2 = 4 does not divide K=2) is left replicated.

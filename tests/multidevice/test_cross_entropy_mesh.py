@@ -8,6 +8,8 @@ after one step give the step's gradient (see test_train_step_mesh).
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -70,3 +72,30 @@ def test_fused_sharded_step_matches_the_plain_one_device_step(family, shape, bat
     for got, want, p in zip(*map(jax.tree.leaves, (grads, want_grads, params)), strict=True):
         rounding = 2 * np.finfo(np.float32).eps * np.max(np.abs(p))
         assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want)) + rounding
+
+
+def _loop_collectives(text: str) -> list[tuple[str, str]]:
+    """``(op, op_name)`` of each collective the compiled HLO ``text`` runs inside a while loop's
+    body of the cross-entropy kernel (its named scope in the op's metadata)."""
+    found = []
+    for line in text.splitlines():
+        op = re.search(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)"
+                       r"(?:-start)?\(", line)  # fmt: skip
+        name = re.search(r'op_name="([^"]*)"', line)
+        if op and name and "cross_entropy.fused_xla" in name[1] and "/while/body/" in name[1]:
+            found.append((op[1], name[1]))
+    return found
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 1), (1, 4, 2)], ids=str)
+def test_head_gradient_is_reduced_once_not_per_tile(shape, batch, monkeypatch):
+    # 512 tokens in tiles of 64 tokens: 8 steps of the loop. The head gradient (its rows over
+    # fsdp) is summed over the token-sharding axes once after the loop; inside it only a
+    # vocabulary split over tensor combines each tile's log normaliser (one small gather).
+    with monkeypatch.context() as m:
+        m.setenv(ENV_VAR, "fused_xla")
+        m.setenv(TILE_ENV, "64")
+        state, step = state_and_step(CONFIGS["untied"], _mesh(*shape))
+        text = step.lower(batch, state).compile().as_text()
+    ops = sorted(op for op, _ in _loop_collectives(text))
+    assert ops == ([] if shape[2] == 1 else ["all-gather"]), _loop_collectives(text)

@@ -93,6 +93,8 @@ def test_custom_vjp_function_directly() -> None:
     rng = np.random.default_rng()
     q, k, v, _ = random_inputs(rng, 1, 40, 40, 2, 2, 8)
     spec, _ = zoo_attention.make_spec(q, k, v, is_causal=True)
-    out = chunked_attention(q, k, v, None, None, jnp.int32(0), make_plan(spec, BlockSizes(16, 16)))
+    out = chunked_attention(
+        q, k, v, None, None, jnp.int32(0), None, make_plan(spec, BlockSizes(16, 16))
+    )
     ref = reference(q, k, v, None, is_causal=True)
     assert max_error(out, ref.out) < 2e-5

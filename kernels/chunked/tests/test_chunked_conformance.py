@@ -7,7 +7,7 @@ covers further multi-block geometry.
 
 import pytest
 
-from zoo_attention.testing import CASES, ConformanceCase, ConformanceSuite, run_case
+from zoo_attention.testing import CASES, ConformanceCase, ConformanceSuite, refusal, run_case
 from zoo_chunked import ENV_BLOCK_KV, ENV_BLOCK_Q
 
 
@@ -26,7 +26,16 @@ MULTI_BLOCK = (
     "q97-kv33-causal",
     "empty-rows-causal-segments-bf16",
     "empty-rows-window-q48-kv16",
+    "sinks-all-f32",
+    "mla-qk192-v128-causal",
+    "mla-sinks-all-bf16",
 )
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.new_features], ids=str)
+def test_it_claims_every_contract_1_3_feature(case: ConformanceCase) -> None:
+    """The suite accepts a refusal that names the feature; chunked serves them all."""
+    assert refusal("chunked", case) is None
 
 
 def test_multi_block_selection_names_real_cases() -> None:

@@ -15,3 +15,11 @@ def test_a_block_of_queries_at_an_offset_is_those_rows_of_the_whole(mask, monkey
     monkeypatch.setenv("ZOO_CHUNKED_BLOCK_KV", "8")
     seed = int(np.random.default_rng().integers(1 << 30))
     assert check_query_offset("chunked", mask, seed=seed) == []
+
+
+def test_the_offset_with_sinks_and_wider_values(monkeypatch):
+    """Contract 1.3 on a sequence block: sinks and values wider than the queries."""
+    monkeypatch.setenv("ZOO_CHUNKED_BLOCK_Q", "4")
+    monkeypatch.setenv("ZOO_CHUNKED_BLOCK_KV", "8")
+    seed = int(np.random.default_rng().integers(1 << 30))
+    assert check_query_offset("chunked", "sliding", seed, sinks=True, value_head_dim=12) == []

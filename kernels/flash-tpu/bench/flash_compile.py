@@ -69,6 +69,8 @@ class CompileCase:
     soft_cap: float | None = None
     backward: bool = False
     devices: int = 4
+    sinks: bool = False
+    value_head_dim: int | None = None
 
     @property
     def label(self) -> str:
@@ -80,6 +82,10 @@ class CompileCase:
             parts.append(f"window={self.window}")
         if self.soft_cap is not None:
             parts.append(f"cap={self.soft_cap:g}")
+        if self.value_head_dim is not None:
+            parts.append(f"Hv={self.value_head_dim}")
+        if self.sinks:
+            parts.append("sinks")
         if self.devices == 1:
             parts.append("1 device")
         parts.append("fwd+bwd" if self.backward else "fwd")
@@ -118,9 +124,15 @@ def compile_case(case: CompileCase) -> dict[str, Any]:
     heads = NamedSharding(mesh, P("data", None, "model", None))
     q = jax.ShapeDtypeStruct((b, t, n, h), dtype, sharding=heads)
     kv = jax.ShapeDtypeStruct((b, t, k, h), dtype, sharding=heads)
+    hv = h if case.value_head_dim is None else case.value_head_dim
+    values = jax.ShapeDtypeStruct((b, t, k, hv), dtype, sharding=heads)
+    out = jax.ShapeDtypeStruct((b, t, n, hv), dtype, sharding=heads)
     ids = jax.ShapeDtypeStruct((b, t), jnp.int32, sharding=NamedSharding(mesh, P("data", None)))
+    sinks = jax.ShapeDtypeStruct((n,), jnp.float32, sharding=NamedSharding(mesh, P("model")))
 
-    def attend(q: jax.Array, k: jax.Array, v: jax.Array, seg: jax.Array) -> jax.Array:
+    def attend(
+        q: jax.Array, k: jax.Array, v: jax.Array, seg: jax.Array, sk: jax.Array
+    ) -> jax.Array:
         with zoo_attention.partition_axes(batch="data", heads="model"):
             return zoo_attention.dot_product_attention(
                 q,
@@ -130,14 +142,15 @@ def compile_case(case: CompileCase) -> dict[str, Any]:
                 segment_ids=(seg, seg) if case.segments else None,
                 local_window_size=case.window,
                 logits_soft_cap=case.soft_cap,
+                sinks=sk if case.sinks else None,
                 implementation="flash_tpu",
             )
 
     def grads(
-        q: jax.Array, k: jax.Array, v: jax.Array, seg: jax.Array, d_out: jax.Array
+        q: jax.Array, k: jax.Array, v: jax.Array, seg: jax.Array, sk: jax.Array, d_out: jax.Array
     ) -> tuple[jax.Array, ...]:
         # The cotangent is an input, as in training, so no harness temporary is counted.
-        _, vjp = jax.vjp(lambda q, k, v: attend(q, k, v, seg), q, k, v)
+        _, vjp = jax.vjp(lambda q, k, v, sk: attend(q, k, v, seg, sk), q, k, v, sk)
         return vjp(d_out)
 
     start = time.perf_counter()
@@ -146,9 +159,9 @@ def compile_case(case: CompileCase) -> dict[str, Any]:
     # directly (outside shard_map and outside any mesh).
     with jax.set_mesh(mesh) if case.devices > 1 else contextlib.nullcontext():
         if case.backward:
-            lowered = jax.jit(grads).lower(q, kv, kv, ids, q)
+            lowered = jax.jit(grads).lower(q, kv, values, ids, sinks, out)
         else:
-            lowered = jax.jit(attend).lower(q, kv, kv, ids)
+            lowered = jax.jit(attend).lower(q, kv, values, ids, sinks)
         lowered_text = lowered.as_text()
         compiled = lowered.compile()
     seconds = time.perf_counter() - start
@@ -165,6 +178,8 @@ def compile_case(case: CompileCase) -> dict[str, Any]:
         "segments": case.segments,
         "window": case.window,
         "soft_cap": case.soft_cap,
+        "sinks": case.sinks,
+        "value_head_dim": hv,
         "devices": int(mesh.devices.size),
         "shard_map": "shard_map" in lowered_text or "sdy.manual_computation" in lowered_text,
         "compile_s": round(seconds, 2),
@@ -236,7 +251,8 @@ def run_compile_only(args: argparse.Namespace) -> list[dict[str, Any]]:
         case = CompileCase(
             generation, batch=args.batch, seq_len=t, num_heads=args.heads,
             num_kv_heads=args.kv_heads, head_dim=h, segments=args.segments, window=args.window,
-            soft_cap=args.soft_cap, backward=backward, devices=devices,
+            soft_cap=args.soft_cap, backward=backward, devices=devices, sinks=args.sinks,
+            value_head_dim=args.value_head_dim,
         )  # fmt: skip
         try:
             rows.append(compile_case(case))
@@ -262,6 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add("--segments", action="store_true", help="compile with segment ids too")
     add("--window", type=lambda s: tuple(_ints(s)), metavar="LEFT,RIGHT", help="a local window")
     add("--soft-cap", type=float, help="compile with a soft cap")
+    add("--sinks", action="store_true", help="compile with attention sinks (contract 1.3)")
+    add("--value-head-dim", type=int, help="the values' head dim, when not the queries'")
     add("--devices", type=_ints, default=[4],
         help="compile-only meshes: 4 (2x2 batch x heads, under shard_map) and/or 1 (one device)")  # fmt: skip
     add("--passes", type=lambda s: s.split(","), default=["fwd", "fwd+bwd"],

@@ -176,3 +176,60 @@ def test_gemma3_heads_and_windows_compile_with_mosaic(tmp_path: pathlib.Path) ->
     assert len(rows) == 2 and not [r for r in rows if "error" in r], rows
     for r in rows:
         assert (r["head_dim"], r["window"], r["mosaic_calls"]) == (256, [1023, 0], 4), r
+
+
+def test_sinks_and_latent_attention_compile_with_mosaic(tmp_path: pathlib.Path) -> None:
+    """Contract 1.3 through Mosaic for v5e, v5p and v6e, bfloat16, forward and backward:
+    gpt-oss's attention (64-wide heads, 64 query heads over 8, a window of 128, sinks) and
+    DeepSeek-V3's latent attention (192-wide queries and keys, 128-wide values, MHA)."""
+    env = {**os.environ, "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+    env.pop("ZOO_FLASH_TPU_INTERPRET", None)
+    common = ["--batch", "1", "--seq-lens", "4096", "--passes", "fwd+bwd", "--devices", "1"]
+    common += ["--generations", "v5e,v5p,v6e"]
+    runs = {
+        "gpt-oss": [
+            "--heads",
+            "64",
+            "--kv-heads",
+            "8",
+            "--head-dims",
+            "64",
+            "--window",
+            "127,0",
+            "--sinks",
+        ],
+        "mla": [
+            "--heads",
+            "16",
+            "--kv-heads",
+            "16",
+            "--head-dims",
+            "192",
+            "--value-head-dim",
+            "128",
+        ],
+    }
+    procs = {
+        name: subprocess.Popen(
+            _bench_command(tmp_path / f"{name}.json", *common, *args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name, args in runs.items()
+    }
+    rows = []
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=900)
+        print(stdout)
+        out = tmp_path / f"{name}.json"
+        assert out.exists(), stderr[-4000:]
+        rows += json.loads(out.read_text())["rows"]
+    errors = [r for r in rows if "error" in r]
+    assert not errors, "\n".join(f"{r['label']}: {r['error']}" for r in errors)
+    assert len(rows) == 6
+    for r in rows:
+        assert r["mosaic_calls"] == 4 and r["kernels"] == KERNEL_NAMES, r
+        assert (r["sinks"], r["value_head_dim"]) in ((True, 64), (False, 128)), r
+        print(f"{r['label']}: {r['temp_bytes'] / 2**20:.1f} MiB temporaries, {r['compile_s']} s")

@@ -7,11 +7,18 @@ step is built once for all of them.
 
 import pytest
 
-from zoo_attention.testing import ConformanceCase, ConformanceSuite, run_case
+from zoo_attention.testing import CASES, ConformanceCase, ConformanceSuite, refusal, run_case
 
 
 class TestConformance(ConformanceSuite):
     implementation = "flash_tpu"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.new_features], ids=str)
+def test_it_claims_every_contract_1_3_feature(case: ConformanceCase) -> None:
+    """The suite accepts a refusal that names the feature; flash_tpu serves sinks and values
+    with a head dim of their own."""
+    assert refusal("flash_tpu", case) is None
 
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8])

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import zoo_attention
-from zoo_attention.testing import CASES, ConformanceCase, run_case
+from zoo_attention.testing import CASES, ConformanceCase, refusal, run_case
 
 _BY_NAME = {c.name: c for c in CASES}
 
@@ -45,6 +45,15 @@ ALIGNED = (
     # Rows 131 and on see no key; the third query block sees none at all, so splash skips
     # every one of its key blocks.
     ("empty-rows-window-q48-kv16", 384, 128),
+    # Contract 1.3: splash's own sinks and value head dim.
+    ("sinks-all-f32", 384, 384),
+    ("sinks-causal-window-bf16", 256, 256),
+    ("sinks-gqa8-mqa-causal", 128, 128),
+    ("sinks-empty-rows-segments", 128, 128),
+    ("mla-qk192-v128-causal", 256, 256),
+    ("mla-v96-wider-segments-window", 256, 256),
+    ("mla-cross-q33-kv97-segments", 128, 384),
+    ("mla-sinks-all-bf16", 256, 256),
 )
 
 CASES_HERE = [dataclasses.replace(_BY_NAME[name], q_len=t, kv_len=s) for name, t, s in ALIGNED] + [
@@ -66,6 +75,13 @@ CASES_HERE = [dataclasses.replace(_BY_NAME[name], q_len=t, kv_len=s) for name, t
 def test_matches_float64_reference(case: ConformanceCase) -> None:
     failures = run_case("splash", case)
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.new_features], ids=str)
+def test_it_claims_every_contract_1_3_feature(case: ConformanceCase) -> None:
+    """The suite accepts a refusal that names the feature; JAX's splash has sinks and a value
+    head dim of its own, so splash serves them."""
+    assert refusal("splash", case) is None
 
 
 def test_named_scope_in_hlo() -> None:

@@ -20,6 +20,15 @@ def test_a_block_of_queries_at_an_offset_is_those_rows_of_the_whole(mask):
     assert check_query_offset("splash", mask, seed=seed, length=640, block=256) == []
 
 
+def test_the_offset_with_sinks_and_wider_values():
+    """Contract 1.3 on a sequence block: sinks and values wider than the queries."""
+    seed = int(np.random.default_rng().integers(1 << 30))
+    failures = check_query_offset(
+        "splash", "sliding", seed, length=640, block=256, sinks=True, value_head_dim=12
+    )
+    assert failures == []
+
+
 def test_a_traced_offset_is_refused():
     q = jnp.ones((1, 128, 2, 64), jnp.float32)
 

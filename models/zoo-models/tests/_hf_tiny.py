@@ -170,6 +170,80 @@ CONFIGS = {
         shared_expert_intermediate_size=40,
         tie_word_embeddings=True,
     ),
+    # Sinks, sliding and full layers alternating (two scanned pairs), YaRN over a context of 8
+    # (not truncated), attention, router and expert biases, the clamped SwiGLU (a limit low
+    # enough to bind at this scale), 8 experts top 2.
+    "gpt-oss": lambda: transformers.GptOssConfig(
+        **{**_COMMON, "num_hidden_layers": 4},
+        head_dim=16,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        swiglu_limit=1.5,
+        max_position_embeddings=32,  # the YaRN factor times the original context
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 8,
+        },
+    ),
+    # Latent attention with a query bottleneck, interleaved rotary under YaRN with DeepSeek's
+    # mscale (scaling the softmax), one dense layer then two with 8 routed experts in 4 groups
+    # (top 2 groups, top 2 experts) and a shared expert.
+    "deepseek-v3": lambda: transformers.DeepseekV3Config(
+        **{**_COMMON, "num_hidden_layers": 3, "num_key_value_heads": 4},
+        moe_intermediate_size=16,
+        n_shared_experts=1,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        kv_lora_rank=16,
+        q_lora_rank=24,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=16,
+        v_head_dim=12,
+        routed_scaling_factor=2.5,
+        max_position_embeddings=32,  # the YaRN factor times the original context
+        rope_parameters={
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 4.0,
+            "original_max_position_embeddings": 8,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.8,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+        },
+    ),
+    # No query bottleneck (Moonlight's), rotary in halves, attention biases, one group, two
+    # shared experts, top-3 weights not renormalised, tied.
+    "deepseek-v3-q-full": lambda: transformers.DeepseekV3Config(
+        **{**_COMMON, "num_key_value_heads": 4},
+        moe_intermediate_size=16,
+        n_shared_experts=2,
+        n_routed_experts=6,
+        num_experts_per_tok=3,
+        n_group=1,
+        topk_group=1,
+        first_k_dense_replace=1,
+        kv_lora_rank=16,
+        q_lora_rank=None,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=16,
+        routed_scaling_factor=1.5,
+        norm_topk_prob=False,
+        rope_interleave=False,
+        attention_bias=True,
+        tie_word_embeddings=True,
+    ),
 }
 
 
@@ -226,6 +300,10 @@ def make_hf_model(
     with torch.no_grad():
         for p in model.parameters():
             p.add_(noise * torch.randn_like(p))
+        # DeepSeek's selection bias is a buffer: moved too, so the routing it shifts shows.
+        for buffer_name, buffer in model.named_buffers():
+            if buffer_name.endswith("e_score_correction_bias"):
+                buffer.add_(noise * torch.randn_like(buffer))
     model.eval()
     model.save_pretrained(directory)
     return model

@@ -36,7 +36,13 @@ def test_presets_round_trip_through_transformers_config(name: str) -> None:
         assert getattr(tf_config, hf_key) == getattr(config, ours), hf_key
     if config.family != "gpt2":
         assert tf_config.num_key_value_heads == config.kv_heads
-        assert tf_config.head_dim == config.dim_per_head
+        if config.kv_lora_rank is None:
+            assert tf_config.head_dim == config.dim_per_head
+        else:  # latent attention: transformers' head_dim is the rotary part
+            assert (tf_config.qk_head_dim, tf_config.head_dim) == (
+                config.dim_per_head,
+                config.rope_head_dim,
+            )
         rope = tf_config.rope_parameters
         if config.family == "gemma3_text":
             # Per layer type: the local layers' own base, unscaled.

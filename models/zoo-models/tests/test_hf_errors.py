@@ -65,9 +65,9 @@ def test_unknown_model_type(tiny_model, tmp_path) -> None:
 def test_unsupported_rope_type(tiny_model, tmp_path) -> None:
     zoo_models.save_hf(tiny_model, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
-    config["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}
+    config["rope_parameters"] = {"rope_type": "longrope", "factor": 4.0, "rope_theta": 1e4}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="rope type 'yarn'"):
+    with pytest.raises(ValueError, match="rope type 'longrope'"):
         zoo_models.load_hf(tmp_path)
 
 

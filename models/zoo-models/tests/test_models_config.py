@@ -68,7 +68,10 @@ def test_from_dict_rejects_unknown_fields():
         ({"eos_token_id": 1, "extra_eos_token_ids": (999,)}, "below `vocab_size`"),
         ({"extra_eos_token_ids": (3,)}, "needs an `eos_token_id` first"),
         ({"compute_dtype": "int8"}, "`compute_dtype` must be one of"),
-        ({"rope_scaling": "yarn"}, "'none', 'linear' or 'llama3'"),
+        ({"rope_scaling": "dynamic"}, "'none', 'linear', 'llama3' or 'yarn'"),
+        ({"q_lora_rank": 8}, "set `kv_lora_rank` too"),
+        ({"kv_lora_rank": 8, "head_dim": 32}, "needs `head_dim`.*`rope_head_dim`"),
+        ({"router_scoring": "softmax2"}, "`router_scoring` must be"),
         ({"eos_token_id": 999}, "below `vocab_size`"),
         ({"d_model": 0}, "`d_model` must be a positive int"),
         ({"mlp_chunk": -1}, "`mlp_chunk` must be a number of tokens >= 0"),
@@ -88,6 +91,15 @@ def _count(c: zoo_models.ModelConfig) -> int:
     attn += (n * h + 2 * k * h) * c.qkv_bias + d * c.out_bias
     # q/k norms: one weight per head feature, or one per feature of the whole projection.
     attn += {False: 0, True: 2 * h, "projection": (n + k) * h}[c.qk_norm]
+    attn += n * c.attention_sinks  # one sink logit per query head
+    if c.kv_lora_rank is not None:
+        # Latent attention: the query bottleneck (or a full query projection), the key/value
+        # latent with the shared rotary key, its expansion to keys and values, the output.
+        r, rope, v = c.kv_lora_rank, c.rope_head_dim, c.v_head_dim
+        rq = c.q_lora_rank
+        attn = d * n * h if rq is None else d * rq + rq + rq * n * h + rq * c.qkv_bias
+        attn += d * (r + rope) + (r + rope) * c.qkv_bias + r + r * n * (h - rope + v)
+        attn += n * v * d + d * c.out_bias
     mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
     attn += d * n * h * c.attention_output_gate  # the gate's half of q_proj (Qwen3.5)
     layer = attn + mlp + norm * 2 * (c.pre_norms + c.post_norms)
@@ -103,9 +115,13 @@ def _count(c: zoo_models.ModelConfig) -> int:
     deltanet = d * (channels + values + 2 * heads) + channels * c.linear_conv_width
     deltanet += 2 * heads + c.linear_value_dim + values * d
     total += c.n_linear_layers * (deltanet - attn)
-    # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP,
-    # and a shared gated MLP (with a [1, D] gate) where there is one.
-    experts = c.n_experts * (d + 3 * d * c.expert_width) - mlp
+    # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP;
+    # their biases (gpt-oss), a selection bias (sigmoid routing), shared experts (DeepSeek), or
+    # a shared gated MLP with a [1, D] gate (Qwen3.5-MoE).
+    i = c.expert_width
+    experts = c.n_experts * (d + 3 * d * i) - mlp
+    experts += c.n_experts * (c.router_bias + (2 * i + d) * c.expert_bias)
+    experts += c.n_experts * (c.router_scoring == "sigmoid") + 3 * d * i * c.shared_experts
     if c.shared_expert_hidden:
         experts += 3 * d * c.shared_expert_hidden + d * c.shared_expert_gate
     total += len(c.moe_layers) * experts if c.n_experts else 0
@@ -136,6 +152,10 @@ def test_published_sizes():
     # The language models of Qwen3.5-9B and Qwen3.5-35B-A3B (their vision towers left out).
     assert round(zoo_models.num_params(zoo_models.get("qwen3.5-9b")) / 1e9, 2) == 8.95
     assert round(zoo_models.num_params(zoo_models.get("qwen3.5-35b-a3b")) / 1e9, 1) == 34.7
+    assert round(zoo_models.num_params(zoo_models.get("gpt-oss-20b")) / 1e9, 1) == 20.9
+    assert round(zoo_models.num_params(zoo_models.get("gpt-oss-120b")) / 1e9, 1) == 116.8
+    assert round(zoo_models.num_params(zoo_models.get("deepseek-v3")) / 1e9) == 671
+    assert round(zoo_models.num_params(zoo_models.get("moonlight-16b-a3b")) / 1e9) == 16
 
 
 def test_list_command(capsys):
@@ -158,6 +178,7 @@ _TARGET_ATTRIBUTES = {
     "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
     "gate": "gate", "up": "up", "down": "down",
     "qkv": "in_proj_qkv", "z": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b", "out": "out_proj",
+    "q_a": "q_a_proj", "q_b": "q_b_proj", "kv_a": "kv_a_proj", "kv_b": "kv_b_proj",
 }  # fmt: skip
 
 

@@ -23,6 +23,25 @@ BROKEN_KERNELS = {
             ce, lz = LOGITS(h, w, t, m, spec)
             return ce, jax.lax.stop_gradient(lz)
     """,
+    # A summed loss of its own that counts every token it does not drop at weight 1.
+    "loss_ignores_weights": """
+        def __call__(self, h, w, t, m, spec):
+            return LOGITS(h, w, t, m, spec)
+
+        def loss(self, h, w, t, weights, spec, z_loss):
+            mask = None if weights is None else weights != 0
+            ce, lz = LOGITS(h, w, t, mask, spec)
+            return cross_entropy.sum_losses(ce, lz, None, z_loss)
+    """,
+    # A summed loss whose z-loss term trains nothing.
+    "loss_no_z_gradient": """
+        def __call__(self, h, w, t, m, spec):
+            return LOGITS(h, w, t, m, spec)
+
+        def loss(self, h, w, t, weights, spec, z_loss):
+            ce, lz = LOGITS(h, w, t, None if weights is None else weights != 0, spec)
+            return cross_entropy.sum_losses(ce, jax.lax.stop_gradient(lz), weights, z_loss)
+    """,
     # Accumulates the logits in bfloat16.
     "bf16_logits": """
         def __call__(self, h, w, t, m, spec):

@@ -165,3 +165,45 @@ def test_an_offset_without_a_positional_mask_asks_nothing_of_the_kernel(picky, r
 def test_a_bad_query_offset_is_refused_naming_it(bad):
     with pytest.raises(ValueError, match="query_offset"):
         zoo_attention.dot_product_attention(*_qkv(), is_causal=True, query_offset=bad)
+
+
+@pytest.mark.parametrize(
+    ("feature", "words"),
+    [("sinks", "attention sinks"), ("value_head_dim", "value head dim")],
+)
+def test_a_kernel_written_for_1_2_is_passed_over_for_a_1_3_feature(
+    feature, words, picky, caplog, resolution_log
+):
+    """Contract 1.3: a kernel written before sinks and separate value head dims (no ``sinks``
+    parameter, no ``separate_value_head_dim``) is never asked for them: the order falls back
+    to ``xla`` with one warning naming the feature, and naming the kernel raises with it."""
+    q, k, v = _qkv(12)
+    kwargs: dict = {"is_causal": True}
+    if feature == "sinks":
+        kwargs["sinks"] = jnp.asarray(np.random.default_rng().standard_normal(2), jnp.float32)
+    else:
+        v = jnp.concatenate([v, v], axis=-1)  # values twice as wide as queries and keys
+    with caplog.at_level(logging.WARNING, logger="zoo_attention"):
+        out = zoo_attention.dot_product_attention(q, k, v, **kwargs)
+        zoo_attention.dot_product_attention(q, k, v, **kwargs)
+    res = resolution_log.last
+    assert res.kernel == "xla" and words in res.fallback_reason
+    assert picky.calls == 0
+    warnings = [r for r in caplog.records if words in r.getMessage()]
+    assert len(warnings) == 1 and "picky_test" in warnings[0].getMessage()
+    assert out.shape == (*q.shape[:3], v.shape[-1])
+    with pytest.raises(zoo_attention.KernelUnavailableError, match=words):
+        zoo_attention.dot_product_attention(q, k, v, implementation="picky_test", **kwargs)
+    # Without the feature the kernel still serves (its contract is 1.2's and unchanged).
+    zoo_attention.dot_product_attention(q, k, q, is_causal=True)
+    assert resolution_log.last.kernel == "picky_test"
+
+
+def test_features_of_1_3_are_named_in_the_spec():
+    q, k, v = _qkv()
+    spec, _ = zoo_attention.make_spec(q, k, v)
+    assert spec.value_head_dim is None and not spec.has_sinks and spec.v_head_dim == 8
+    wide = jnp.concatenate([v, v], axis=-1)
+    spec, _ = zoo_attention.make_spec(q, k, wide, sinks=jnp.zeros(2))
+    assert spec.features == ("sinks", "value_head_dim")
+    assert (spec.head_dim, spec.v_head_dim) == (8, 16)

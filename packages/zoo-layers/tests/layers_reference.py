@@ -44,6 +44,36 @@ def inv_freq(head_dim, theta, kind="none", factor=1.0, low=1.0, high=4.0, origin
     return np.array(out)
 
 
+def yarn_inv_freq(head_dim, theta, factor, original, beta_fast=32.0, beta_slow=1.0, truncate=True):
+    """YaRN (Peng et al., 2023): dims that turn more than ``beta_fast`` times over the original
+    context keep their frequency, those under ``beta_slow`` times are divided by ``factor``, a
+    linear ramp between (over the dims, the bounds floored and ceiled when truncating)."""
+
+    def dim_of(rotations):
+        return head_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(beta_fast), dim_of(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    out = []
+    for i in range(head_dim // 2):
+        f = theta ** (-2.0 * i / head_dim)
+        ramp = min(max((i - low) / (high - low), 0.0), 1.0)  # 0: keep, 1: interpolate
+        out.append(f * (1 - ramp) + f / factor * ramp)
+    return np.array(out)
+
+
+def rope_interleaved(x, positions, freqs):
+    """DeepSeek's layout: dims (2i, 2i + 1) form the complex number; the result lists the real
+    parts, then the imaginary ones."""
+    x = f64(x)
+    z = x[..., 0::2] + 1j * x[..., 1::2]
+    angle = f64(positions)[:, :, None, None] * f64(freqs)
+    z = z * np.exp(1j * angle)
+    return np.concatenate([z.real, z.imag], axis=-1)
+
+
 def rope(x, positions, freqs):
     """x [B, T, N, H], rotate-half layout: dims (i, i + H/2) form the complex number."""
     x = f64(x)

@@ -4,7 +4,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from layers_reference import ACTS, f64, inv_freq, layernorm, linear, rmsnorm, rope
+from layers_reference import (
+    ACTS,
+    f64,
+    inv_freq,
+    layernorm,
+    linear,
+    rmsnorm,
+    rope,
+    rope_interleaved,
+    yarn_inv_freq,
+)
 
 import zoo_layers as zl
 
@@ -178,8 +188,38 @@ def test_rotary_scores_depend_only_on_relative_position(key):
 def test_bad_rope_inputs_are_clear_errors():
     with pytest.raises(ValueError, match="even `head_dim`"):
         zl.Rotary(15)
-    with pytest.raises(ValueError, match="'none', 'linear' or 'llama3'"):
-        zl.RopeScaling("yarn")
+    with pytest.raises(ValueError, match="'none', 'linear', 'llama3' or 'yarn'"):
+        zl.RopeScaling("dynamic")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("truncate", [True, False])
+def test_yarn_frequencies_and_factor_follow_the_definition(truncate):
+    scaling = zl.RopeScaling("yarn", factor=32.0, original_max_position=4096, truncate=truncate)
+    got = zl.rope_frequencies(64, 150000.0, scaling)
+    want = yarn_inv_freq(64, 150000.0, 32.0, 4096, truncate=truncate)
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    kept, divided = (
+        np.isclose(want, inv_freq(64, 150000.0)),
+        np.isclose(want, inv_freq(64, 150000.0) / 32.0),
+    )
+    assert kept.any() and divided.any() and (~kept & ~divided).any()
+    assert scaling.attention_factor() == pytest.approx(0.1 * np.log(32.0) + 1.0)
+    # DeepSeek's: the ratio of the mscale and mscale_all_dim corrections.
+    deepseek = zl.RopeScaling("yarn", factor=40.0, mscale=1.0, mscale_all_dim=0.5)
+    ratio = (0.1 * np.log(40.0) + 1.0) / (0.05 * np.log(40.0) + 1.0)
+    assert deepseek.attention_factor() == pytest.approx(ratio)
+
+
+def test_interleaved_yarn_rotary_matches_complex_rotation(key):
+    k1, k2 = jax.random.split(key)
+    scaling = zl.RopeScaling("yarn", factor=4.0, original_max_position=16)
+    rot = zl.Rotary(16, theta=10000.0, scaling=scaling, interleaved=True)
+    x = _rand(k1, (2, 7, 3, 16))
+    positions = jax.random.randint(k2, (2, 7), 0, 300)
+    want = rope_interleaved(x, positions, yarn_inv_freq(16, 10000.0, 4.0, 16))
+    np.testing.assert_allclose(
+        rot(x, positions), want * scaling.attention_factor(), rtol=1e-4, atol=1e-4
+    )
 
 
 def test_dropout(key):

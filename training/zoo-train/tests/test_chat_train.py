@@ -43,7 +43,7 @@ def _move_template(directory, where: str) -> None:
 def test_chat_template_renders_as_transformers_and_weights_the_assistant(tmp_path, where):
     from transformers import AutoTokenizer
 
-    from zoo_train._runs import export_tokenizer
+    from zoo_train._run_directory import export_tokenizer
 
     tiny_tokenizer(tmp_path / "src")
     _move_template(tmp_path / "src", where)
@@ -151,3 +151,39 @@ def test_finetune_with_a_broken_template_is_one_sentence_naming_the_file(tmp_pat
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert str(out / "tokenizer" / "chat_template.jinja") in err or str(template) in err
     assert not out.exists() and not out.parent.exists()  # a refused command leaves nothing
+
+
+def test_chat_data_without_a_template_is_said_and_the_export_carries_the_format(tmp_path, capsys):
+    # A checkpoint whose tokenizer has no chat template: one line at start says which format
+    # the conversations take and how to give a template, and the export carries that format
+    # as its chat template, so transformers' apply_chat_template renders what was trained on.
+    from transformers import AutoTokenizer
+
+    from zoo_data import render_chat
+
+    hf = tiny_hf_llama(tmp_path / "hf")
+    config = json.loads((hf / "tokenizer_config.json").read_text())
+    config.pop("chat_template")
+    (hf / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="chat_template is not set"):  # the checkpoint's own
+        AutoTokenizer.from_pretrained(hf).apply_chat_template(MESSAGES, tokenize=False)
+    (tmp_path / "d.jsonl").write_text(json.dumps({"messages": MESSAGES}) + "\n")
+    capsys.readouterr()
+    export = tmp_path / "export"
+    args = ["finetune", "--from-hf", str(hf), "--data", str(tmp_path / "d.jsonl"), "--steps", "1"]
+    args += ["--lora-rank", "0", "--batch-size", "1", "--seq-len", "64", "--no-progress"]
+    args += ["--sample-tokens", "0", "--eval-every", "0"]
+    assert main([*args, "--out", str(tmp_path / "run"), "--export-hf", str(export)]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "no chat template" in line]
+    assert len(said) == 1 and "`role: content` lines" in said[0]
+    assert "chat_template.jinja" in said[0] and "--tokenizer" in said[0]
+    exported = AutoTokenizer.from_pretrained(export)
+    tok = zoo_models.load_tokenizer(hf)
+    for prompt, turns in ((False, MESSAGES), (True, MESSAGES[:2])):
+        want = render_chat(_turns(turns), tok, add_generation_prompt=prompt)
+        assert (
+            exported.apply_chat_template(turns, tokenize=False, add_generation_prompt=prompt)
+            == want
+        )
+    assert want.startswith("system: ") and want.endswith("\nassistant: ")

@@ -295,3 +295,11 @@ def test_xla_out_of_memory_is_one_sentence_with_the_sizes(tmp_path):
     ), line
     assert "GiB failed (this process's address-space limit set by ulimit -v: 6.0 GiB)" in line
     assert "lower --batch-size or --seq-len" in line, line
+
+
+def test_metrics_of_a_path_that_does_not_exist_says_so(tmp_path, capsys):
+    assert main(["metrics", str(tmp_path / "nonexist")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{str(tmp_path / 'nonexist')!r} does not exist; pass a zoo run directory.")
+    assert main(["metrics", str(tmp_path)]) == 2  # a directory, but not a run's
+    assert "holds no metrics.jsonl" in capsys.readouterr().err

@@ -41,6 +41,7 @@ def _zoo(*args: str) -> dict[str, object]:
         ("eval", "--help"),
         ("data", "--help"),
         ("kernels",),
+        ("models",),
     ],
 )
 def test_no_jax_for_help_and_listings(args):
@@ -71,3 +72,11 @@ def test_the_table_holds_zoo_datas_help_for_zoo_data():
         HELP,
         DESCRIPTION.replace("`zoo-data ", "`zoo data "),
     )
+
+
+def test_the_stored_presets_table_is_the_computed_one():
+    # `zoo models` prints the stored table (no JAX): it must be the one zoo-models computes;
+    # after a preset changes, `python -m zoo_train.cli._catalog` stores it again.
+    from zoo_train.cli._catalog import preset_rows, stored_rows
+
+    assert stored_rows() == preset_rows()

@@ -25,7 +25,7 @@ import zoo_attention.grouped.testing
 import zoo_attention.testing
 import zoo_train
 from zoo_attention import grouped
-from zoo_train._runs import checkpoint_steps
+from zoo_train._run_directory import checkpoint_steps
 from zoo_train.cli import main
 from zoo_train.cli._kernels_here import here_rows
 from zoo_train.data import HeldOut, TokenStore, prepare_store

@@ -1,4 +1,4 @@
-"""What a compiled program's peak is made of (``zoo_train.compile.read_dump``), read from XLA's
+"""What a compiled program's peak is made of (``zoo_train.aot.read_dump``), read from XLA's
 buffer assignment: against XLA's own ``memory_analysis()`` on a CPU compile, and against a
 hand-written dump whose peak is worked out by hand."""
 
@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from zoo_train.compile import dump_options, read_dump
-from zoo_train.compile._memory import from_oom
+from zoo_train.aot import dump_options, read_dump
+from zoo_train.aot._memory import from_oom
 
 ROWS, WIDTH, HIDDEN = 256, 512, 4096
 

@@ -11,7 +11,7 @@ import json
 import pytest
 from test_compile_cli import _tpu_python, _zoo
 
-from zoo_train.compile import StepMemory, StepReport, max_seq_len, snap_length
+from zoo_train.aot import StepMemory, StepReport, max_seq_len, snap_length
 
 # llama-tiny with `xla` attention: the [T, T] scores make the peak grow with T squared, so a
 # v5e chip's 15.75 GiB runs out within a few doublings (each compile takes 5-30 s).
@@ -79,7 +79,7 @@ def test_the_search_doubles_or_halves_to_the_longest_that_fits(monkeypatch, star
         used = hbm if setup.seq_len <= longest else hbm + 1
         return StepReport(batch_size, StepMemory(1, 1, 1, 1, used, hbm), 0.0, [], 0)
 
-    monkeypatch.setattr("zoo_train.compile._seq_len.compile_step", fake)
+    monkeypatch.setattr("zoo_train.aot._seq_len.compile_step", fake)
 
     best, reports = max_seq_len(_Setup(), 4, start=start, limit=1 << 17)  # type: ignore[arg-type]
     assert best == longest

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 import sys
 
 import numpy as np
@@ -251,12 +252,16 @@ def test_zoo_eval_prints_the_table_and_writes_the_json(setup, tmp_path, capsys):
     assert row[0] == CHOICE and row[6:] == [f"{acc:.4f}", "±", f"{stderr:.4f}"]
 
 
-def test_a_missing_lm_eval_names_the_extra(monkeypatch):
+def test_a_missing_lm_eval_names_the_command_that_installs_it_here(monkeypatch):
+    """In a checkout, the make target that installs the extra into .venv with the
+    constraints (a bare pip install would go outside both); elsewhere, pip's extra."""
     from zoo_train._usage import UsageError
 
+    root = pathlib.Path(__file__).resolve().parents[3]
     monkeypatch.setitem(sys.modules, "lm_eval", None)
-    with pytest.raises(UsageError, match=r"pip install 'zoo-train\[eval\]'"):
+    with pytest.raises(UsageError) as refused:
         require_lm_eval()
+    assert str(refused.value).endswith(f"run `make eval-deps` in {root}.")
     assert INSTALL == "pip install 'zoo-train[eval]'"
 
 
@@ -414,3 +419,39 @@ def test_a_task_file_lm_eval_cannot_read_is_named_and_too_many_shots_are_one_sen
     with pytest.raises(UsageError, match="--num-fewshot 1000 asks for more examples than"):
         run_tasks(setup["lm"], [CHOICE], include_path=str(setup["tasks"]), num_fewshot=1000,
                   limit=2, bootstrap_iters=0)  # fmt: skip
+
+
+def test_a_task_lm_eval_cannot_run_is_one_sentence_naming_it_and_why(setup, tmp_path, capsys):
+    # A task whose data is not there (as arc_easy's is not without a network): lm-eval's
+    # traceback becomes one sentence naming the task and the cause, exit 2.
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "gone.yaml").write_text(
+        (setup["tasks"] / f"{CHOICE}.yaml")
+        .read_text()
+        .replace(f"task: {CHOICE}", "task: gone_task")
+        .replace(str(setup["tasks"] / "data.jsonl"), str(tmp_path / "missing.jsonl"))
+    )
+    (tasks / "ok.yaml").write_text((setup["tasks"] / f"{CHOICE}.yaml").read_text())
+    capsys.readouterr()
+    args = ["eval", str(setup["dir"]), "--tasks", f"{CHOICE},gone_task", "--limit", "2"]
+    assert main([*args, "--include-path", str(tasks)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("zoo eval: error: lm-eval could not run the task 'gone_task': ")
+    assert "FileNotFoundError" in line and "missing.jsonl" in line
+
+
+def test_lm_eval_chatter_stays_out_of_a_redirected_log(setup, tmp_path, monkeypatch, capfd):
+    # Standard error redirected (a log file), outside a git repository: lm-eval's progress
+    # bars and git's `fatal: not a git repository` are not written; its results are the same.
+    monkeypatch.chdir(tmp_path)
+    capfd.readouterr()
+    results = run_tasks(
+        setup["lm"], [CHOICE], include_path=str(setup["tasks"]), log_samples=True,
+        bootstrap_iters=0,
+    )  # fmt: skip
+    err = capfd.readouterr().err
+    assert "not a git repository" not in err and "%|" not in err and "it/s]" not in err
+    assert _scores(results, CHOICE) == _scores(setup["zoo"], CHOICE)

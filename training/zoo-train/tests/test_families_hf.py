@@ -1,5 +1,5 @@
-"""Qwen3, Gemma 3, OLMo 2, Mixtral, Qwen3-MoE and Qwen3.5 (dense and MoE) checkpoints built with
-transformers, end to end:
+"""Qwen3, Gemma 3, OLMo 2, Mixtral, Qwen3-MoE, gpt-oss, DeepSeek-V3 and Qwen3.5 (dense and MoE)
+checkpoints built with transformers, end to end:
 LoRA fine-tuning with each family's default targets, the adapter in peft, the merged export in
 transformers, greedy generation with the checkpoint's stop tokens, and Qwen3's chat template with
 thinking blocks rendered as transformers renders it."""
@@ -103,15 +103,58 @@ CONFIGS = {
         shared_expert_intermediate_size=48,
         eos_token_id=4,
     ),
+    # Sinks, a sliding and a full layer, 4 experts top 2 with biases and the clamped SwiGLU.
+    "gpt_oss": lambda: transformers.GptOssConfig(
+        **_SHAPE,
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        eos_token_id=2,
+    ),
+    # Latent attention with a query bottleneck, a dense layer then 4 experts in 2 groups and a
+    # shared one.
+    "deepseek_v3": lambda: transformers.DeepseekV3Config(
+        **{**_SHAPE, "num_key_value_heads": 4},
+        moe_intermediate_size=16,
+        n_shared_experts=1,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        first_k_dense_replace=1,
+        kv_lora_rank=16,
+        q_lora_rank=24,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=16,
+        v_head_dim=12,
+        eos_token_id=2,
+    ),
 }
-STOPS = {"qwen3": [4, 2], "gemma3_text": [2, 4], "olmo2": [2], "mixtral": [2], "qwen3_moe": [4]}
-STOPS |= {"qwen3_5_text": [4], "qwen3_5_moe_text": [4]}
+STOPS = {
+    "qwen3": [4, 2],
+    "gemma3_text": [2, 4],
+    "olmo2": [2],
+    "mixtral": [2],
+    "qwen3_moe": [4],
+    "gpt_oss": [2],
+    "deepseek_v3": [2],
+    "qwen3_5_text": [4],
+    "qwen3_5_moe_text": [4],
+}
 # A Qwen3.5's recurrences amplify float32 rounding from noise much above 0.05 (zoo-models'
 # tests/_hf_tiny.py); the other families take 0.3.
 NOISE = {"qwen3_5_text": 0.05, "qwen3_5_moe_text": 0.05}
-#: LoRA's default targets in PEFT's names: the attention projections, and Qwen3.5's DeltaNet's.
-TARGETS = ["k_proj", "o_proj", "q_proj", "v_proj"]
-DELTANET_TARGETS = sorted([*TARGETS, "in_proj_qkv", "in_proj_z", "out_proj"])
+# Each family's default LoRA targets, as PEFT names them: the attention projections, and
+# Qwen3.5's DeltaNet's or DeepSeek-V3's latent attention's where they have them.
+ATTENTION_TARGETS = ["k_proj", "o_proj", "q_proj", "v_proj"]
+DELTANET_TARGETS = sorted([*ATTENTION_TARGETS, "in_proj_qkv", "in_proj_z", "out_proj"])
+TARGETS = {
+    "deepseek_v3": ["kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "q_a_proj", "q_b_proj"],
+    "qwen3_5_text": DELTANET_TARGETS,
+    "qwen3_5_moe_text": DELTANET_TARGETS,
+}
 CHAT = [
     {
         "messages": [
@@ -173,18 +216,22 @@ def _logits(model, ids: np.ndarray) -> np.ndarray:
 def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
     from peft import PeftModel
 
-    from zoo_train._runs import load_run
+    from zoo_train._run_directory import load_run
 
     family, root = finetuned
     meta = json.loads((root / "run" / "adapter" / ADAPTER_CONFIG).read_text())
-    assert meta["target_modules"] == (DELTANET_TARGETS if family in NOISE else TARGETS)
+    assert meta["target_modules"] == TARGETS.get(family, ATTENTION_TARGETS)
     ids = np.random.default_rng(0).integers(0, 256, (2, 12))
     ours = _logits(load_run(root / "run").model, ids)
     base = _hf(root / "hf")
     assert np.abs(ours - _logits(base, ids)).max() > 1e-3  # the adapters changed the model
     adapted = PeftModel.from_pretrained(base, root / "run" / "adapter").eval()
     # The experts' outputs are summed in another order than transformers' index_add.
-    tol = 5e-5 if family in ("mixtral", "qwen3_moe", "qwen3_5_moe_text") else 2e-5
+    tol = (
+        5e-5
+        if family in ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_5_moe_text")
+        else 2e-5
+    )
     np.testing.assert_allclose(_logits(adapted, ids), ours, rtol=0, atol=tol)
     np.testing.assert_allclose(_logits(adapted.merge_and_unload(), ids), ours, rtol=0, atol=tol)
     exported = _hf(root / "export")
@@ -211,7 +258,8 @@ def test_generate_stops_where_transformers_stops(finetuned, capsys):
     args = ["generate", str(root / "export"), "--prompt", PROMPT, "--greedy"]
     assert main([*args, "--max-new-tokens", "8"]) == 0
     assert capsys.readouterr().out == PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
-    if family in ("qwen3", "mixtral", "qwen3_5_text"):  # the run evaluates and converts too
+    evaluated = ("qwen3", "mixtral", "deepseek_v3", "qwen3_5_text")
+    if family in evaluated:  # the run is evaluated and converted as any other
         assert main(["eval", str(root / "run"), "--data", str(root / "chat.jsonl")]) == 0
         assert main(["convert", str(root / "run"), str(root / "converted")]) == 0
         assert _hf(root / "converted").config.model_type == family
@@ -242,3 +290,51 @@ def test_thinking_template_renders_as_transformers_renders_it(tmp_path):
     turns = tuple((m["role"], m["content"]) for m in CHAT[3]["messages"])
     text, ((start, end),), *_ = trained_spans(turns, tok)
     assert text[start:end] == "<think>\nbeta 3\n</think>\n\nreturn self 3<|im_end|>\n"
+
+
+REWARD = (
+    "def longer(prompts, completions, **columns):\n    return [len(c) / 10 for c in completions]\n"
+)
+
+
+@pytest.fixture(params=["gpt_oss", "deepseek_v3"])
+def hf_2026(request, tmp_path):
+    _checkpoint(request.param, tmp_path / "hf")
+    return tmp_path
+
+
+def test_dpo_and_grpo_train_the_2026_families(hf_2026, tmp_path):
+    """DPO as a full fine-tune (every weight; starting at ln 2, the policy its own reference),
+    exported to a checkpoint transformers loads with the run's logits, and GRPO with LoRA, whose
+    rollouts decode with the KV cache (DeepSeek-V3's holds latents), on gpt-oss and DeepSeek-V3."""
+    import math
+
+    from zoo_train._run_directory import load_run
+    from zoo_train.loop import read_metrics
+
+    root = hf_2026
+    pairs = [{"prompt": f"alpha {i}", "chosen": " beta", "rejected": " gamma"} for i in range(8)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    common = ["--from-hf", str(root / "hf"), "--steps", "2", "--batch-size", "4",
+              "--seq-len", "32", "--no-progress", "--log-every", "1", "--eval-every", "0",
+              "--set", "val_fraction=0"]  # fmt: skip
+    dpo = ["finetune", *common, "--data", str(tmp_path / "pairs.jsonl"), "--objective", "dpo",
+           "--lora-rank", "0", "--lr", "1e-2", "--out", str(tmp_path / "dpo"),
+           "--export-hf", str(tmp_path / "dpo-export")]  # fmt: skip
+    assert main(dpo) == 0
+    first = next(r for r in read_metrics(tmp_path / "dpo" / "metrics.jsonl") if "loss" in r)
+    assert first["loss"] == pytest.approx(math.log(2), rel=1e-5)
+    ids = np.random.default_rng(0).integers(0, 256, (2, 12))
+    ours = _logits(load_run(tmp_path / "dpo").model, ids)
+    assert np.abs(ours - _logits(_hf(root / "hf"), ids)).max() > 1e-3  # every weight trained
+    np.testing.assert_allclose(_logits(_hf(tmp_path / "dpo-export"), ids), ours, rtol=0, atol=1e-4)
+    prompts = [{"prompt": f"alpha beta {i}"} for i in range(4)]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    (tmp_path / "rewards.py").write_text(REWARD)
+    grpo = ["finetune", *common, "--lora-rank", "2", "--data", str(tmp_path / "prompts.jsonl"),
+            "--objective", "grpo", "--reward", f"{tmp_path / 'rewards.py'}:longer",
+            "--num-generations", "4", "--max-completion-length", "6", "--max-prompt-length", "16",
+            "--out", str(tmp_path / "grpo")]  # fmt: skip
+    assert main(grpo) == 0
+    steps = [r for r in read_metrics(tmp_path / "grpo" / "metrics.jsonl") if "reward" in r]
+    assert [r["step"] for r in steps] == [1, 2] and all(math.isfinite(r["loss"]) for r in steps)

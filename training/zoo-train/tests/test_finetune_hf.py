@@ -149,7 +149,7 @@ def test_exports_never_clobber_and_replace_whole(workspace, tmp_path, capsys):
 
 
 def test_a_failed_export_leaves_the_old_directory(tmp_path):
-    from zoo_train._export import atomic_directory
+    from zoo_train._export_directory import atomic_directory
 
     dest = tmp_path / "export"
     dest.mkdir()

@@ -20,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import zoo_models
 import zoo_train
 from zoo_train._inference import sample_ids
-from zoo_train._runs import load_run
+from zoo_train._run_directory import load_run
 from zoo_train.cli import main
 from zoo_train.data import (
     Document,

@@ -266,7 +266,7 @@ CASES = [
     (["compile", "--topology", "v5e:2x2", "--objective", "grpo"], USAGE,
      "drop --objective grpo"),
     (["compile", "--topology", "v5e:2x2", "--objective", "kto"], USAGE,
-     "--objective must be one of sft, dpo, ipo, simpo, orpo, grpo; got 'kto'"),
+     "--objective must be one of sft, dpo, ipo, simpo, orpo, grpo, distill; got 'kto'"),
     (["data", "prepare", "corpus", "--out", "store", "--eval-fraction", "nan"], USAGE, "[0, 1)"),
 ]  # fmt: skip
 

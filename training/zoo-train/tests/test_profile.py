@@ -11,7 +11,8 @@ import pytest
 from tiny_lm import loaders, make_model
 
 import zoo_train
-from zoo_attention import grouped
+from zoo_attention import cross_entropy, grouped
+from zoo_attention.cross_entropy import linear_cross_entropy_loss
 from zoo_train import OptimizerConfig, TrainConfig
 from zoo_train.cli import main
 from zoo_train.profile import compare, parse_hlo, summarize
@@ -155,6 +156,24 @@ def test_hlo_names_a_megablox_call_by_kind_kernel_and_version(monkeypatch):
     assert (
         classify(Span(in_kernel[0], 0.0, 1.0, module=program.module)) == f"grouped matmul: {name}"
     )
+
+
+def test_hlo_names_the_fused_cross_entropy_by_kind_kernel_and_version():
+    rng = np.random.default_rng(0)
+    hidden = jnp.asarray(rng.normal(size=(2, 8, 16)), jnp.float32)
+    head = jnp.asarray(rng.normal(size=(16, 40)), jnp.float32)
+    targets = jnp.asarray(rng.integers(0, 40, (2, 8)), jnp.int32)
+
+    def fn(h, w):
+        return linear_cross_entropy_loss(h, w, targets, implementation="fused_xla")[0]
+
+    program = parse_hlo(jax.jit(jax.grad(fn, (0, 1))).lower(hidden, head).compile().as_text())
+    name = f"fused_xla {cross_entropy.get_kernel('fused_xla').version}"
+    in_kernel = [n for n in program.instructions if program.kernel_of(n) == ("cross entropy", name)]
+    assert any(program.is_matmul(n) for n in in_kernel)  # the tiles' products with the head
+    classify = _Classifier({program.module: program}, {})
+    matmul = next(n for n in in_kernel if program.is_matmul(n))
+    assert classify(Span(matmul, 0.0, 1.0, module=program.module)) == f"cross entropy: {name}"
 
 
 def test_profile_without_a_trace_is_one_sentence(tmp_path, capsys):

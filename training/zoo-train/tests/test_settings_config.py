@@ -276,7 +276,7 @@ def test_the_settings_and_the_run_config_import_without_jax():
         "pkg = types.ModuleType('zoo_train')\n"
         "pkg.__path__ = list(spec.submodule_search_locations)\n"
         "sys.modules['zoo_train'] = pkg\n"
-        "import zoo_train.settings, zoo_train._config\n"
+        "import zoo_train.settings\n"
         "from zoo_train.settings import MeshConfig, RunSettings\n"
         "RunSettings().mesh_text, MeshConfig.parse('data=2')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'optax')))\n"

@@ -11,7 +11,7 @@ import pytest
 
 import zoo_models
 from zoo_train import TrainConfig
-from zoo_train.compile import optimizer_state_bytes
+from zoo_train.aot import optimizer_state_bytes
 from zoo_train.peft import LoRAConfig
 from zoo_train.preference import PreferenceConfig, PreferenceLoss
 from zoo_train.program import abstract_batch, batch_fields, build_program

@@ -84,7 +84,9 @@ def test_resume_on_another_store_is_refused_in_one_sentence(corpora, tmp_path, c
     err = capsys.readouterr().err.strip()
     line = err.splitlines()[-1]  # after the parameters line: the refusal, one sentence
     assert line.startswith("zoo train: error: The checkpoints in") and "different run" in line
-    assert "data.stores" in line and "Traceback" not in err
+    # Named by the setting the user changed, not the identity's internal keys.
+    assert f"(data: {corpora / 'code.store'} -> {corpora / 'prose.store'});" in line
+    assert "data.stores" not in line and "Traceback" not in err
 
 
 def test_eval_gives_the_same_loss_on_raw_data_and_on_its_store(corpora, tmp_path, capsys):
@@ -125,7 +127,26 @@ def test_pretraining_with_a_bpe_tokenizer_rounds_the_vocabulary_and_keeps_the_to
     capsys.readouterr()
     store = ["--data", str(corpora / "code.store"), "--out", str(tmp_path / "other")]
     assert main([*args[: args.index("--data")], *store, "--tokenizer", str(tok)]) == 2
-    assert "was made with the byte tokenizer" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "was made with the byte tokenizer" in err and "with --tokenizer" in err
+
+
+def test_training_from_a_store_takes_its_tokenizer_when_none_is_named(tmp_path, capsys):
+    # `zoo data prepare corpus/ --out store --tokenizer ./tok` then `zoo train --data store/`:
+    # the store holds a copy of its tokenizer, and the run trains (and keeps) that one.
+    tok = tiny_tokenizer(tmp_path / "tok", vocab_size=200)
+    write_corpus(tmp_path / "corpus", files=6, lines=20, seed=3)
+    store = tmp_path / "store"
+    prepare_store(tmp_path / "corpus", store, tokenizer=tok, workers=1, progress=False)
+    run = tmp_path / "run"
+    args = ["train", *BASE, "--data", str(store), "--steps", "1", "--eval-every", "0"]
+    assert main([*args, "--out", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert f"zoo: tokenizer: the store's own (the tokenizer at {tok}, copied in {store}" in err
+    loaded = zoo_train.load_run(run)
+    own = TokenStore(store).tokenizer()
+    assert loaded.tokenizer.vocab_size == own.vocab_size != 257
+    assert loaded.tokenizer.encode("alpha beta gamma") == own.encode("alpha beta gamma")
 
 
 def _held_out_name(fraction: float, pattern: str, id_suffix: str = "") -> str:

@@ -7,6 +7,7 @@ zoo-data's contract with every reader of a store (a change of it is a zoo-data m
 release).
 """
 
+from ._chat import PLAIN_CHAT_TEMPLATE as PLAIN_CHAT_TEMPLATE
 from ._chat import render_chat as render_chat
 from ._chat_template import ChatTemplate as ChatTemplate
 from ._chat_template import ChatTemplateError as ChatTemplateError

@@ -82,6 +82,15 @@ def _pairs(turns: Sequence[Any]) -> list[tuple[str, str]]:
     return [(m["role"], m.get("content") or "") for m in _messages(turns)]
 
 
+#: :func:`render_plain` as a Jinja chat template (``transformers``' ``apply_chat_template``
+#: renders the same text): what an export of a model that trained on the plain format carries.
+PLAIN_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: "
+    "{{ message['content'] if message['content'] else '' }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
 def render_plain(messages: Sequence[tuple[str, str]], *, add_generation_prompt: bool) -> str:
     """The fallback chat format: ``"{role}: {content}\\n"`` per message (and ``"assistant: "``
     to prompt a reply)."""

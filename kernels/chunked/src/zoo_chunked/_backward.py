@@ -24,6 +24,8 @@ from ._layout import (
     block_queries,
     block_queries_transposed,
     block_query_rows,
+    sink_gradient,
+    sink_rows,
     unblock_keys_transposed,
     unblock_queries,
 )
@@ -31,7 +33,7 @@ from ._policy import Plan
 from ._ranges import id_ranges, query_blocks_for_kv_block, segments_overlap
 from ._scores import accumulator_dtype, apply_mask, block_logits, block_mask
 
-KvGrads = tuple[jax.Array, jax.Array]  # dKᵀ, dVᵀ of one key block, [B, K, H, bk]
+KvGrads = tuple[jax.Array, jax.Array]  # dKᵀ [B, K, H, bk], dVᵀ [B, K, Hv, bk] of one key block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +42,8 @@ class _QueryBlock:
 
     q: jax.Array  # [B, K, R, H]
     qt: jax.Array  # [B, K, H, R]
-    do: jax.Array  # [B, K, R, H]
-    dot: jax.Array  # [B, K, H, R]
+    do: jax.Array  # [B, K, R, Hv]
+    dot: jax.Array  # [B, K, Hv, R]
     lse: jax.Array  # [B, K, R]
     delta: jax.Array  # [B, K, R]
 
@@ -76,6 +78,11 @@ def _block_grads(
     return dq, dkt, dvt
 
 
+def row_delta(out: jax.Array, d_out: jax.Array, acc_dtype: jnp.dtype) -> jax.Array:
+    """``D = rowsum(dO * O)`` ``[B, T, N]`` in the accumulator dtype."""
+    return jnp.sum(d_out.astype(acc_dtype) * out.astype(acc_dtype), axis=-1)
+
+
 def _query_blocks(
     query: jax.Array, out: jax.Array, lse: jax.Array, d_out: jax.Array, plan: Plan
 ) -> tuple[Callable[[jax.Array], _QueryBlock], tuple[int, ...]]:
@@ -83,8 +90,7 @@ def _query_blocks(
     output cotangents, both also transposed, the log-sum-exp and ``D = rowsum(dO * O)``), and
     the shape of the blocked queries (that of the dQ accumulator)."""
     acc_dtype = accumulator_dtype(query.dtype)
-    delta = jnp.sum(d_out.astype(acc_dtype) * out.astype(acc_dtype), axis=-1)  # [B, T, N]
-    deltab = block_query_rows(delta, plan)
+    deltab = block_query_rows(row_delta(out, d_out, acc_dtype), plan)
     d_out = d_out.astype(query.dtype)
     qb = block_queries(query, plan)
     qtb = block_queries_transposed(query, plan)
@@ -104,21 +110,24 @@ def backward(
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
     q_offset: jax.Array,
+    sinks: jax.Array | None,
     out: jax.Array,
     lse: jax.Array,
     d_out: jax.Array,
     plan: Plan,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array | None]:
     """Gradients of blockwise attention.
 
     Args:
-        query, key, value, q_ids, kv_ids, q_offset: as given to :func:`zoo_chunked._forward.forward`.
-        out: its output ``[B, T, N, H]``; lse: its log-sum-exp ``[nq, B, K, block_q * G]``.
-        d_out: cotangent of ``out``, ``[B, T, N, H]``.
+        query, key, value, q_ids, kv_ids, q_offset, sinks: as given to
+            :func:`zoo_chunked._forward.forward`.
+        out: its output ``[B, T, N, Hv]``; lse: its log-sum-exp ``[nq, B, K, block_q * G]``.
+        d_out: cotangent of ``out``, ``[B, T, N, Hv]``.
         plan: the tiling.
 
     Returns:
-        ``(dq, dk, dv)`` in the dtypes of query, key and value.
+        ``(dq, dk, dv, dsinks)`` in the dtypes of query, key, value and sinks (``dsinks``
+        ``None`` without sinks; :func:`_sink_grads`).
     """
     acc_dtype = accumulator_dtype(query.dtype)
     query_block, dq_shape = _query_blocks(query, out, lse, d_out, plan)
@@ -170,8 +179,7 @@ def backward(
 
             return step
 
-        zeros = jnp.zeros(kt_j.shape, acc_dtype)
-        carry = (zeros, zeros, dq)
+        carry = (jnp.zeros(kt_j.shape, acc_dtype), jnp.zeros(vt_j.shape, acc_dtype), dq)
         if not plan.has_mask:
             carry = jax.lax.fori_loop(0, plan.num_q_blocks, body(False), carry)
         else:
@@ -192,4 +200,17 @@ def backward(
     dq = unblock_queries(dq * scale, plan).astype(query.dtype)
     dk = unblock_keys_transposed(dkb, plan)
     dv = unblock_keys_transposed(dvb, plan)
-    return dq, dk, dv
+    dsinks = None if sinks is None else _sink_grads(sinks, out, lse, d_out, plan)
+    return dq, dk, dv, dsinks
+
+
+def _sink_grads(
+    sinks: jax.Array, out: jax.Array, lse: jax.Array, d_out: jax.Array, plan: Plan
+) -> jax.Array:
+    """``d sink = -sum over the head's rows of p_sink * D`` ``[N]`` in the sinks' dtype (the
+    sink's column has no value)."""
+    acc_dtype = accumulator_dtype(out.dtype)
+    sink = sink_rows(sinks.astype(acc_dtype), plan)
+    delta = block_query_rows(row_delta(out, d_out, acc_dtype), plan)  # [nq, B, K, R]
+    # Rows that see no key have lse = +inf (and D = 0): no term.
+    return sink_gradient(-jnp.exp(sink - lse) * delta, plan).astype(sinks.dtype)

@@ -17,7 +17,9 @@ class ChunkedKernel(AttentionKernel):
     """Pure-JAX blockwise attention with online softmax: O(T) memory on every backend.
 
     Serves contract 1.2's query offset (sequence-sharded calls): the offset shifts the query
-    positions of the masks and of the block ranges the loops visit.
+    positions of the masks and of the block ranges the loops visit. Serves contract 1.3's
+    sinks (they join each row's running max and sum after its keys) and a value head dim of
+    its own.
 
     The default kernel on CPU (priority 1 there, ahead of ``xla``): it is faster than ``xla``
     from short sequences on and its memory grows linearly in T. On GPU and TPU it serves only
@@ -35,6 +37,8 @@ class ChunkedKernel(AttentionKernel):
 
     name = "chunked"
     priority = 1
+    # Contract 1.3: values may have a head dim of their own (multi-head latent attention).
+    separate_value_head_dim = True
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -70,13 +74,14 @@ class ChunkedKernel(AttentionKernel):
         spec: AttentionSpec,
         *,
         query_offset: jax.Array | None = None,
+        sinks: jax.Array | None = None,
     ) -> jax.Array:
         plan = make_plan(spec, self.block_sizes(spec.platform))
         q_ids, kv_ids = (None, None) if segment_ids is None else segment_ids
         if q_ids is not None:
             q_ids, kv_ids = jnp.asarray(q_ids, jnp.int32), jnp.asarray(kv_ids, jnp.int32)
         offset = jnp.asarray(0 if query_offset is None else query_offset, jnp.int32)
-        return chunked_attention(query, key, value, q_ids, kv_ids, offset, plan)
+        return chunked_attention(query, key, value, q_ids, kv_ids, offset, sinks, plan)
 
 
 KERNEL = ChunkedKernel()

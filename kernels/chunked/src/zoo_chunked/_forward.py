@@ -13,7 +13,14 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ._layout import block_ids, block_keys, block_keys_transposed, block_queries, unblock_queries
+from ._layout import (
+    block_ids,
+    block_keys,
+    block_keys_transposed,
+    block_queries,
+    sink_rows,
+    unblock_queries,
+)
 from ._policy import Plan
 from ._ranges import id_ranges, kv_blocks_for_query_block, segments_overlap
 from ._scores import MASKED, accumulator_dtype, apply_mask, block_logits, block_mask
@@ -48,24 +55,28 @@ def forward(
     q_ids: jax.Array | None,
     kv_ids: jax.Array | None,
     q_offset: jax.Array,
+    sinks: jax.Array | None,
     plan: Plan,
 ) -> tuple[jax.Array, jax.Array]:
     """Blockwise attention.
 
     Args:
-        query: ``[B, T, N, H]``; key, value: ``[B, S, K, H]``.
+        query: ``[B, T, N, H]``; key: ``[B, S, K, H]``; value: ``[B, S, K, Hv]``.
         q_ids, kv_ids: int32 ``[B, T]`` and ``[B, S]`` segment ids, or both ``None``.
         q_offset: int32 scalar, the position of query row 0 (keys start at 0).
+        sinks: ``[N]`` sink logits, one more term of each row's denominator, or ``None``.
         plan: the tiling.
 
     Returns:
-        ``out [B, T, N, H]`` in ``query.dtype`` and the log-sum-exp of each row
-        ``[nq, B, K, block_q * G]`` in the accumulator dtype (``+inf`` for rows that see no key).
+        ``out [B, T, N, Hv]`` in ``query.dtype`` and the log-sum-exp of each row (the sink
+        included) ``[nq, B, K, block_q * G]`` in the accumulator dtype (``+inf`` for rows that
+        see no key).
     """
     acc_dtype = accumulator_dtype(query.dtype)
     qb = block_queries(query, plan)
     ktb = block_keys_transposed(key, plan)
     vb = block_keys(value, plan)
+    sink = None if sinks is None else sink_rows(sinks.astype(acc_dtype), plan)[None]
     # Tested on the ids themselves, not on `segmented`, so that their types narrow.
     segmented = False
     if q_ids is not None and kv_ids is not None:
@@ -73,7 +84,8 @@ def forward(
         qidb = block_ids(q_ids, plan.block_q, plan.num_q_blocks)
         kvidb = block_ids(kv_ids, plan.block_kv, plan.num_kv_blocks)
         q_rng, kv_rng = id_ranges(qidb), id_ranges(kvidb)
-    _, b, k, r, h = qb.shape
+    _, b, k, r, _ = qb.shape
+    hv = vb.shape[-1]
 
     def query_block(_: None, i: jax.Array) -> tuple[None, tuple[jax.Array, jax.Array]]:
         q_i = qb[i]
@@ -100,7 +112,7 @@ def forward(
         state: State = (
             jnp.full((b, k, r), MASKED, acc_dtype),
             jnp.zeros((b, k, r), acc_dtype),
-            jnp.zeros((b, k, r, h), acc_dtype),
+            jnp.zeros((b, k, r, hv), acc_dtype),
         )
         if not plan.has_mask:
             state = jax.lax.fori_loop(0, plan.num_kv_blocks, body(False), state)
@@ -114,6 +126,14 @@ def forward(
                 state = jax.lax.fori_loop(rng.full_lo, rng.full_hi, body(False), state)
         m, denom, acc = state
         seen = m > MASKED  # a row that saw no key keeps exactly the initial MASKED
+        if sink is not None:
+            # The sink joins the running max and the sum once, after the keys: a term of the
+            # denominator with no value.
+            m_all = jnp.maximum(m, sink)
+            alpha = jnp.exp(m - m_all)
+            denom = alpha * denom + jnp.exp(sink - m_all)
+            acc = alpha[..., None] * acc
+            m = m_all
         denom = jnp.where(seen, denom, 1.0)
         out = jnp.where(seen[..., None], acc / denom[..., None], 0.0)
         lse = jnp.where(seen, m + jnp.log(denom), jnp.inf)

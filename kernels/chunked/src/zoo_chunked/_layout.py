@@ -80,7 +80,7 @@ def block_keys(x: jax.Array, plan: Plan) -> jax.Array:
 
 
 def block_keys_transposed(x: jax.Array, plan: Plan) -> jax.Array:
-    """``[B, S, K, H]`` → ``[nk, B, K, H, block_kv]``."""
+    """``[B, S, K, H]`` → ``[nk, B, K, H, block_kv]`` (values: their own ``Hv``)."""
     b, _, k, h = x.shape
     x = _pad_axis(x, 1, plan.padded_kv_len)
     x = x.reshape(b, plan.num_kv_blocks, plan.block_kv, k, h)
@@ -112,3 +112,17 @@ def block_ids(ids: jax.Array, block: int, num_blocks: int) -> jax.Array:
     if extra:
         ids = jnp.pad(ids, ((0, 0), (0, extra)), mode="edge")
     return ids.reshape(b, num_blocks, block).transpose(1, 0, 2)
+
+
+def sink_rows(sinks: jax.Array, plan: Plan) -> jax.Array:
+    """Sink logits ``[N]`` → ``[K, block_q * G]``, one per row of a query block (rows ordered
+    as :func:`block_queries` orders them: query position, then the group's heads)."""
+    k, g = plan.spec.num_kv_heads, plan.spec.group_size
+    return jnp.tile(sinks.reshape(k, g), (1, plan.block_q))
+
+
+def sink_gradient(rows: jax.Array, plan: Plan) -> jax.Array:
+    """Per-row terms ``[..., K, block_q * G]`` summed into one per query head ``[N]``."""
+    k, g = plan.spec.num_kv_heads, plan.spec.group_size
+    per_head = rows.reshape(-1, k, plan.block_q, g).sum(axis=(0, 2))
+    return per_head.reshape(k * g)

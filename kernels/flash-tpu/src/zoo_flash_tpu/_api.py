@@ -62,23 +62,31 @@ def make_config(
     device_kind: str | None = None,
     interpret: Any = None,
     vmem_limit_bytes: int | None = None,
+    value_head_dim: int | None = None,
+    has_sinks: bool = False,
 ) -> FlashConfig:
     """The static configuration of one call, with block sizes from the policy table.
 
     ``device_kind`` picks the table row (``None``: the current TPU, or the interpret-mode
     row off TPU); ``interpret`` is ``None`` (Mosaic), ``pltpu.InterpretParams`` (Pallas TPU
     interpret mode) or ``True`` (generic interpret mode); ``vmem_limit_bytes`` replaces the
-    row's scoped VMEM limit. Only the shapes and dtype of ``query`` and ``key`` are read.
+    row's scoped VMEM limit. Only the shapes and dtype of ``query`` and ``key`` are read;
+    ``value_head_dim`` (contract 1.3) is the values' head dim when it differs from the
+    queries' (the blocks are then planned for the wider of the two), ``has_sinks`` adds the
+    sink logits.
     """
     b, t, n, h = query.shape
     _, s, k, _ = key.shape
+    if value_head_dim == h:
+        value_head_dim = None
+    hv = h if value_head_dim is None else value_head_dim
     dtype = jnp.dtype(query.dtype)
     if dtype.name not in SUPPORTED_DTYPES:
         raise ValueError(
             f"flash_tpu supports float32 and bfloat16, got {dtype.name}; cast the inputs."
         )
-    if h > MAX_HEAD_DIM:
-        raise ValueError(f"flash_tpu supports head_dim <= {MAX_HEAD_DIM}, got {h}.")
+    if max(h, hv) > MAX_HEAD_DIM:
+        raise ValueError(f"flash_tpu supports head dims <= {MAX_HEAD_DIM}, got {h} and {hv}.")
     if vmem_limit_bytes is not None and (
         not isinstance(vmem_limit_bytes, int) or vmem_limit_bytes <= 0
     ):
@@ -93,7 +101,7 @@ def make_config(
         generation,
         q_len=t,
         kv_len=s,
-        head_dim=h,
+        head_dim=max(h, hv),
         itemsize=dtype.itemsize,
         heads=heads,
         override=block_sizes,
@@ -115,6 +123,8 @@ def make_config(
         vmem_limit_bytes=vmem_limit_bytes or generation.vmem_limit_bytes,
         interpret=interpret,
         heads_per_step=heads,
+        value_head_dim=value_head_dim,
+        has_sinks=has_sinks,
     )
 
 
@@ -133,6 +143,7 @@ def flash_attention(
     interpret: Any = None,
     vmem_limit_bytes: int | None = None,
     query_offset: int = 0,
+    sinks: jax.Array | None = None,
 ) -> jax.Array:
     """Flash attention on TPU (or in Pallas TPU interpret mode), differentiable.
 
@@ -141,7 +152,8 @@ def flash_attention(
 
     Args:
         query: ``[B, T, N, H]`` float32 or bfloat16.
-        key, value: ``[B, S, K, H]``, ``N % K == 0``.
+        key: ``[B, S, K, H]``, ``N % K == 0``.
+        value: ``[B, S, K, Hv]``; ``Hv`` may differ from ``H`` (multi-head latent attention).
         scale: logits multiplier, default ``1 / sqrt(H)``.
         is_causal: query ``i`` sees keys ``j <= i``.
         segment_ids: ``(q_ids [B, T], kv_ids [B, S])`` integers; equal ids attend.
@@ -157,14 +169,20 @@ def flash_attention(
             the generation's budget: a limit below what they need fails to compile.
         query_offset: the position of query row 0 for the causal and window rules (keys
             start at 0), a Python int: the grid is planned from it before tracing.
+        sinks: ``[N]`` sink logits, one per query head, each a term of its rows' softmax
+            denominator and of nothing else (gpt-oss); differentiable.
 
     Returns:
-        ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
+        ``[B, T, N, Hv]`` in ``query.dtype``; rows that see no key are zeros.
     """
-    if query.ndim != 4 or key.ndim != 4 or value.shape != key.shape:
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4 or value.shape[:3] != key.shape[:3]:
         raise ValueError(
-            f"query must be [B, T, N, H] and key/value one [B, S, K, H] shape, got "
+            f"query must be [B, T, N, H], key [B, S, K, H] and value [B, S, K, Hv], got "
             f"{query.shape}, {key.shape}, {value.shape}."
+        )
+    if sinks is not None and tuple(sinks.shape) != (query.shape[2],):
+        raise ValueError(
+            f"sinks must be [N] = ({query.shape[2]},), one per query head, got {sinks.shape}."
         )
     n, h = query.shape[2], query.shape[3]
     if key.shape[2] == 0 or n % key.shape[2]:
@@ -189,6 +207,8 @@ def flash_attention(
         device_kind=device_kind,
         interpret=interpret,
         vmem_limit_bytes=vmem_limit_bytes,
+        value_head_dim=value.shape[3],
+        has_sinks=sinks is not None,
     )
     if isinstance(query_offset, bool) or not isinstance(query_offset, int) or query_offset < 0:
         raise ValueError(
@@ -201,4 +221,4 @@ def flash_attention(
         q_ids = jnp.asarray(segment_ids[0], jnp.int32)
         kv_ids = jnp.asarray(segment_ids[1], jnp.int32)
     with jax.named_scope("zoo_flash_tpu.flash_attention"):
-        return flash_attention_vjp(query, key, value, q_ids, kv_ids, cfg)
+        return flash_attention_vjp(query, key, value, sinks, q_ids, kv_ids, cfg)

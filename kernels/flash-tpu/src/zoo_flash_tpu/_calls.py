@@ -132,38 +132,51 @@ def _query_major(
 
 
 def forward(
-    query: jax.Array, key: jax.Array, value: jax.Array, segment_ids: SegmentIds, cfg: FlashConfig
+    query: jax.Array,
+    key: jax.Array,
+    value: jax.Array,
+    sinks: jax.Array | None,
+    segment_ids: SegmentIds,
+    cfg: FlashConfig,
 ) -> tuple[jax.Array, KernelLayout]:
     """Forward pass.
 
     Args:
-        query: ``[B, T, N, H]``; key, value: ``[B, S, K, H]``.
+        query: ``[B, T, N, H]``; key: ``[B, S, K, H]``; value: ``[B, S, K, Hv]``.
+        sinks: ``[N]`` sink logits (``cfg.has_sinks``), or ``None``.
         segment_ids: ``(q_ids [B, T], kv_ids [B, S])`` int32, or ``None``.
 
     Returns:
-        ``out [B, T, N, H]`` and the residuals in the kernel layout, as the backward kernels
-        read them: ``q`` ``[B, Tp, N·Hp]``, ``k``, ``v`` ``[B, Sp, K·Hp]``, ``out``
-        ``[B, Tp, N·Hp]`` and the log-sum-exp ``[B, N, 1, Tp]`` float32 (``+inf`` for rows
-        that see no key).
+        ``out [B, T, N, Hv]`` and the residuals in the kernel layout, as the backward kernels
+        read them: ``q`` ``[B, Tp, N·Hp]``, ``k`` ``[B, Sp, K·Hp]``, ``v`` ``[B, Sp, K·Hvp]``,
+        ``out`` ``[B, Tp, N·Hvp]`` and the log-sum-exp ``[B, N, 1, Tp]`` float32, the sink
+        included (``+inf`` for rows that see no key).
     """
     bq, bk = cfg.blocks.block_q, cfg.blocks.block_kv
     tp, sp, hp, heads = cfg.q_len_padded, cfg.kv_len_padded, cfg.head_dim_padded, cfg.heads_per_step
+    hvp = cfg.v_head_dim_padded
     # The kernels scale q once per query block in VMEM: scaling here would be a pass over q
     # of its own on TPU (XLA does not fuse it into the relayout copy).
     q = _layout.to_kernel(query, tp, hp)
     k = _layout.to_kernel(key, sp, hp)
-    v = _layout.to_kernel(value, sp, hp)
+    v = _layout.to_kernel(value, sp, hvp)
     ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
     ops.inputs += [
         ("q", pl.BlockSpec((None, bq, heads * hp), maps["q"]), q),
         ("k", pl.BlockSpec((None, bk, hp), maps["kv"]), k),
-        ("v", pl.BlockSpec((None, bk, hp), maps["kv"]), v),
+        ("v", pl.BlockSpec((None, bk, hvp), maps["kv"]), v),
     ]
+    if cfg.has_sinks and sinks is not None:
+        # One lane-replicated row per query head; a step reads its P heads' rows.
+        rows = jnp.broadcast_to(sinks.astype(jnp.float32)[:, None, None], (cfg.num_heads, 1, LANES))
+        ops.inputs.append(
+            ("sinks", pl.BlockSpec((heads, 1, LANES), lambda b, c, i, j, *pre: (c, 0, 0)), rows)
+        )
     ops.outputs += [
         (
             "o",
-            pl.BlockSpec((None, bq, heads * hp), maps["q"]),
-            jax.ShapeDtypeStruct(q.shape, q.dtype),
+            pl.BlockSpec((None, bq, heads * hvp), maps["q"]),
+            jax.ShapeDtypeStruct((cfg.batch, tp, cfg.num_heads * hvp), q.dtype),
         ),
         (
             "lse",
@@ -174,7 +187,7 @@ def forward(
     ops.scratch += [
         ("m", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # running max
         ("l", pltpu.VMEM((heads, bq, LANES), jnp.float32)),  # normaliser
-        ("acc", pltpu.VMEM((heads, bq, hp), jnp.float32)),  # unnormalised output
+        ("acc", pltpu.VMEM((heads, bq, hvp), jnp.float32)),  # unnormalised output
         ("q_scaled", pltpu.VMEM((bq, heads * hp), q.dtype)),
     ]
     out, lse = call(
@@ -189,13 +202,13 @@ def forward(
         block_kv=bk,
         steps=ranges.steps,
     )
-    attended = _layout.from_kernel(out, cfg.q_len, cfg.num_heads, cfg.head_dim)
+    attended = _layout.from_kernel(out, cfg.q_len, cfg.num_heads, cfg.v_head_dim)
     return attended, (q, k, v, out, lse)
 
 
 def backward_delta(out: jax.Array, d_out: jax.Array, cfg: FlashConfig) -> jax.Array:
     """``rowsum(dO * O)`` ``[B, N, 1, Tp]`` float32 from both in the kernel layout."""
-    bq, hp = cfg.blocks.block_q_bwd, cfg.head_dim_padded
+    bq, hp = cfg.blocks.block_q_bwd, cfg.v_head_dim_padded
     nq = cfg.q_len_padded // bq
     block = pl.BlockSpec((None, bq, hp), lambda b, n, i: (b, i, n))
     rows = cfg.batch * cfg.num_heads * cfg.q_len_padded
@@ -233,13 +246,13 @@ def backward_dq(
 ) -> jax.Array:
     """dQ ``[B, T, N, H]`` from kernel-layout q, k, v, dO and the lse/delta rows."""
     bq, bk = cfg.blocks.block_q_bwd, cfg.blocks.block_kv_bwd
-    hp, heads = cfg.head_dim_padded, cfg.heads_per_step
+    hp, heads, hvp = cfg.head_dim_padded, cfg.heads_per_step, cfg.v_head_dim_padded
     ops, ranges, maps = _query_major(cfg, bq, bk, segment_ids)
     ops.inputs += [
         ("q", pl.BlockSpec((None, bq, heads * hp), maps["q"]), q),
         ("k", pl.BlockSpec((None, bk, hp), maps["kv"]), k),
-        ("v", pl.BlockSpec((None, bk, hp), maps["kv"]), v),
-        ("do", pl.BlockSpec((None, bq, heads * hp), maps["q"]), do),
+        ("v", pl.BlockSpec((None, bk, hvp), maps["kv"]), v),
+        ("do", pl.BlockSpec((None, bq, heads * hvp), maps["q"]), do),
         ("lse", pl.BlockSpec((None, heads, 1, bq), maps["row"]), lse),
         ("delta", pl.BlockSpec((None, heads, 1, bq), maps["row"]), delta),
     ]
@@ -281,9 +294,10 @@ def backward_dkdv(
     segment_ids: SegmentIds,
     cfg: FlashConfig,
 ) -> tuple[jax.Array, jax.Array]:
-    """dK and dV ``[B, S, K, H]``, summed over the query heads of each group in VMEM."""
+    """dK ``[B, S, K, H]`` and dV ``[B, S, K, Hv]``, summed over the query heads of each group
+    in VMEM."""
     bq, bk = cfg.blocks.block_q_bwd, cfg.blocks.block_kv_bwd
-    hp, g = cfg.head_dim_padded, cfg.group_size
+    hp, g, hvp = cfg.head_dim_padded, cfg.group_size, cfg.v_head_dim_padded
     nk = cfg.kv_len_padded // bk
     seg, id_rows = _segments(cfg, segment_ids, bq, bk)
     ranges = q_ranges(cfg, bq, bk, seg)
@@ -309,18 +323,18 @@ def backward_dkdv(
     ops.inputs += [
         ("q", pl.BlockSpec((None, bq, hp), q_map), q),
         ("k", pl.BlockSpec((None, bk, hp), kv_map), k),
-        ("v", pl.BlockSpec((None, bk, hp), kv_map), v),
-        ("do", pl.BlockSpec((None, bq, hp), q_map), do),
+        ("v", pl.BlockSpec((None, bk, hvp), kv_map), v),
+        ("do", pl.BlockSpec((None, bq, hvp), q_map), do),
         ("lse", pl.BlockSpec((None, None, 1, bq), row_map), lse),
         ("delta", pl.BlockSpec((None, None, 1, bq), row_map), delta),
     ]
     ops.outputs += [
         ("dk", pl.BlockSpec((None, bk, hp), kv_map), jax.ShapeDtypeStruct(k.shape, k.dtype)),
-        ("dv", pl.BlockSpec((None, bk, hp), kv_map), jax.ShapeDtypeStruct(v.shape, v.dtype)),
+        ("dv", pl.BlockSpec((None, bk, hvp), kv_map), jax.ShapeDtypeStruct(v.shape, v.dtype)),
     ]
     ops.scratch += [
         ("dk_acc", pltpu.VMEM((bk, hp), jnp.float32)),
-        ("dv_acc", pltpu.VMEM((bk, hp), jnp.float32)),
+        ("dv_acc", pltpu.VMEM((bk, hvp), jnp.float32)),
         ("k_scaled", pltpu.VMEM((bk, hp), k.dtype)),
     ]
     if seg is not None:
@@ -353,5 +367,5 @@ def backward_dkdv(
     )
     return (
         _layout.from_kernel(dk, cfg.kv_len, cfg.num_kv_heads, cfg.head_dim),
-        _layout.from_kernel(dv, cfg.kv_len, cfg.num_kv_heads, cfg.head_dim),
+        _layout.from_kernel(dv, cfg.kv_len, cfg.num_kv_heads, cfg.v_head_dim),
     )

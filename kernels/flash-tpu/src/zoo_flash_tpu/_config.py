@@ -31,6 +31,9 @@ class FlashConfig:
             step against one key/value block (a divisor of the group size; see ``_policy``).
         q_offset: the position of query row 0 for the causal and window rules (contract
             1.2's query offset, static: the grid is planned from it); keys start at 0.
+        value_head_dim: the values' (and output's) head dim when it differs from
+            ``head_dim`` (contract 1.3, multi-head latent attention), else ``None``.
+        has_sinks: one sink logit per query head joins each row's denominator (contract 1.3).
     """
 
     batch: int
@@ -50,6 +53,8 @@ class FlashConfig:
     interpret: Any = None
     heads_per_step: int = 1
     q_offset: int = 0
+    value_head_dim: int | None = None
+    has_sinks: bool = False
 
     def __post_init__(self) -> None:
         if self.heads_per_step < 1 or self.group_size % self.heads_per_step:
@@ -72,6 +77,16 @@ class FlashConfig:
     def head_dim_padded(self) -> int:
         """Head dim padded to the lane width."""
         return padded_head_dim(self.head_dim)
+
+    @property
+    def v_head_dim(self) -> int:
+        """The values' head dim, resolved."""
+        return self.head_dim if self.value_head_dim is None else self.value_head_dim
+
+    @property
+    def v_head_dim_padded(self) -> int:
+        """The values' head dim padded to the lane width."""
+        return padded_head_dim(self.v_head_dim)
 
     @property
     def q_len_padded(self) -> int:

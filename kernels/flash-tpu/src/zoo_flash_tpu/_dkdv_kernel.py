@@ -23,9 +23,10 @@ from ._refs import Refs
 def dkdv_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: int) -> None:
     """One grid step.
 
-    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, Hp)``,
-    ``k, v (bk, Hp)``, ``lse, delta (1, bq)``[, ``q_ids``, ``kv_ids``]; outputs
-    ``dk, dv (bk, Hp)``; scratch ``dk_acc, dv_acc (bk, Hp)``, ``k_scaled (bk, Hp)``
+    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q (bq, Hp)``,
+    ``do (bq, Hvp)``, ``k (bk, Hp)``, ``v (bk, Hvp)``, ``lse, delta (1, bq)``[, ``q_ids``,
+    ``kv_ids``]; outputs ``dk (bk, Hp)``, ``dv (bk, Hvp)``; scratch ``dk_acc (bk, Hp)``,
+    ``dv_acc (bk, Hvp)``, ``k_scaled (bk, Hp)``
     [, ``kv_ids_col``].
     """
     seg = cfg.has_segments

@@ -25,12 +25,12 @@ from ._refs import Refs
 def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: int) -> None:
     """One grid step.
 
-    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q, do (bq, P·Hp)``,
-    ``k, v (bk, Hp)``, ``lse, delta (P, 1, bq)``[, ``q_ids``, ``kv_ids``]; output
+    Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q (bq, P·Hp)``,
+    ``do (bq, P·Hvp)``, ``k (bk, Hp)``, ``v (bk, Hvp)``, ``lse, delta (P, 1, bq)``[, ``q_ids``, ``kv_ids``]; output
     ``dq (bq, P·Hp)``; scratch ``acc (P, bq, Hp)``, ``lse_col, delta_col (P, bq, 128)``,
     ``q_scaled (bq, P·Hp)``[, ``q_ids_col``].
     """
-    heads, hp = cfg.heads_per_step, cfg.head_dim_padded
+    heads, hp, hvp = cfg.heads_per_step, cfg.head_dim_padded, cfg.v_head_dim_padded
     at = query_block_step(r, cfg, block_q, block_kv)
 
     @pl.when(at.j == 0)
@@ -53,7 +53,7 @@ def dq_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, steps: 
         def head(h: Any, cols: Any) -> None:  # P heads against the same k, v and mask
             s, tanh = head_scores(r.q_scaled[:, cols], k, mask, cfg)
             p = jnp.exp(s - r.lse_col[h][:, :1])  # masked entries, empty rows (lse=+inf): 0
-            dp = _ops.dot_nt(r.do[:, cols], v)
+            dp = _ops.dot_nt(r.do[:, _ops.head_columns(h, hvp)], v)
             ds = p * (dp - r.delta_col[h][:, :1])
             if tanh is not None:
                 ds = ds * (1.0 - tanh * tanh)

@@ -27,11 +27,11 @@ def forward_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, st
     """One grid step.
 
     Refs: prefetch ``lo, hi[, q_min, q_max, kv_min, kv_max]``; inputs ``q (bq, P·Hp)``,
-    ``k, v (bk, Hp)``[, ``q_ids (1, bq)``, ``kv_ids (1, bk)``]; outputs ``o (bq, P·Hp)``,
-    ``lse (P, 1, bq)``; scratch ``m, l (P, bq, 128)``, ``acc (P, bq, Hp)``, ``q_scaled
-    (bq, P·Hp)``[, ``q_ids_col``].
+    ``k (bk, Hp)``, ``v (bk, Hvp)``[, ``q_ids (1, bq)``, ``kv_ids (1, bk)``][, ``sinks
+    (P, 1, 128)``]; outputs ``o (bq, P·Hvp)``, ``lse (P, 1, bq)``; scratch ``m, l
+    (P, bq, 128)``, ``acc (P, bq, Hvp)``, ``q_scaled (bq, P·Hp)``[, ``q_ids_col``].
     """
-    heads, hp = cfg.heads_per_step, cfg.head_dim_padded
+    heads, hp, hvp = cfg.heads_per_step, cfg.head_dim_padded, cfg.v_head_dim_padded
     at = query_block_step(r, cfg, block_q, block_kv)
 
     @pl.when(at.j == 0)
@@ -68,9 +68,21 @@ def forward_kernel(r: Refs, *, cfg: FlashConfig, block_q: int, block_kv: int, st
             m = r.m[h]
             norm = r.l[h]
             empty = m < _ops.EMPTY_BELOW  # rows that saw no key: zeros out, +inf log-sum-exp
+            rescale = None
+            if cfg.has_sinks:
+                # The sink joins the max and the sum once, after the keys (contract 1.3): a
+                # term of the denominator with no value.
+                sink = r.sinks[h]  # (1, 128), lane-replicated
+                m_all = jnp.maximum(m, sink)
+                rescale = jnp.exp(m - m_all)
+                norm = rescale * norm + jnp.exp(sink - m_all)
+                m = m_all
             norm = jnp.where(empty, 1.0, norm)
             inv = jnp.where(empty, 0.0, 1.0 / norm)
-            r.o[:, cols] = (r.acc[h] * inv[:, :1]).astype(r.o.dtype)
+            if rescale is not None:
+                inv = inv * rescale
+            out_cols = _ops.head_columns(h, hvp)
+            r.o[:, out_cols] = (r.acc[h] * inv[:, :1]).astype(r.o.dtype)
             r.lse[h] = _ops.column_to_row(jnp.where(empty, jnp.inf, m + jnp.log(norm)))
 
         _ops.for_each_head(heads, hp, head)

@@ -42,6 +42,9 @@ class FlashTpuKernel(AttentionKernel):
     # Contract 1.2's query offset, as a Python int: the grid is planned from it, so on a
     # sequence-sharded mesh the contract runs one branch per shard, each with its own offset.
     static_query_offset = True
+    # Contract 1.3: values may have a head dim of their own (multi-head latent attention); the
+    # sinks are served through the ``sinks`` parameter of ``__call__``.
+    separate_value_head_dim = True
 
     def __init__(self, block_sizes: BlockSizes | None = None) -> None:
         self.block_sizes = block_sizes
@@ -62,6 +65,10 @@ class FlashTpuKernel(AttentionKernel):
             return f"dtype {spec.dtype} is not supported (float32 or bfloat16)"
         if spec.head_dim > MAX_HEAD_DIM:
             return f"head_dim {spec.head_dim} is above the supported {MAX_HEAD_DIM}"
+        # zoo-attention < 1.3 has no value head dim of its own: then it is the queries'.
+        v_head_dim = getattr(spec, "v_head_dim", spec.head_dim)
+        if v_head_dim > MAX_HEAD_DIM:
+            return f"value head dim {v_head_dim} is above the supported {MAX_HEAD_DIM}"
         return self._vmem_reason(spec)
 
     def _vmem_reason(self, spec: AttentionSpec) -> str | None:
@@ -72,11 +79,13 @@ class FlashTpuKernel(AttentionKernel):
         kind = spec.device_kind if spec.platform == "tpu" else None
         generation = generation_for(kind, interpret=interpret)
         heads = heads_per_step(spec.group_size)
-        need = smallest_blocks_vmem_bytes(spec.head_dim, jnp.dtype(spec.dtype).itemsize, heads)
+        # Planned for the wider of the query/key and value head dims (contract 1.3).
+        width = max(spec.head_dim, getattr(spec, "v_head_dim", spec.head_dim))
+        need = smallest_blocks_vmem_bytes(width, jnp.dtype(spec.dtype).itemsize, heads)
         if need <= generation.vmem_limit_bytes:
             return None
         return (
-            f"head_dim {spec.head_dim} in {spec.dtype} with {heads} query heads per step needs "
+            f"head_dim {width} in {spec.dtype} with {heads} query heads per step needs "
             f"{need / MiB:.1f} MiB of VMEM at the smallest blocks (128 x 128), above the "
             f"{generation.name} limit of {generation.vmem_limit_bytes / MiB:.0f} MiB"
         )
@@ -90,6 +99,7 @@ class FlashTpuKernel(AttentionKernel):
         spec: AttentionSpec,
         *,
         query_offset: Any = None,
+        sinks: jax.Array | None = None,
     ) -> jax.Array:
         offset = 0
         if query_offset is not None:
@@ -118,6 +128,7 @@ class FlashTpuKernel(AttentionKernel):
             device_kind=spec.device_kind if spec.platform == "tpu" else None,
             interpret=interpret,
             query_offset=offset,
+            sinks=sinks,
         )
         return out.astype(jnp.dtype(spec.dtype))
 

@@ -78,6 +78,15 @@ def soft_cap(s: jax.Array, cap: float | None) -> tuple[jax.Array, jax.Array | No
     return cap * t, t
 
 
+def head_columns(h: Any, width: int) -> Any:
+    """Head ``h``'s lane-aligned columns of a ``(rows, heads·width)`` block (``h`` an int, or
+    traced inside :func:`for_each_head`'s loop): the values' and output's columns when their
+    head dim differs from the queries' (contract 1.3)."""
+    if isinstance(h, int):
+        return slice(h * width, (h + 1) * width)
+    return pl.ds(pl.multiple_of(h * width, width), width)
+
+
 def for_each_head(heads: int, head_dim_padded: int, body: Callable[[Any, Any], None]) -> None:
     """Run ``body(h, cols)`` for the ``heads`` query heads of a grid step.
 

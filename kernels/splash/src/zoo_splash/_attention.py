@@ -15,7 +15,10 @@ What the adapter adds to splash:
   row's softmax) of ``-1e30`` fixes that inside the kernel: a row with a visible key has a
   maximum far above it, so ``exp(sink - max)`` is exactly 0 and nothing changes; a row with
   none keeps the sink as its maximum, a sum of 1 and an output of 0, and its backward terms
-  are 0 as well.
+  are 0 as well;
+- contract 1.3: the caller's sinks (gpt-oss) take that place, with the same effect on rows
+  that see no key and their gradient from splash's own backward; values whose head dim
+  differs from the queries' (multi-head latent attention) go to splash as they are.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ EMPTY_ROW_SINK = -1e30
 
 
 def _check_shapes(query: jax.Array, key: jax.Array, value: jax.Array) -> None:
-    if query.ndim != 4 or key.ndim != 4 or value.shape != key.shape:
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4 or value.shape[:3] != key.shape[:3]:
         raise ValueError(
-            f"query must be [B, T, N, H] and key/value one [B, S, K, H] shape, got "
+            f"query must be [B, T, N, H], key [B, S, K, H] and value [B, S, K, Hv], got "
             f"{query.shape}, {key.shape}, {value.shape}."
         )
     n, k = query.shape[2], key.shape[2]
@@ -60,6 +63,7 @@ def splash_attention(
     block_sizes: BlockSizes | None = None,
     interpret: bool = False,
     query_offset: int = 0,
+    sinks: jax.Array | None = None,
 ) -> jax.Array:
     """JAX's splash attention on the contract's layout, differentiable.
 
@@ -68,7 +72,8 @@ def splash_attention(
 
     Args:
         query: ``[B, T, N, H]`` float32 or bfloat16, T a multiple of 128.
-        key, value: ``[B, S, K, H]``, ``N % K == 0``, S a multiple of 128.
+        key: ``[B, S, K, H]``, ``N % K == 0``, S a multiple of 128.
+        value: ``[B, S, K, Hv]``; ``Hv`` may differ from ``H``.
         scale: logits multiplier, default ``1 / sqrt(H)``.
         is_causal: query ``i`` sees keys ``j <= i``.
         segment_ids: ``(q_ids [B, T], kv_ids [B, S])`` integers; equal ids attend.
@@ -80,9 +85,11 @@ def splash_attention(
         query_offset: the position of query row 0 for the causal and window rules (keys
             start at 0): a block of queries of a longer sequence. A Python int, since
             splash builds its block tables from the mask before tracing.
+        sinks: ``[N]`` sink logits (each a term of its head's rows' softmax denominator),
+            differentiable; ``None`` for none.
 
     Returns:
-        ``[B, T, N, H]`` in ``query.dtype``; rows that see no key are zeros.
+        ``[B, T, N, Hv]`` in ``query.dtype``; rows that see no key are zeros.
     """
     _check_shapes(query, key, value)
     _, t, n, h = query.shape
@@ -100,13 +107,18 @@ def splash_attention(
     scale = h**-0.5 if scale is None else scale
     q = (query.astype(jnp.float32) * scale).astype(query.dtype).transpose(0, 2, 1, 3)
     k, v = key.transpose(0, 2, 1, 3), value.transpose(0, 2, 1, 3)
-    sinks = jnp.full((n,), EMPTY_ROW_SINK, jnp.float32)
+    if sinks is None:
+        sinks = jnp.full((n,), EMPTY_ROW_SINK, jnp.float32)
+    elif tuple(sinks.shape) != (n,):
+        raise ValueError(f"sinks must be [N] = ({n},), one per query head, got {sinks.shape}.")
+    # A row that sees no key keeps a sink as its maximum: its output is 0 whatever the sink.
+    head_sinks = sinks.astype(jnp.float32)
 
     def one_example(
         q: jax.Array, k: jax.Array, v: jax.Array, ids: tuple[jax.Array, jax.Array] | None
     ) -> jax.Array:
         segments = None if ids is None else SegmentIds(q=ids[0], kv=ids[1])
-        return kernel(q, k, v, segments, sinks)
+        return kernel(q, k, v, segments, head_sinks)
 
     with jax.named_scope("zoo_splash.splash_attention"):
         out = jax.vmap(one_example)(q, k, v, segment_ids)

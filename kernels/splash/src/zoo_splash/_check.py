@@ -30,4 +30,8 @@ def unsupported_reason(spec: AttentionSpec, *, interpret: bool) -> str | None:
         return f"dtype {spec.dtype} is not supported (float32 or bfloat16)"
     if spec.head_dim > MAX_HEAD_DIM:
         return f"head_dim {spec.head_dim} is above the supported {MAX_HEAD_DIM}"
+    # zoo-attention < 1.3 has no value head dim of its own: then it is the queries'.
+    v_head_dim = getattr(spec, "v_head_dim", spec.head_dim)
+    if v_head_dim > MAX_HEAD_DIM:
+        return f"value head dim {v_head_dim} is above the supported {MAX_HEAD_DIM}"
     return length_reason(spec.q_len, spec.kv_len)

@@ -34,6 +34,8 @@ class SplashKernel(AttentionKernel):
     # Contract 1.2's query offset, as a Python int: splash builds its mask's block tables
     # before tracing, so on a sequence-sharded mesh the contract runs one branch per shard.
     static_query_offset = True
+    # Contract 1.3: JAX's splash takes values with a head dim of their own, and sinks.
+    separate_value_head_dim = True
 
     @property
     def platforms(self) -> tuple[str, ...]:
@@ -53,6 +55,7 @@ class SplashKernel(AttentionKernel):
         spec: AttentionSpec,
         *,
         query_offset: Any = None,
+        sinks: jax.Array | None = None,
     ) -> jax.Array:
         offset = 0
         if query_offset is not None:
@@ -74,6 +77,7 @@ class SplashKernel(AttentionKernel):
             logits_soft_cap=spec.logits_soft_cap,
             interpret=spec.platform != "tpu" or interpret_requested(),
             query_offset=offset,
+            sinks=sinks,
         )
 
 

@@ -1,5 +1,5 @@
 """zoo_models: the zoo model catalogue (GPT-2, Llama, Mistral, Qwen2, Gemma 2, Qwen3, Gemma 3,
-OLMo 2)."""
+OLMo 2, Mixtral, Qwen3-MoE, gpt-oss, DeepSeek-V3)."""
 
 # Tokenizers and chat templates live in zoo-data (no JAX); these names stay for user code.
 from zoo_data import ByteTokenizer as ByteTokenizer

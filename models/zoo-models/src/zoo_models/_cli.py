@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -21,7 +22,10 @@ def _human(n: int) -> str:
 
 def catalogue() -> Table:
     """The presets as a rich table: name, family, shapes and parameter count."""
-    table = Table(title="zoo model presets")
+    # No vertical rules: the widest rows (moonlight-16b-a3b, deepseek_v3) fit 80 columns.
+    table = Table(
+        title="zoo model presets", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True
+    )
     for column in ("preset", "family", "layers", "d_model", "q/kv", "vocab", "params"):
         left = column in ("preset", "family")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)

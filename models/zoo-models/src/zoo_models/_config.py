@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from zoo_layers import RopeScaling, check_float_dtype
+from zoo_layers import RopeScaling, check_float_dtype, yarn_mscale
 
 from ._family_names import family_names
 
@@ -37,6 +37,28 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "linear_value_dim": 0,
     "linear_conv_width": 4,
     "linear_attention_implementation": None,
+    "attention_sinks": False,
+    "rope_beta_fast": 32.0,
+    "rope_beta_slow": 1.0,
+    "rope_mscale": None,
+    "rope_mscale_all_dim": None,
+    "rope_truncate": True,
+    "rope_attention_factor": None,
+    "rope_interleave": False,
+    "q_lora_rank": None,
+    "kv_lora_rank": None,
+    "rope_head_dim": None,
+    "v_head_dim": None,
+    "router_bias": False,
+    "expert_bias": False,
+    "swiglu_limit": None,
+    "swiglu_alpha": 1.702,
+    "router_scoring": "softmax",
+    "expert_groups": 1,
+    "expert_group_top_k": 1,
+    "routed_scaling_factor": 1.0,
+    "shared_experts": 0,
+    "router_bias_update_speed": 0.0,
 }
 _TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers", "linear_pattern")
 #: Tokens a dense MLP branch computes at a time under ``remat`` (``ModelConfig.mlp_chunk``):
@@ -71,8 +93,14 @@ class ModelConfig:
         rope_local_theta: rotary base of the sliding-window layers, which then rotate without
             ``rope_scaling`` (Gemma 3: 10,000 locally, 1,000,000 with linear scaling globally);
             ``None``: every layer uses ``rope_theta`` and ``rope_scaling``.
-        rope_scaling: ``"none"``, ``"linear"`` or ``"llama3"``, with ``rope_factor``,
-            ``rope_low_freq_factor``, ``rope_high_freq_factor``, ``rope_original_max_position``.
+        rope_scaling: ``"none"``, ``"linear"``, ``"llama3"`` or ``"yarn"``, with
+            ``rope_factor``, ``rope_low_freq_factor``, ``rope_high_freq_factor``,
+            ``rope_original_max_position``; YaRN's ``rope_beta_fast``, ``rope_beta_slow``,
+            ``rope_mscale``, ``rope_mscale_all_dim``, ``rope_truncate`` and
+            ``rope_attention_factor`` (as ``transformers``' ``rope_parameters``; with
+            ``rope_mscale_all_dim`` the attention scale is multiplied by its mscale squared, as
+            DeepSeek does).
+        rope_interleave: rotate interleaved pairs (DeepSeek's ``rope_interleave``).
         tie_embeddings: the output head is the token embedding transposed.
         qkv_bias, out_bias, mlp_bias: biases on q/k/v, the attention output, the MLP.
         norm_bias: LayerNorm has a bias (ignored for RMSNorm).
@@ -137,6 +165,21 @@ class ModelConfig:
             linear_conv_width: its convolution's taps.
         linear_attention_implementation: kernel name for ``zoo_attention.linear``, ``None``
             for its default order (``ZOO_LINEAR_ATTENTION`` then the platform's).
+        attention_sinks: a learned sink logit per query head in every layer (gpt-oss).
+        q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim: multi-head latent attention
+            (DeepSeek-V2/V3) when ``kv_lora_rank`` is set: the query bottleneck (``None``: a
+            full query projection), the key/value latent, the rotary part of each query/key
+            head (``head_dim`` is the whole, ``nope + rope``) and the values' head dim.
+        router_bias, expert_bias: biases on the router and the experts (gpt-oss).
+        swiglu_limit, swiglu_alpha: the experts' clamped SwiGLU (gpt-oss); ``None``: plain.
+        router_scoring: ``"softmax"`` or ``"sigmoid"`` (DeepSeek-V3: sigmoid scores, a
+            correction bias for the selection); ``expert_groups``, ``expert_group_top_k``:
+            group-limited top-k (``n_group``, ``topk_group``); ``routed_scaling_factor``.
+        shared_experts: shared experts of each mixture-of-experts layer (DeepSeek), each
+            ``expert_hidden`` wide (one MLP of their summed width).
+        router_bias_update_speed: how far training moves the sigmoid router's correction
+            bias per step towards an even load (DeepSeek-V3's aux-loss-free balancing,
+            ``gamma``; 0: never).
     """
 
     family: str
@@ -206,6 +249,28 @@ class ModelConfig:
     linear_value_dim: int = 0
     linear_conv_width: int = 4
     linear_attention_implementation: str | None = None
+    attention_sinks: bool = False
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_mscale: float | None = None
+    rope_mscale_all_dim: float | None = None
+    rope_truncate: bool = True
+    rope_attention_factor: float | None = None
+    rope_interleave: bool = False
+    q_lora_rank: int | None = None
+    kv_lora_rank: int | None = None
+    rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    router_bias: bool = False
+    expert_bias: bool = False
+    swiglu_limit: float | None = None
+    swiglu_alpha: float = 1.702
+    router_scoring: str = "softmax"
+    expert_groups: int = 1
+    expert_group_top_k: int = 1
+    routed_scaling_factor: float = 1.0
+    shared_experts: int = 0
+    router_bias_update_speed: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
@@ -236,8 +301,8 @@ class ModelConfig:
             raise ValueError(
                 f"`d_model` ({self.d_model}) is not divisible by `n_heads` ({self.n_heads}); set `head_dim`."
             )
-        if self.positional == "rope" and self.dim_per_head % 2:
-            raise ValueError(f"rotary embeddings need an even head_dim, got {self.dim_per_head}.")
+        if self.positional == "rope" and self.rotary_dim % 2:
+            raise ValueError(f"rotary embeddings need an even head_dim, got {self.rotary_dim}.")
         if self.activation not in _ACTIVATIONS:
             raise ValueError(
                 f"`activation` must be one of {', '.join(_ACTIVATIONS)}, got {self.activation!r}."
@@ -302,10 +367,48 @@ class ModelConfig:
         if self.compute_dtype is not None:
             check_float_dtype("compute_dtype", self.compute_dtype)
         _ = self.rope  # validates the scaling fields
+        self._check_latent()
         self._check_experts()
         self._check_linear()
 
+    def _check_latent(self) -> None:
+        if self.kv_lora_rank is None:
+            for name in ("q_lora_rank", "rope_head_dim", "v_head_dim"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"`{name}` is a multi-head latent attention setting; set `kv_lora_rank` "
+                        "too, or leave it None."
+                    )
+            return
+        for name in ("kv_lora_rank", "q_lora_rank", "rope_head_dim", "v_head_dim"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}.")
+        if self.head_dim is None or self.rope_head_dim is None or self.v_head_dim is None:
+            raise ValueError(
+                "multi-head latent attention needs `head_dim` (nope + rope), `rope_head_dim` "
+                "and `v_head_dim`; set them."
+            )
+        if not self.rope_head_dim < self.head_dim:
+            raise ValueError(
+                f"`rope_head_dim` ({self.rope_head_dim}) must be below `head_dim` "
+                f"({self.head_dim}), which also holds the part without position."
+            )
+        if self.positional != "rope" or self.kv_heads != self.n_heads:
+            raise ValueError(
+                "multi-head latent attention has rotary positions and one key/value head per "
+                "query head; set positional='rope' and n_kv_heads=n_heads."
+            )
+        if self.qk_norm or self.attention_sinks:
+            raise ValueError(
+                "multi-head latent attention here has no qk-norm and no sinks; unset them."
+            )
+
     def _check_experts(self) -> None:
+        if self.router_scoring not in ("softmax", "sigmoid"):
+            raise ValueError(
+                f"`router_scoring` must be 'softmax' or 'sigmoid', got {self.router_scoring!r}."
+            )
         if not isinstance(self.n_experts, int) or self.n_experts < 0:
             raise ValueError(f"`n_experts` must be an int >= 0, got {self.n_experts!r}.")
         if not self.n_experts:
@@ -327,12 +430,40 @@ class ModelConfig:
             )
         if not self.mlp_gated or self.mlp_bias:
             raise ValueError(
-                "experts are gated MLPs without biases: set mlp_gated=True and mlp_bias=False, "
-                "or n_experts=0."
+                "experts are gated MLPs with biases only by `expert_bias`: set mlp_gated=True "
+                "and mlp_bias=False, or n_experts=0."
             )
         if self.router_aux_loss_coef < 0:
             raise ValueError(
                 f"`router_aux_loss_coef` must be >= 0, got {self.router_aux_loss_coef!r}."
+            )
+        groups, top = self.expert_groups, self.expert_group_top_k
+        if not isinstance(groups, int) or groups < 1 or self.n_experts % groups:
+            raise ValueError(
+                f"`expert_groups` ({groups!r}) must divide `n_experts` ({self.n_experts})."
+            )
+        if groups > 1 and self.n_experts // groups < 2:
+            raise ValueError(
+                f"`expert_groups` ({groups}) leaves groups of one expert; groups need two or more."
+            )
+        if not isinstance(top, int) or not 1 <= top <= groups:
+            raise ValueError(
+                f"`expert_group_top_k` must be between 1 and `expert_groups` ({groups}), "
+                f"got {top!r}."
+            )
+        if groups > 1 and self.router_scoring != "sigmoid":
+            raise ValueError("group-limited routing (`expert_groups` > 1) needs sigmoid scoring.")
+        if not isinstance(self.shared_experts, int) or self.shared_experts < 0:
+            raise ValueError(f"`shared_experts` must be an int >= 0, got {self.shared_experts!r}.")
+        if self.swiglu_limit is not None and not self.swiglu_limit > 0:
+            raise ValueError(f"`swiglu_limit` must be > 0 or None, got {self.swiglu_limit!r}.")
+        speed = self.router_bias_update_speed
+        if not isinstance(speed, int | float) or isinstance(speed, bool) or speed < 0:
+            raise ValueError(f"`router_bias_update_speed` must be >= 0, got {speed!r}.")
+        if speed and self.router_scoring != "sigmoid":
+            raise ValueError(
+                "`router_bias_update_speed` moves the sigmoid router's correction bias; set "
+                "router_scoring='sigmoid' or leave it 0."
             )
 
     def _check_linear(self) -> None:
@@ -354,8 +485,24 @@ class ModelConfig:
                 f"`shared_expert_hidden` must be a positive int with n_experts > 0, or None; got "
                 f"{hidden!r} with {self.n_experts} experts."
             )
+        if hidden is not None and self.shared_experts:
+            raise ValueError(
+                "`shared_expert_hidden` and `shared_experts` both size the shared experts; "
+                "set one of them."
+            )
+        if self.shared_expert_gate and not (hidden or self.shared_experts):
+            raise ValueError(
+                "`shared_expert_gate` gates a shared expert; set `shared_expert_hidden` too."
+            )
         if not self.linear_pattern:
             raise ValueError("`linear_pattern` must name at least one layer kind, e.g. (False,).")
+        if self.kv_lora_rank is not None and (
+            self.n_linear_layers or self.attention_output_gate or self.rotary_fraction != 1
+        ):
+            raise ValueError(
+                "multi-head latent attention here has no output gate, partial rotation or "
+                "gated DeltaNet layers; unset them or `kv_lora_rank`."
+            )
         if not self.n_linear_layers:
             return
         if self.n_linear_layers == self.n_layers:
@@ -392,12 +539,6 @@ class ModelConfig:
         return self.n_layers - self.n_linear_layers
 
     @property
-    def rotary_dim(self) -> int:
-        """The features of each head the rotary embedding turns: ``int(head_dim *
-        rotary_fraction)``, as transformers rounds it."""
-        return int(self.dim_per_head * self.rotary_fraction)
-
-    @property
     def mlp_chunk_tokens(self) -> int | None:
         """The chunk a dense MLP branch computes in (``mlp_chunk`` resolved; ``None``: whole)."""
         if self.mlp_chunk is not None:
@@ -413,6 +554,27 @@ class ModelConfig:
     def dim_per_head(self) -> int:
         """Head width, resolved."""
         return self.d_model // self.n_heads if self.head_dim is None else self.head_dim
+
+    @property
+    def rotary_dim(self) -> int:
+        """The width each head rotates: ``rope_head_dim`` under latent attention, else
+        ``int(head_dim * rotary_fraction)``, as transformers rounds it."""
+        if self.kv_lora_rank is not None and self.rope_head_dim:
+            return self.rope_head_dim
+        return int(self.dim_per_head * self.rotary_fraction)
+
+    @property
+    def value_dim(self) -> int:
+        """The values' head dim: ``v_head_dim`` under latent attention, else the heads'."""
+        return self.v_head_dim if self.v_head_dim is not None else self.dim_per_head
+
+    @property
+    def cache_width(self) -> int:
+        """Numbers a decoding cache keeps per token and attention layer: the keys and values of every
+        key/value head, or under latent attention the latent and the shared rotary key part."""
+        if self.kv_lora_rank is not None and self.rope_head_dim is not None:
+            return self.kv_lora_rank + self.rope_head_dim
+        return self.kv_heads * (self.dim_per_head + self.value_dim)
 
     @property
     def period(self) -> int:
@@ -464,6 +626,12 @@ class ModelConfig:
             low_freq_factor=self.rope_low_freq_factor,
             high_freq_factor=self.rope_high_freq_factor,
             original_max_position=self.rope_original_max_position,
+            beta_fast=self.rope_beta_fast,
+            beta_slow=self.rope_beta_slow,
+            mscale=self.rope_mscale,
+            mscale_all_dim=self.rope_mscale_all_dim,
+            truncate=self.rope_truncate,
+            yarn_attention_factor=self.rope_attention_factor,
         )
 
     @property
@@ -491,7 +659,11 @@ class ModelConfig:
         base = (
             self.dim_per_head if self.query_pre_attn_scalar is None else self.query_pre_attn_scalar
         )
-        return float(base) ** -0.5
+        scale = float(base) ** -0.5
+        if self.rope_scaling == "yarn" and self.rope_mscale_all_dim:
+            # DeepSeek's softmax scale under YaRN: times mscale(factor, mscale_all_dim)².
+            scale *= yarn_mscale(self.rope_factor, self.rope_mscale_all_dim) ** 2
+        return scale
 
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with ``changes`` applied (validated again)."""

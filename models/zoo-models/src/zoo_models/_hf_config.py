@@ -30,6 +30,7 @@ RUNTIME_FIELDS = (
     "linear_attention_implementation",
     "router_aux_loss_coef",
     "output_router_logits",
+    "router_bias_update_speed",
 )
 
 
@@ -103,13 +104,18 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     out["attention_scale"] = config.attention_scale
     rope: tuple[str, ...] = ("rope_theta", "rope_factor", "rope_low_freq_factor")
     rope += ("rope_high_freq_factor", "rope_original_max_position", "rope_scaling")
-    unused: tuple[str, ...] = ()
+    yarn: tuple[str, ...] = ("rope_beta_fast", "rope_beta_slow", "rope_mscale")
+    yarn += ("rope_mscale_all_dim",)
+    yarn += ("rope_truncate", "rope_attention_factor")
+    unused: tuple[str, ...] = () if config.rope_scaling == "yarn" else yarn
     if config.positional == "learned":
-        unused = rope
+        unused += (*rope, "rope_interleave")
     elif config.rope_scaling == "none":
-        unused = rope[1:5]
+        unused += rope[1:5]
     elif config.rope_scaling == "linear":
-        unused = rope[2:5]
+        unused += rope[2:5]
+    elif config.rope_scaling == "yarn":
+        unused += rope[2:4]
     unused += ("norm_bias",) if config.norm == "rmsnorm" else ("norm_unit_offset",)
     for name in unused:
         del out[name]

@@ -82,7 +82,8 @@ def special_ids(hf: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rope_in(hf: Mapping[str, Any], model_type: str) -> dict[str, Any]:
-    """The rotary base and scaling fields: ``default``, ``linear`` or ``llama3`` scaling."""
+    """The rotary base and scaling fields: ``default``, ``linear``, ``llama3`` or ``yarn``
+    scaling."""
     params = hf.get("rope_parameters")
     if not isinstance(params, Mapping):
         # Older layout: rope_theta at the top level, rope_scaling with "type" or "rope_type".
@@ -104,8 +105,32 @@ def rope_in(hf: Mapping[str, Any], model_type: str) -> dict[str, Any]:
             "rope_high_freq_factor": as_float(params, "high_freq_factor"),
             "rope_original_max_position": original,
         }
+    if kind == "yarn":
+        original = params.get("original_max_position_embeddings")
+        if original is None:
+            raise ValueError(
+                f"{model_type} config.json has yarn rope scaling without "
+                "original_max_position_embeddings; add it."
+            )
+        factor = params.get("factor")
+        if factor is None:  # transformers' rule: the context's growth
+            factor = hf.get("max_position_embeddings", original) / original
+        optional = lambda key: None if params.get(key) is None else as_float(params, key)
+        return {
+            **out,
+            "rope_scaling": "yarn",
+            "rope_factor": float(factor),
+            "rope_original_max_position": int(original),
+            "rope_beta_fast": float(params.get("beta_fast") or 32.0),
+            "rope_beta_slow": float(params.get("beta_slow") or 1.0),
+            "rope_mscale": optional("mscale"),
+            "rope_mscale_all_dim": optional("mscale_all_dim"),
+            "rope_truncate": bool(params.get("truncate", True)),
+            "rope_attention_factor": optional("attention_factor"),
+        }
     raise ValueError(
-        f"unsupported rope type {kind!r} for {model_type}; supported: default, linear, llama3."
+        f"unsupported rope type {kind!r} for {model_type}; supported: default, linear, llama3, "
+        "yarn."
     )
 
 
@@ -123,6 +148,23 @@ def rope_out(config: ModelConfig) -> dict[str, Any]:
             "high_freq_factor": config.rope_high_freq_factor,
             "original_max_position_embeddings": config.rope_original_max_position,
         }
+    elif config.rope_scaling == "yarn":
+        params = {
+            **params,
+            "rope_type": "yarn",
+            "factor": config.rope_factor,
+            "original_max_position_embeddings": config.rope_original_max_position,
+            "beta_fast": config.rope_beta_fast,
+            "beta_slow": config.rope_beta_slow,
+            "truncate": config.rope_truncate,
+        }
+        for key, value in (
+            ("mscale", config.rope_mscale),
+            ("mscale_all_dim", config.rope_mscale_all_dim),
+            ("attention_factor", config.rope_attention_factor),
+        ):
+            if value is not None:
+                params[key] = value
     legacy = {k: v for k, v in params.items() if k != "rope_theta"}
     return {
         "rope_parameters": params,

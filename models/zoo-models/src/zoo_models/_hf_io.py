@@ -96,16 +96,19 @@ def _expected_hf_shapes(
 
 
 def _shape_of(tensors: Mapping[str, Any], name: str) -> tuple[int, ...]:
-    if isinstance(tensors, TensorFiles):
-        return tensors.shape(name)
+    # Checkpoint files (and views of them) answer from their headers, without reading.
+    shape = getattr(tensors, "shape", None)
+    if callable(shape):
+        return tuple(shape(name))
     return tuple(np.shape(tensors[name]))
 
 
 def _dtype_of(tensors: Mapping[str, Any], name: str) -> str:
     """The stored dtype's name (``float16``, ``bfloat16``, ``int32``, ...), from the header for
     files."""
-    if isinstance(tensors, TensorFiles):
-        return tensors.dtype(name)
+    dtype = getattr(tensors, "dtype", None)
+    if callable(dtype):
+        return str(dtype(name))
     return jnp.dtype(np.asarray(tensors[name]).dtype).name
 
 
@@ -165,6 +168,7 @@ def from_hf_state_dict(
     """
     abstract = eqx.filter_eval_shape(build, config, key=jax.random.key(0))
     shapes, treedef = _leaves(abstract)
+    tensors = lookup(config.family).view(tensors, config, source)
     names = set(tensors)
     # Expected name → stored name, for checkpoints that store the family's tensors otherwise.
     alias = lookup(config.family).aliases(names)

@@ -19,21 +19,29 @@ from zoo_layers import (
     Embedding,
     GatedDeltaNet,
     KVCache,
+    LatentAttention,
     LayerNorm,
     LayerStack,
     Linear,
     MoE,
     OutputHead,
     RMSNorm,
+    RopeScaling,
     RouterStats,
     TransformerBlock,
     default_compute_dtype,
     dense,
+    layer_slot,
 )
+from zoo_layers.moe import balanced_correction_bias
 
 from ._config import ModelConfig
 
 Norm = LayerNorm | RMSNorm
+
+#: The epsilon of multi-head latent attention's latent RMSNorms: DeepSeek's modules take
+#: their default, not the config's ``rms_norm_eps``.
+LATENT_NORM_EPS = 1e-6
 
 
 def _norm(config: ModelConfig) -> Norm:
@@ -54,7 +62,8 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
     k_attn, k_mlp = jax.random.split(key)
     # Residual-branch outputs get a depth-scaled init (GPT-2's scheme).
     out_std = config.init_std / math.sqrt(2 * config.n_layers)
-    attn: Attention | GatedDeltaNet
+    rope_theta, rope_scaling = config.layer_rope(phase)
+    attn: Attention | LatentAttention | GatedDeltaNet
     if config.layer_linear(phase):
         attn = GatedDeltaNet(
             config.d_model,
@@ -70,8 +79,32 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
             implementation=config.linear_attention_implementation,
             key=k_attn,
         )
+    elif config.kv_lora_rank is not None:
+        assert config.rope_head_dim is not None and config.v_head_dim is not None
+        attn = LatentAttention(
+            config.d_model,
+            config.n_heads,
+            nope_dim=config.dim_per_head - config.rope_head_dim,
+            rope_dim=config.rope_head_dim,
+            v_dim=config.v_head_dim,
+            kv_lora_rank=config.kv_lora_rank,
+            q_lora_rank=config.q_lora_rank,
+            bias=config.qkv_bias,
+            norm_eps=LATENT_NORM_EPS,
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            rope_interleaved=config.rope_interleave,
+            scale=config.attention_scale,
+            window=config.layer_window(phase),
+            soft_cap=config.attn_logit_soft_cap,
+            implementation=config.attention_implementation,
+            init_std=config.init_std,
+            out_init_std=out_std,
+            dtype=config.param_dtype,
+            key=k_attn,
+        )
     else:
-        attn = _attention(config, phase, out_std, k_attn)
+        attn = _attention(config, phase, rope_theta, rope_scaling, out_std, k_attn)
     mlp: MLP | MoE
     if config.layer_moe(phase):
         mlp = MoE(
@@ -84,8 +117,18 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
             init_std=config.init_std,
             out_init_std=out_std,
             dtype=config.param_dtype,
-            shared_hidden=config.shared_expert_hidden,
+            router_bias=config.router_bias,
+            expert_bias=config.expert_bias,
+            scoring=config.router_scoring,  # type: ignore[arg-type]
+            correction_bias=config.router_scoring == "sigmoid",
+            groups=config.expert_groups,
+            group_top_k=config.expert_group_top_k,
+            routed_scale=config.routed_scaling_factor,
+            shared_hidden=config.shared_expert_hidden
+            or (config.shared_experts * config.expert_width or None),
             shared_gate=config.shared_expert_gate,
+            swiglu_limit=config.swiglu_limit,
+            swiglu_alpha=config.swiglu_alpha,
             key=k_mlp,
         )
     else:
@@ -112,8 +155,14 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
     )
 
 
-def _attention(config: ModelConfig, phase: int, out_std: float, key: PRNGKeyArray) -> Attention:
-    rope_theta, rope_scaling = config.layer_rope(phase)
+def _attention(
+    config: ModelConfig,
+    phase: int,
+    rope_theta: float,
+    rope_scaling: RopeScaling,
+    out_std: float,
+    key: PRNGKeyArray,
+) -> Attention:
     return Attention(
         config.d_model,
         config.n_heads,
@@ -133,6 +182,7 @@ def _attention(config: ModelConfig, phase: int, out_std: float, key: PRNGKeyArra
         init_std=config.init_std,
         out_init_std=out_std,
         dtype=config.param_dtype,
+        sinks=config.attention_sinks,
         output_gate=config.attention_output_gate,
         rotary_dim=config.rotary_dim if config.positional == "rope" else None,
         key=key,
@@ -307,11 +357,41 @@ class Transformer(eqx.Module):
             self.hidden(input_ids, positions=positions, segment_ids=segment_ids, key=key)
         )
 
+    def balance_routers(self, counts: Float[Array, "L E"]) -> Transformer:
+        """This model (or the part of it an ``eqx.partition`` left, as long as it holds the
+        routers' correction biases) after one step of auxiliary-loss-free balancing: each
+        mixture-of-experts layer's correction bias moves ``config.router_bias_update_speed``
+        towards an even load (:func:`zoo_layers.moe.balanced_correction_bias`), from
+        ``counts``, the step's assignments per expert of each such layer in layer order
+        (``RouterStats.counts``). The model itself when the speed is 0."""
+        c = self.config
+        if not c.router_bias_update_speed or c.router_scoring != "sigmoid":
+            return self
+        model = self
+        for j, layer in enumerate(c.moe_layers):
+            slot, index = layer_slot(layer, c.n_layers, c.period)
+            kind, phase = slot.split(".")
+
+            def where(m: Transformer, kind: str = kind, phase: int = int(phase)) -> Array:
+                return getattr(m.stack, kind)[phase].mlp.correction_bias
+
+            bias = where(model)
+            moved = balanced_correction_bias(bias[index], counts[j], c.router_bias_update_speed)
+            model = eqx.tree_at(where, model, bias.at[index].set(moved))
+        return model
+
     def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype | str | None = None) -> KVCache:
         """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens:
-        keys and values of the attention layers, and zero states of the gated DeltaNet layers
-        (their convolution's last inputs and their recurrent state) instead of keys and values."""
+        keys and values of the attention layers (for multi-head latent attention: each token's
+        latent and rotary key part, not its expanded keys and values), and zero states of the
+        gated DeltaNet layers (their convolution's last inputs and their recurrent state)
+        instead of keys and values."""
         c = self.config
+        dtype = dtype or self.compute_dtype
+        if c.kv_lora_rank is not None:
+            return KVCache.empty(
+                c.n_layers, batch, max_len, 1, c.kv_lora_rank, dtype, value_dim=c.rope_head_dim
+            )
         channels = 2 * c.linear_qk_heads * c.linear_key_dim + c.linear_heads * c.linear_value_dim
         return KVCache.empty(
             c.n_attention_layers,
@@ -319,7 +399,8 @@ class Transformer(eqx.Module):
             max_len,
             c.kv_heads,
             c.dim_per_head,
-            dtype or self.compute_dtype,
+            dtype,
+            value_dim=c.value_dim,
             linear_layers=c.n_linear_layers,
             conv_shape=(c.linear_conv_width - 1, channels),
             state_shape=(c.linear_heads, c.linear_key_dim, c.linear_value_dim),

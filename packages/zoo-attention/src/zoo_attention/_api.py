@@ -30,6 +30,7 @@ def dot_product_attention(
     local_window_size: int | tuple[int, int] | None = None,
     logits_soft_cap: float | None = None,
     query_offset: int | jax.Array | None = None,
+    sinks: jax.Array | None = None,
     implementation: str | None = None,
 ) -> jax.Array:
     """Scaled dot-product attention through the best available kernel.
@@ -38,7 +39,8 @@ def dot_product_attention(
         query: ``[B, T, N, H]``.
         key: ``[B, S, K, H]`` with ``N % K == 0`` (grouped-query / multi-query attention:
             query head ``n`` uses key/value head ``n // (N // K)``).
-        value: ``[B, S, K, H]``.
+        value: ``[B, S, K, Hv]``; ``Hv`` may differ from ``H`` (contract 1.3: multi-head
+            latent attention, 192 for q/k and 128 for v); the output is then ``[B, T, N, Hv]``.
         scale: multiplies the logits; default ``1 / sqrt(H)``.
         is_causal: top-left aligned causal mask, query ``i`` sees keys ``j <= i``.
         segment_ids: int ``[B, T]`` shared by queries and keys (needs ``T == S``), or a pair
@@ -49,6 +51,10 @@ def dot_product_attention(
         query_offset: (contract 1.2) the position of query row 0 for the causal and window
             rules, an int or int scalar array (keys start at 0): the queries are a block of a
             longer sequence. Kernels that cannot take it say so in ``check``.
+        sinks: (contract 1.3) ``[N]`` floating, one learned logit per query head that joins
+            every row's softmax denominator and nothing else (gpt-oss): the weights are
+            ``exp(s_j) / (exp(sink) + sum_j exp(s_j))``. Differentiable. A row that sees no
+            key still gives zeros.
         implementation: a kernel name (``"xla"``, ``"flash_tpu"``, ``"chunked"``, …); ``None``
             uses ``ZOO_ATTENTION`` if set, else the platform's default order.
 
@@ -61,7 +67,7 @@ def dot_product_attention(
     query offset (:mod:`zoo_attention.context`).
 
     Returns:
-        ``[B, T, N, H]`` in the dtype of ``query``. A query that sees no key gives zeros.
+        ``[B, T, N, Hv]`` in the dtype of ``query``. A query that sees no key gives zeros.
 
     Raises:
         ValueError: a bad argument (naming it and the shapes), an unknown kernel name, or a
@@ -77,6 +83,7 @@ def dot_product_attention(
         local_window_size=local_window_size,
         logits_soft_cap=logits_soft_cap,
         query_offset=query_offset,
+        sinks=sinks,
     )
     offset = normalise_query_offset(query_offset)
     plan = context.sequence_plan(spec, query, key, value)
@@ -84,5 +91,7 @@ def dot_product_attention(
     kernel = get_kernel(resolution.kernel)
     with jax.named_scope(scope_name(kernel.name, kernel.version)):
         if plan is not None:
-            return context.sequence_sharded_call(kernel, query, key, value, ids, plan, offset)
-        return call_kernel(kernel, query, key, value, ids, spec, offset)
+            return context.sequence_sharded_call(
+                kernel, query, key, value, ids, plan, offset, sinks=sinks
+            )
+        return call_kernel(kernel, query, key, value, ids, spec, offset, sinks=sinks)

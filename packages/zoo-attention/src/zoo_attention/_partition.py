@@ -30,14 +30,15 @@ Axes = tuple[str, ...]
 
 @dataclasses.dataclass(frozen=True)
 class PartitionAxes:
-    """Mesh axes that shard the batch, the heads and the sequence of attention inputs
-    (``None``: not set), and whether the sequence is in the load-balanced dual-chunk order
-    (:func:`zoo_attention.context.dual_chunk_order`)."""
+    """Mesh axes that shard the batch, the heads and the sequence of attention inputs, and the
+    vocabulary of an output head (``None``: not set), and whether the sequence is in the
+    load-balanced dual-chunk order (:func:`zoo_attention.context.dual_chunk_order`)."""
 
     batch: Axes | None = None
     heads: Axes | None = None
     sequence: Axes | None = None
     balanced: bool = False
+    vocab: Axes | None = None
 
 
 _AXES: contextvars.ContextVar[PartitionAxes | None] = contextvars.ContextVar(
@@ -58,6 +59,7 @@ def partition_axes(
     heads: str | Sequence[str] | None = None,
     sequence: str | Sequence[str] | None = None,
     balanced: bool = False,
+    vocab: str | Sequence[str] | None = None,
 ) -> Iterator[PartitionAxes]:
     """Within the block, name the mesh axes that shard the attention inputs' batch, heads and
     sequence.
@@ -67,9 +69,13 @@ def partition_axes(
     dimension, are left out for that call. Self-attention whose sequence the ``sequence`` axes
     split (default: an axis named ``context``) runs sequence-sharded, every kernel under
     ``shard_map`` (:mod:`zoo_attention.context`); ``balanced``: the sequence is laid out in the
-    dual-chunk order (the caller permuted its data so).
+    dual-chunk order (the caller permuted its data so). ``vocab``: the axes that shard an
+    output head's vocabulary; the fused cross-entropy kernel ``fused_xla`` then runs under
+    ``shard_map``, each device on its tokens and its share of the vocabulary.
     """
-    axes = PartitionAxes(_as_axes(batch), _as_axes(heads), _as_axes(sequence), balanced)
+    axes = PartitionAxes(
+        _as_axes(batch), _as_axes(heads), _as_axes(sequence), balanced, _as_axes(vocab)
+    )
     token = _AXES.set(axes)
     try:
         yield axes
@@ -172,22 +178,27 @@ def call_kernel(
     segment_ids: tuple[jax.Array, jax.Array] | None,
     spec: AttentionSpec,
     query_offset: jax.Array | int | None = None,
+    *,
+    sinks: jax.Array | None = None,
 ) -> jax.Array:
     """Call ``kernel``, under ``shard_map`` when it cannot be partitioned and a mesh is active.
 
-    ``query_offset`` reaches the kernel only when ``spec.has_query_offset``."""
+    ``query_offset`` reaches the kernel only when ``spec.has_query_offset``, ``sinks`` (split
+    over the head axes like the query heads) only when ``spec.has_sinks``."""
 
-    def call(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any, s: Any) -> jax.Array:
-        return run_kernel(kernel, q, k, v, ids, s, off)
+    def call(
+        q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any, s: Any, sk: Any
+    ) -> jax.Array:
+        return run_kernel(kernel, q, k, v, ids, s, off, sk)
 
     if kernel.partitionable:
-        return call(query, key, value, segment_ids, query_offset, spec)
+        return call(query, key, value, segment_ids, query_offset, spec, sinks)
     mesh = active_mesh() or input_mesh(query, key, value)
     if mesh is None:
-        return call(query, key, value, segment_ids, query_offset, spec)
+        return call(query, key, value, segment_ids, query_offset, spec, sinks)
     free = free_axes(mesh)
     if math.prod(free.values()) == 1:
-        return call(query, key, value, segment_ids, query_offset, spec)
+        return call(query, key, value, segment_ids, query_offset, spec, sinks)
     batch, heads = plan_axes(spec, free, current_partition_axes())
     kv_split, local = shard_spec(spec, free, batch, heads)
     q_spec = P(spec_entry(batch), None, spec_entry(heads), None)
@@ -198,8 +209,10 @@ def call_kernel(
     fixed = query_offset if isinstance(query_offset, int) else None
     traced = None if isinstance(query_offset, int) else query_offset
 
-    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any) -> jax.Array:
-        return call(q, k, v, ids, fixed if off is None else off, local)
+    def per_shard(
+        q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, off: Any, sk: Any
+    ) -> jax.Array:
+        return call(q, k, v, ids, fixed if off is None else off, local, sk)
 
     # Every free axis is manual inside: an axis that shards neither batch nor heads runs the
     # kernel replicated, instead of leaving XLA a Mosaic call it cannot partition.
@@ -212,9 +225,10 @@ def call_kernel(
             kv_spec,
             None if segment_ids is None else (id_spec, id_spec),
             None if traced is None else P(),
+            None if sinks is None else P(spec_entry(heads)),
         ),
         out_specs=q_spec,
         axis_names=set(free),
         check_vma=False,
     )
-    return sharded(query, key, value, segment_ids, traced)
+    return sharded(query, key, value, segment_ids, traced, sinks)

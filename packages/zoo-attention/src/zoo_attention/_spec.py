@@ -23,13 +23,19 @@ Window = tuple[int, int]
 class AttentionSpec:
     """Static description of a ``dot_product_attention`` call.
 
-    Shapes follow the contract layout: query ``[batch, q_len, num_heads, head_dim]``, key and
-    value ``[batch, kv_len, num_kv_heads, head_dim]``. ``platform`` and ``device_kind`` describe
+    Shapes follow the contract layout: query ``[batch, q_len, num_heads, head_dim]``, key
+    ``[batch, kv_len, num_kv_heads, head_dim]`` and value ``[batch, kv_len, num_kv_heads,
+    value_head_dim]``. ``platform`` and ``device_kind`` describe
     the target (see :func:`zoo_attention.find_target`): the active mesh's devices when there is
     one, which is not the host's when compiling for a TPU from a CPU. ``has_query_offset``
     (contract 1.2): the queries are a block of a longer sequence, query row ``i`` sits at
     position ``query_offset + i`` for the causal and window rules (the kernel receives the
     offset as a traced int32 scalar); set only when the mask depends on positions.
+
+    Contract 1.3: ``has_sinks``, one learned logit per query head joins each row's softmax
+    denominator (gpt-oss); ``value_head_dim``, the values' head dim when it differs from the
+    queries' and keys' (multi-head latent attention: 192 for q/k, 128 for v), ``None`` when it
+    is the same (so a call without it has the spec it had under 1.2).
     """
 
     batch: int
@@ -47,6 +53,13 @@ class AttentionSpec:
     logits_soft_cap: float | None = None
     device_kind: str | None = None
     has_query_offset: bool = False
+    has_sinks: bool = False
+    value_head_dim: int | None = None
+
+    @property
+    def v_head_dim(self) -> int:
+        """The values' (and the output's) head dim, resolved."""
+        return self.head_dim if self.value_head_dim is None else self.value_head_dim
 
     @property
     def group_size(self) -> int:
@@ -67,6 +80,10 @@ class AttentionSpec:
             used.append("logits_soft_cap")
         if self.has_query_offset:
             used.append("query_offset")
+        if self.has_sinks:
+            used.append("sinks")
+        if self.value_head_dim is not None:
+            used.append("value_head_dim")
         return tuple(used)
 
     @property
@@ -139,6 +156,21 @@ def _normalise_segment_ids(
     return jnp.asarray(q_ids, jnp.int32), jnp.asarray(kv_ids, jnp.int32)
 
 
+def _check_sinks(sinks: Any, num_heads: int) -> None:
+    if sinks is None:
+        return
+    if not hasattr(sinks, "shape") or not hasattr(sinks, "dtype"):
+        raise ValueError(
+            f"`sinks` must be a floating array [N] (one logit per query head), got "
+            f"{type(sinks).__name__}."
+        )
+    if _shape(sinks) != (num_heads,) or not jnp.issubdtype(sinks.dtype, jnp.floating):
+        raise ValueError(
+            f"`sinks` must be a floating array of shape ({num_heads},), one logit per query "
+            f"head, got {sinks.dtype} with shape {_shape(sinks)}."
+        )
+
+
 def normalise_query_offset(query_offset: Any) -> jax.Array | int | None:
     """``query_offset`` checked: a Python int stays one (a kernel that plans before tracing
     needs it static), an integer scalar array becomes int32 (``None`` stays ``None``).
@@ -177,13 +209,15 @@ def make_spec(
     platform: str | None = None,
     device_kind: str | None = None,
     query_offset: Any = None,
+    sinks: Any = None,
 ) -> tuple[AttentionSpec, tuple[jax.Array, jax.Array] | None]:
     """Validate the arguments of ``dot_product_attention`` and describe the call.
 
     ``platform`` and ``device_kind`` default to the call's target (:func:`find_target`).
     ``query_offset`` (an int or int scalar array, or ``None``) only marks the spec
     (``has_query_offset``) when the mask depends on positions; check it with
-    :func:`normalise_query_offset`.
+    :func:`normalise_query_offset`. ``sinks`` (contract 1.3), a floating ``[N]`` array or
+    ``None``, marks ``has_sinks``.
 
     Returns the spec and the segment ids normalised to a pair of int32 arrays (or ``None``).
     Raises ``ValueError`` naming the argument and the shapes for anything the contract rejects.
@@ -197,9 +231,11 @@ def make_spec(
             )
     b, t, n, h = _shape(query)
     bk, s, k, hk = _shape(key)
-    if _shape(value) != _shape(key):
+    hv = _shape(value)[3]
+    if _shape(value)[:3] != _shape(key)[:3] or hv == 0:
         raise ValueError(
-            f"`value` must have the shape of `key` {_shape(key)}, got {_shape(value)}."
+            f"`value` must be [B, S, K, Hv] with the batch, length and heads of `key` "
+            f"{_shape(key)}, got {_shape(value)}."
         )
     if bk != b:
         raise ValueError(
@@ -233,6 +269,7 @@ def make_spec(
         raise ValueError(f"`is_causal` must be a bool, got {is_causal!r}.")
     window = _normalise_window(local_window_size)
     ids = _normalise_segment_ids(segment_ids, b, t, s)
+    _check_sinks(sinks, n)
     platform, device_kind = platform_and_kind(platform, device_kind, query, key, value)
     spec = AttentionSpec(
         batch=b,
@@ -250,5 +287,7 @@ def make_spec(
         logits_soft_cap=logits_soft_cap,
         device_kind=device_kind,
         has_query_offset=query_offset is not None and (is_causal or window is not None),
+        has_sinks=sinks is not None,
+        value_head_dim=None if hv == h else hv,
     )
     return spec, ids

@@ -15,10 +15,12 @@ _MASKED = -0.7 * float(jnp.finfo(jnp.float32).max)
 
 
 class XlaKernel(AttentionKernel):
-    """Materialises the ``[B, K, G, T, S]`` score matrix; O(T·S) memory, any platform."""
+    """Materialises the ``[B, K, G, T, S]`` score matrix; O(T·S) memory, any platform; every
+    feature of contract 1.3 (sinks, a value head dim of its own)."""
 
     name = "xla"
     priority = 0
+    separate_value_head_dim = True
 
     def check(self, spec: AttentionSpec) -> str | None:
         return None
@@ -32,8 +34,10 @@ class XlaKernel(AttentionKernel):
         spec: AttentionSpec,
         *,
         query_offset: jax.Array | None = None,
+        sinks: jax.Array | None = None,
     ) -> jax.Array:
         b, t, n, h = query.shape
+        hv = value.shape[-1]
         k = spec.num_kv_heads
         g = spec.group_size
         # Query heads n = kv_head * g + j share kv_head, the layout jax.nn uses for GQA.
@@ -52,7 +56,14 @@ class XlaKernel(AttentionKernel):
         if mask is not None:
             mask = jnp.broadcast_to(mask, logits.shape)
             logits = jnp.where(mask, logits, _MASKED)
-        probs = jax.nn.softmax(logits, axis=-1)
+        if sinks is None:
+            probs = jax.nn.softmax(logits, axis=-1)
+        else:
+            # The sink is one more column of the softmax, dropped after it: it takes its share
+            # of the denominator and adds nothing to the output.
+            column = sinks.astype(jnp.float32).reshape(1, k, g, 1, 1)
+            column = jnp.broadcast_to(column, (*logits.shape[:-1], 1))
+            probs = jax.nn.softmax(jnp.concatenate([logits, column], axis=-1), axis=-1)[..., :-1]
         if mask is not None:
             probs = jnp.where(jnp.any(mask, axis=-1, keepdims=True), probs, 0.0)
         out = jnp.einsum(
@@ -61,7 +72,7 @@ class XlaKernel(AttentionKernel):
             value,
             preferred_element_type=jnp.float32,
         )
-        return out.reshape(b, t, n, h).astype(query.dtype)
+        return out.reshape(b, t, n, hv).astype(query.dtype)
 
 
 KERNEL = XlaKernel()

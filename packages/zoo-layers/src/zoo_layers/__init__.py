@@ -14,6 +14,7 @@ from ._dtype import check_float_dtype as check_float_dtype
 from ._dtype import default_compute_dtype as default_compute_dtype
 from ._embedding import Embedding as Embedding
 from ._head import OutputHead as OutputHead
+from ._latent_attention import LatentAttention as LatentAttention
 from ._linear import Linear as Linear
 from ._linear import dense as dense
 from ._logical import BATCH as BATCH
@@ -44,9 +45,11 @@ from ._rope import RopeScaling as RopeScaling
 from ._rope import Rotary as Rotary
 from ._rope import rope_frequencies as rope_frequencies
 from ._rope import rotate_half as rotate_half
+from ._rope import yarn_mscale as yarn_mscale
 from ._stack import LayerStack as LayerStack
 from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
+from ._trainable import trainable_mask as trainable_mask
 from .deltanet import GatedDeltaNet as GatedDeltaNet
 from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats

@@ -7,7 +7,8 @@ only knows the contract's arguments, and the kernel is chosen by ``implementatio
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 import equinox as eqx
 import jax
@@ -22,6 +23,17 @@ from ._norm import RMSNorm
 from ._rope import RopeScaling, Rotary
 
 QKNorm = Literal["head", "projection"]
+
+
+def _rotary(
+    head_dim: int, rotary_dim: int | None, theta: float | None, scaling: RopeScaling | None
+) -> Rotary | None:
+    """The rotary embedding of the first ``rotary_dim`` features of each head (``None``: all
+    ``head_dim``), or ``None`` without rotary positions (``theta=None``)."""
+    rotary_dim = head_dim if rotary_dim is None else rotary_dim
+    if not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"`rotary_dim` must be in [1, {head_dim}], got {rotary_dim}.")
+    return None if theta is None else Rotary(rotary_dim, theta=theta, scaling=scaling)
 
 
 def _qk_norm_kind(qk_norm: bool | str | None) -> QKNorm | None:
@@ -52,6 +64,8 @@ class Attention(eqx.Module):
             keys before it; ``None`` for global attention.
         soft_cap: attention logit soft cap, or ``None``.
         implementation: kernel name passed to the contract, or ``None``.
+        sinks: ``[N]`` learned sink logits (gpt-oss): one more term of each head's softmax
+            denominator (the contract's ``sinks=``), or ``None``.
         output_gate: the query projection also gives each head a gate ``[H]`` (stored after
             the head's query, ``q_proj`` then ``[N*2H, D]``) and the attention output is
             multiplied by its sigmoid before ``o_proj`` (Qwen3.5's gated attention).
@@ -73,6 +87,7 @@ class Attention(eqx.Module):
     implementation: str | None = eqx.field(static=True)
     qk_norm: QKNorm | None = eqx.field(static=True, default=None)
     output_gate: bool = eqx.field(static=True, default=False)
+    sinks: Float[Array, " N"] | None = None
 
     def __init__(
         self,
@@ -95,6 +110,7 @@ class Attention(eqx.Module):
         init_std: float | None = None,
         out_init_std: float | None = None,
         dtype: str = "float32",
+        sinks: bool = False,
         output_gate: bool = False,
         rotary_dim: int | None = None,
         key: PRNGKeyArray,
@@ -102,8 +118,9 @@ class Attention(eqx.Module):
         """``rope_theta=None`` disables rotary embeddings. ``qk_norm``: ``False`` (none),
         ``True`` or ``"head"`` (RMSNorm over each head's ``H`` features), ``"projection"``
         (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
-        norms by ``1 + weight`` (Gemma). ``rotary_dim``: rotate only the first that many
-        features of each head (``None``: all); ``output_gate``: see the class attributes."""
+        norms by ``1 + weight`` (Gemma). ``sinks``: a learned sink logit per query head,
+        initialised to 0. ``rotary_dim``: rotate only the first that many features of each head
+        (``None``: all); ``output_gate``: see the class attributes."""
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         if num_heads <= 0 or num_kv_heads <= 0 or num_heads % num_kv_heads:
             raise ValueError(
@@ -154,32 +171,22 @@ class Attention(eqx.Module):
                 size, eps=qk_norm_eps, unit_offset=qk_norm_unit_offset, dtype=dtype, axis=axis
             )
 
+        self.q_norm = self.k_norm = None
         if kind == "projection":
             # Named like the projection's output so the norm shards with it.
             self.q_norm = norm(num_heads * head_dim, HEADS)
             self.k_norm = norm(num_kv_heads * head_dim, KV_HEADS)
         elif kind == "head":
-            self.q_norm = norm(head_dim, HEAD_DIM)
-            self.k_norm = norm(head_dim, HEAD_DIM)
-        else:
-            self.q_norm = self.k_norm = None
+            self.q_norm, self.k_norm = norm(head_dim, HEAD_DIM), norm(head_dim, HEAD_DIM)
         self.qk_norm = kind
-        rotary_dim = head_dim if rotary_dim is None else rotary_dim
-        if not 0 < rotary_dim <= head_dim:
-            raise ValueError(f"`rotary_dim` must be in [1, {head_dim}], got {rotary_dim}.")
-        self.rotary = (
-            None
-            if rope_theta is None
-            else Rotary(rotary_dim, theta=rope_theta, scaling=rope_scaling)
-        )
+        self.rotary = _rotary(head_dim, rotary_dim, rope_theta, rope_scaling)
         self.output_gate = output_gate
-        self.num_heads = num_heads
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = None if scale is None else float(scale)
         self.window = window
         self.soft_cap = None if soft_cap is None else float(soft_cap)
         self.implementation = implementation
+        self.sinks = jnp.zeros((num_heads,), dtype) if sinks else None
 
     def _project(
         self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
@@ -213,28 +220,8 @@ class Attention(eqx.Module):
         turned = self.rotary(x[..., :width], positions)
         return jnp.concatenate([turned, x[..., width:]], axis=-1)
 
-    def _attend(
-        self,
-        q: Array,
-        k: Array,
-        v: Array,
-        *,
-        is_causal: bool = False,
-        segment_ids: Array | tuple[Array, Array] | None = None,
-        local_window_size: int | tuple[int, int] | None = None,
-    ) -> Array:
-        # The mask arguments' defaults are the contract's.
-        return zoo_attention.dot_product_attention(
-            q,
-            k,
-            v,
-            scale=self.scale,
-            is_causal=is_causal,
-            segment_ids=segment_ids,
-            local_window_size=local_window_size,
-            logits_soft_cap=self.soft_cap,
-            implementation=self.implementation,
-        )
+    def _attend(self, q: Array, k: Array, v: Array, **mask: Any) -> Array:
+        return contract_attention(self, q, k, v, sinks=self.sinks, **mask)
 
     def _out(self, o: Float[Array, "B T N H"], gate: Array | None = None) -> Float[Array, "B T D"]:
         b, t = o.shape[:2]
@@ -256,8 +243,9 @@ class Attention(eqx.Module):
         restart per document, for rotary models).
         """
         q, k, v, gate = self._project(x, positions)
-        window = None if self.window is None else (self.window - 1, 0)
-        o = self._attend(q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=window)
+        o = self._attend(
+            q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=back(self.window)
+        )
         return self._out(o, gate)
 
     def decode(
@@ -276,48 +264,106 @@ class Attention(eqx.Module):
         the output and the new keys and values (the caller stores them).
         """
         q, k_new, v_new, gate = self._project(x, positions)
-        zero = jnp.zeros((), jnp.int32)
-        k_all = jax.lax.dynamic_update_slice(
-            cache_key, k_new.astype(cache_key.dtype), (zero, start, zero, zero)
-        )
-        v_all = jax.lax.dynamic_update_slice(
-            cache_value, v_new.astype(cache_value.dtype), (zero, start, zero, zero)
-        )
-        k_all, v_all = k_all.astype(q.dtype), v_all.astype(q.dtype)
-        b, t = x.shape[:2]
-        s = cache_key.shape[1]
-        q_ids = jnp.ones((b, t), jnp.int32)
-        if t == 1:
-            # One query: causality and the window are just a per-slot mask, expressed as
-            # segment ids (the query has id 1, a visible slot id 1, any other slot id 0).
-            q_pos = positions[:, :1]
-            seen = slot_valid & (slot_positions <= q_pos)
-            if self.window is not None:
-                seen = seen & (slot_positions > q_pos - self.window)
-            o = self._attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
-            return self._out(o, gate), k_new, v_new
-        # Several queries: the contract's masks are top-left aligned on indices, so present
-        # the keys as a view of L = d + t slots starting d slots before the first query (query
-        # i sits at view index i + d, d static) and express "causal, within the window" as the
-        # band [i + d - left, i + d]. Slots before slot 0 are padding; empty slots are masked
-        # by segment ids. A windowed layer only needs the last W - 1 slots before each query.
-        if self.window is None:
-            d = s - t
-            band = (s, d)
-        else:
-            d = min(self.window - 1, s - t)
-            band = (self.window - 1 - d, d)
-        view = d + t
-
-        def window_of(a: Array) -> Array:
-            padded = jnp.pad(a, ((0, 0), (d, 0)) + ((0, 0),) * (a.ndim - 2))
-            return jax.lax.dynamic_slice_in_dim(padded, start, view, axis=1)
-
-        o = self._attend(
-            q,
-            window_of(k_all),
-            window_of(v_all),
-            segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
-            local_window_size=band,
+        k_all = write_slots(cache_key, k_new, start).astype(q.dtype)
+        v_all = write_slots(cache_value, v_new, start).astype(q.dtype)
+        o = attend_cached(
+            self._attend, q, k_all, v_all, positions, slot_positions, slot_valid, start, self.window
         )
         return self._out(o, gate), k_new, v_new
+
+
+class _ContractArguments(Protocol):
+    scale: float | None
+    soft_cap: float | None
+    implementation: str | None
+
+
+def contract_attention(
+    layer: _ContractArguments,
+    q: Array,
+    k: Array,
+    v: Array,
+    *,
+    is_causal: bool = False,
+    segment_ids: Array | tuple[Array, Array] | None = None,
+    local_window_size: int | tuple[int, int] | None = None,
+    sinks: Array | None = None,
+) -> Array:
+    """The attention contract's call with ``layer``'s scale, soft cap and kernel (the mask
+    arguments' defaults are the contract's)."""
+    return zoo_attention.dot_product_attention(
+        q,
+        k,
+        v,
+        scale=layer.scale,
+        is_causal=is_causal,
+        segment_ids=segment_ids,
+        local_window_size=local_window_size,
+        logits_soft_cap=layer.soft_cap,
+        sinks=sinks,
+        implementation=layer.implementation,
+    )
+
+
+def back(window: int | None) -> tuple[int, int] | None:
+    """A layer's window ``W`` (a query sees itself and ``W - 1`` keys before it) as the
+    contract's ``(left, right)``."""
+    return None if window is None else (window - 1, 0)
+
+
+def write_slots(cache: Array, new: Array, start: Array) -> Array:
+    """``cache [B, S, ...]`` with ``new [B, t, ...]`` written at slots ``[start, start + t)``."""
+    zero = jnp.zeros((), jnp.int32)
+    at = (zero, start) + (zero,) * (cache.ndim - 2)
+    return jax.lax.dynamic_update_slice(cache, new.astype(cache.dtype), at)
+
+
+def attend_cached(
+    attend: Callable[..., Array],
+    q: Float[Array, "B t N H"],
+    k_all: Float[Array, "B S K H"],
+    v_all: Float[Array, "B S K Hv"],
+    positions: Int[Array, "B t"],
+    slot_positions: Int[Array, "B S"],
+    slot_valid: Bool[Array, "B S"],
+    start: Int[Array, ""],
+    window: int | None,
+) -> Float[Array, "B t N Hv"]:
+    """Causal (windowed) attention of ``t`` new queries, written at slots ``[start, start + t)``,
+    over every valid slot of a cache, through ``attend(q, k, v, *, segment_ids=,
+    local_window_size=)`` (the contract's call with the layer's other arguments)."""
+    b, t = q.shape[:2]
+    s = k_all.shape[1]
+    q_ids = jnp.ones((b, t), jnp.int32)
+    if t == 1:
+        # One query: causality and the window are just a per-slot mask, expressed as
+        # segment ids (the query has id 1, a visible slot id 1, any other slot id 0).
+        q_pos = positions[:, :1]
+        seen = slot_valid & (slot_positions <= q_pos)
+        if window is not None:
+            seen = seen & (slot_positions > q_pos - window)
+        return attend(q, k_all, v_all, segment_ids=(q_ids, seen.astype(jnp.int32)))
+    # Several queries: the contract's masks are top-left aligned on indices, so present
+    # the keys as a view of L = d + t slots starting d slots before the first query (query
+    # i sits at view index i + d, d static) and express "causal, within the window" as the
+    # band [i + d - left, i + d]. Slots before slot 0 are padding; empty slots are masked
+    # by segment ids. A windowed layer only needs the last W - 1 slots before each query.
+    if window is None:
+        d = s - t
+        band = (s, d)
+    else:
+        d = min(window - 1, s - t)
+        band = (window - 1 - d, d)
+    view = d + t
+
+    def window_of(a: Array) -> Array:
+        padded = jnp.pad(a, ((0, 0), (d, 0)) + ((0, 0),) * (a.ndim - 2))
+        return jax.lax.dynamic_slice_in_dim(padded, start, view, axis=1)
+
+    return attend(
+        q,
+        window_of(k_all),
+        window_of(v_all),
+        segment_ids=(q_ids, window_of(slot_valid).astype(jnp.int32)),
+        local_window_size=band,
+    )

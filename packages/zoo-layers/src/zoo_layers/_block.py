@@ -17,6 +17,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 from ._attention import Attention
 from ._chunked import chunked_tokens
 from ._dropout import Dropout
+from ._latent_attention import LatentAttention
 from ._mlp import MLP
 from ._norm import LayerNorm, RMSNorm
 from .deltanet import GatedDeltaNet
@@ -36,7 +37,7 @@ class TransformerBlock(eqx.Module):
     """
 
     attn_norm: Norm | None
-    attn: Attention | GatedDeltaNet
+    attn: Attention | LatentAttention | GatedDeltaNet
     mlp_norm: Norm | None
     mlp: MLP | MoE
     post_attn_norm: Norm | None = None
@@ -86,7 +87,7 @@ class TransformerBlock(eqx.Module):
         start: Int[Array, ""],
     ) -> tuple[Float[Array, "B t D"], Float[Array, "B t K H"], Float[Array, "B t K H"]]:
         """The block for ``t`` new tokens against a cache; see :meth:`Attention.decode`."""
-        assert isinstance(self.attn, Attention)
+        assert not isinstance(self.attn, GatedDeltaNet)
         h, k_new, v_new = self.attn.decode(
             self._norm(self.attn_norm, x),
             positions,

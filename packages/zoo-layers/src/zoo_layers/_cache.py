@@ -12,8 +12,11 @@ class KVCache(eqx.Module):
     and the states of the gated DeltaNet layers, if any.
 
     Attributes:
-        key: ``[L, B, S, K, H]`` keys (after rotary embedding) of every attention layer.
-        value: ``[L, B, S, K, H]``.
+        key: ``[L, B, S, K, H]`` keys (after rotary embedding) of every attention layer; for multi-head
+            latent attention (:class:`zoo_layers.LatentAttention`) the latents ``[L, B, S, 1,
+            R]``.
+        value: ``[L, B, S, K, Hv]``; for latent attention the rotated key parts every head
+            shares ``[L, B, S, 1, rope_dim]``.
         positions: ``[B, S]`` int32 position of the token held in each slot.
         valid: ``[B, S]`` whether a slot holds a real token (not padding, not yet written).
         index: int32 scalar, the number of slots written so far (the same for every row).
@@ -40,16 +43,18 @@ class KVCache(eqx.Module):
         head_dim: int,
         dtype: jnp.dtype | str = "float32",
         *,
+        value_dim: int | None = None,
         linear_layers: int = 0,
         conv_shape: tuple[int, int] = (0, 0),
         state_shape: tuple[int, int, int] = (0, 0, 0),
     ) -> KVCache:
-        """A cache with every slot empty; with ``linear_layers``, zero states for that many
-        gated DeltaNet layers (``conv_shape`` ``(W - 1, C)``, ``state_shape`` ``(N, Dk,
-        Dv)``)."""
+        """A cache with every slot empty (``value_dim``: the values' width, default
+        ``head_dim``); with ``linear_layers``, zero states for that many gated DeltaNet layers
+        (``conv_shape`` ``(W - 1, C)``, ``state_shape`` ``(N, Dk, Dv)``)."""
         if batch <= 0 or max_len <= 0:
             raise ValueError(f"`batch` and `max_len` must be positive, got {batch}, {max_len}.")
         shape = (n_layers, batch, max_len, n_kv_heads, head_dim)
+        value_shape = (*shape[:-1], head_dim if value_dim is None else value_dim)
         linear = {}
         if linear_layers:
             linear = {
@@ -58,7 +63,7 @@ class KVCache(eqx.Module):
             }
         return cls(
             key=jnp.zeros(shape, dtype),
-            value=jnp.zeros(shape, dtype),
+            value=jnp.zeros(value_shape, dtype),
             positions=jnp.zeros((batch, max_len), jnp.int32),
             valid=jnp.zeros((batch, max_len), bool),
             index=jnp.zeros((), jnp.int32),

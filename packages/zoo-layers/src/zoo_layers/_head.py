@@ -69,6 +69,33 @@ class OutputHead(eqx.Module):
             temperature=temperature,
         )
 
+    def cross_entropy_loss(
+        self,
+        hidden: Float[Array, "*B D"],
+        targets: Int[Array, "*B"],
+        *,
+        weights: Array | None = None,
+        z_loss: float = 0.0,
+    ) -> tuple[Float[Array, ""], dict[str, Float[Array, ""]]]:
+        """The summed loss ``Σ w · (ce + z_loss · log_z²)`` through the contract
+        (:func:`zoo_attention.cross_entropy.linear_cross_entropy_loss`), whose fused kernel
+        computes the gradients in the forward pass. ``weights`` (``*B``): each token's weight
+        (the loss mask; 0: it does not count), ``None`` for all 1.
+
+        Returns ``(loss_sum, metrics)``: ``metrics["ce"]`` is ``Σ w ce`` and
+        ``metrics["log_z_squared"]`` ``Σ w log_z²``, without gradients."""
+        if hidden.ndim == 3:
+            hidden = logical_constraint(hidden, (BATCH, SEQUENCE, None))
+        return cross_entropy.linear_cross_entropy_loss(
+            hidden,
+            self.weight,
+            targets,
+            weights,
+            z_loss=z_loss,
+            head_layout="vd",
+            soft_cap=self.soft_cap,
+        )
+
     def greedy(self, hidden: Float[Array, "*B D"]) -> Int[Array, "*B"]:
         """The argmax token of each position, :data:`GREEDY_TOKENS` tokens' logits at a time
         (forward only: what greedy decoding would emit)."""

@@ -173,7 +173,8 @@ def axis_rules(rules: Rules, *, balanced: bool = False) -> Iterator[Rules]:
     active mesh, and attention kernels that XLA cannot partition run per shard of the mesh axes
     the rules give ``"batch"`` and ``"heads"``; attention over a sequence the ``"sequence"``
     axes split runs sequence-sharded (``balanced``: the caller laid the sequence out in the
-    dual-chunk order, :func:`zoo_attention.context.dual_chunk_order`)."""
+    dual-chunk order, :func:`zoo_attention.context.dual_chunk_order`); the fused cross entropy
+    runs per shard of the ``"batch"`` and ``"sequence"`` axes and of the ``"vocab"`` ones."""
     token = _RULES.set(dict(rules))
     try:
         with zoo_attention.partition_axes(
@@ -181,6 +182,7 @@ def axis_rules(rules: Rules, *, balanced: bool = False) -> Iterator[Rules]:
             heads=_mesh_axes(rules.get(HEADS)),
             sequence=_mesh_axes(rules.get(SEQUENCE)),
             balanced=balanced,
+            vocab=_mesh_axes(rules.get(VOCAB)),
         ):
             yield rules
     finally:

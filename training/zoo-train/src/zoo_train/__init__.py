@@ -1,6 +1,8 @@
 """zoo-train: the training loop core, data pipeline, checkpoints and metrics of zoo.
 
-The loop works on any Equinox model with a loss function; see the package README for the API.
+:class:`Trainer` is the one way to train: built from one config, a model (or a function that
+builds it), a loss function and an output directory; ``add_hook``; ``train(data)``. It works
+on any Equinox model with a loss function; see the package README for the API.
 Every public name is imported on first use (PEP 562), so that ``import zoo_train`` (and the
 ``zoo`` command's ``--help``) does not load JAX, Equinox, Optax and Orbax before they are needed.
 """
@@ -13,13 +15,13 @@ from typing import Any
 __version__ = "0.10.0.dev0"
 
 #: Subpackages, imported on first use.
-_SUBPACKAGES = ("checkpoint", "data", "loop", "parallel", "peft", "tracking")
+_SUBPACKAGES = ("aot", "checkpoint", "data", "loop", "parallel", "peft", "recipes", "tracking")
 #: The module that defines each public name, imported on first use.
 _EXPORTS: dict[str, str] = {
     "provenance_changes": "._changes",
-    "step_compiler_options": "._compiler",
-    "OptimizerConfig": "._config",
-    "TrainConfig": "._config",
+    "step_compiler_options": "._xla_options",
+    "OptimizerConfig": ".settings",
+    "TrainConfig": ".settings",
     "CheckpointMismatchError": "._errors",
     "CheckpointWriteError": "._errors",
     "NonFiniteLossError": "._errors",
@@ -44,8 +46,8 @@ _EXPORTS: dict[str, str] = {
     "resolve_compute_dtype": "._precision",
     "provenance": "._provenance",
     "check_requirement": "._requirements",
-    "LoadedRun": "._runs",
-    "load_run": "._runs",
+    "LoadedRun": "._run_directory",
+    "load_run": "._run_directory",
     "TrainState": "._state",
     "init_train_state": "._state",
     "accumulate_gradients": "._step",
@@ -64,13 +66,16 @@ _EXPORTS: dict[str, str] = {
     "METRICS_FILE": ".loop",
     "PLOT_FILE": ".loop",
     "EvalSource": ".loop",
+    "Hook": ".loop",
+    "LoopView": ".loop",
     "MetricsWriter": ".loop",
     "Progress": ".loop",
+    "RolloutData": ".loop",
     "StepEnd": ".loop",
+    "Trainer": ".loop",
     "TrainResult": ".loop",
     "plot_loss_curve": ".loop",
     "read_metrics": ".loop",
-    "train": ".loop",
     "ADAPTER_CONFIG": ".peft",
     "ADAPTER_FILE": ".peft",
     "LoRAConfig": ".peft",
@@ -79,12 +84,14 @@ _EXPORTS: dict[str, str] = {
     "apply_lora": ".peft",
     "count_params": ".peft",
     "export_hf": ".peft",
-    "finetune": ".recipes",
     "fit_tokenizer": ".peft",
     "load_adapters": ".peft",
     "lora_filter": ".peft",
     "merge_lora": ".peft",
     "save_adapters": ".peft",
+    # Kept for one minor release (zoo-train 0.10), each warning when called: Trainer.
+    "finetune": "._deprecated",
+    "train": "._deprecated",
 }
 
 

@@ -59,8 +59,8 @@ def check_state_fits(model_config: Any, optimizer: str, mesh: Any, *, full: bool
     Raises:
         zoo_models.DoesNotFitError: one sentence with the parameter count and both figures.
     """
-    # zoo_train.compile loads Optax, which the inference paths that import this module skip.
-    from .compile import gib
+    # zoo_train.aot loads Optax, which the inference paths that import this module skip.
+    from .aot import gib
 
     need = state_bytes(model_config, optimizer, full=full)
     have, where = memory_of(mesh)
@@ -86,7 +86,7 @@ def check_batch_fits(rows: int, width: int, lower: str, *, processes: int | None
     Raises:
         zoo_models.DoesNotFitError: one sentence with both figures.
     """
-    from .compile import gib
+    from .aot import gib
 
     processes = jax.process_count() if processes is None else processes
     rows = -(-rows // processes)

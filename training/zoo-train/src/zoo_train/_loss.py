@@ -2,10 +2,12 @@
 for mixture-of-experts models the routers' load-balancing loss and z-loss.
 
 A model with ``hidden_and_head`` (every zoo model) never hands the loss its logits: the loss
-asks the model's output head for each token's cross entropy and log Z, through the fused
-linear cross-entropy contract of zoo-attention (``fused_xla`` by default everywhere;
-``ZOO_CROSS_ENTROPY=logits`` brings the plain logits back). Any other Equinox model returning
-logits from ``__call__`` is scored from its logits.
+asks the model's output head for the summed, mask-weighted cross entropy and z-loss, through
+the fused linear cross-entropy contract of zoo-attention (``fused_xla`` by default everywhere,
+its gradients computed in the forward pass; ``ZOO_CROSS_ENTROPY=logits`` brings the plain
+logits back). Preference and GRPO log-probabilities take each token's cross entropy
+(``model_token_losses``). Any other Equinox model returning logits from ``__call__`` is scored
+from its logits.
 
 A loss function has the signature ``loss_fn(model, batch, key) -> (loss_sum, aux)``: ``loss_sum``
 is a float32 scalar *summed* over the counted units and ``aux`` a dict of scalars that must hold
@@ -61,6 +63,29 @@ def model_token_losses(
     return jnp.where(counts, ce, 0.0), jnp.where(counts, log_z, 0.0), stats
 
 
+def model_loss_sums(
+    model: PyTree, batch: dict[str, jax.Array], z_loss: float, **inputs: Any
+) -> tuple[jax.Array, jax.Array, jax.Array, Any]:
+    """``(loss_sum, ce_sum, z_sum, router_stats)`` of ``batch["targets"]`` after
+    ``batch["input_ids"]``, each token weighted by ``batch["loss_mask"]``: ``ce_sum = Σ w ce``,
+    ``z_sum = Σ w log_z²`` and ``loss_sum = ce_sum + z_loss · z_sum`` (float32 scalars; the
+    two sums carry no gradient). A model with ``hidden_and_head`` goes through the contract's
+    summed loss (whose fused kernel computes the gradients in the forward pass); any other is
+    scored from its logits."""
+    mask = batch["loss_mask"].astype(jnp.float32)
+    if callable(getattr(model, "hidden_and_head", None)):
+        hidden, head, stats = model.hidden_and_head(batch["input_ids"], **inputs)
+        loss, metrics = head.cross_entropy_loss(
+            hidden, batch["targets"], weights=mask, z_loss=z_loss
+        )
+        return loss, metrics["ce"], metrics["log_z_squared"], stats
+    ce, log_z, stats = model_token_losses(model, batch, **inputs)
+    ce_sum = jnp.sum(ce * mask)
+    z_sum = jnp.sum(jnp.square(log_z) * mask)
+    loss = ce_sum + z_loss * z_sum
+    return loss, jax.lax.stop_gradient(ce_sum), jax.lax.stop_gradient(z_sum), stats
+
+
 def _takes_key(model: object) -> bool:
     # Models with dropout (zoo_models) take ``key=``; passing it turns dropout on in training.
     try:
@@ -68,6 +93,11 @@ def _takes_key(model: object) -> bool:
     except (TypeError, ValueError):
         return False
 
+
+#: The aux entry of a mixture-of-experts model whose routers balance without a loss
+#: (``config.router_bias_update_speed``): the step's assignments per expert ``[L, E]``, which
+#: the train step hands to ``model.balance_routers`` after the update. Not a metric.
+ROUTER_COUNTS = "router_counts"
 
 #: Prefix of the expert load metrics: ``experts/busiest/L`` and ``experts/idlest/L`` are the
 #: shares of layer ``L``'s assignments that its busiest and idlest expert received, and
@@ -99,6 +129,7 @@ def make_lm_loss(
     compute_dtype: jnp.dtype | str | None = None,
     router_aux_loss: float | None = None,
     router_z_loss: float = 0.0,
+    balance_routers: bool = True,
 ) -> LossFn:
     """The LM loss for a model with ``hidden_and_head`` (zoo models: the fused cross-entropy
     contract), or ``model(input_ids, *, positions, segment_ids) -> logits [B,T,V]``.
@@ -113,6 +144,10 @@ def make_lm_loss(
             ``router_aux_loss`` (``router_aux_loss_coef`` when ``output_router_logits`` is
             on, as ``transformers`` trains).
         router_z_loss: the weight of the routers' z-loss.
+        balance_routers: hand the step the experts' load (:data:`ROUTER_COUNTS`) when the
+            model's routers balance without a loss (``config.router_bias_update_speed``), so
+            the train step moves their correction biases; ``False`` keeps them as they are (a
+            LoRA run, whose adapters must carry every change to the base).
 
     The step's RNG key is passed as ``key=`` when the model's ``__call__`` takes one (dropout).
 
@@ -135,13 +170,9 @@ def make_lm_loss(
         if dtype is not None:
             model = cast_floating(model, dtype)
         inputs = {"positions": batch["positions"], "segment_ids": batch["segment_ids"], **kwargs}
-        ce, log_z, stats = model_token_losses(model, batch, **inputs)
-        mask = batch["loss_mask"].astype(jnp.float32)
-        ce_sum = jnp.sum(ce * mask)
-        z_sum = z_loss * jnp.sum(jnp.square(log_z) * mask)
-        weight = jnp.sum(mask)
-        aux = {"weight": weight, "ce": ce_sum, "z_loss": z_sum}
-        loss = ce_sum + z_sum
+        loss, ce_sum, z_sum, stats = model_loss_sums(model, batch, z_loss, **inputs)
+        weight = jnp.sum(batch["loss_mask"].astype(jnp.float32))
+        aux = {"weight": weight, "ce": ce_sum, "z_loss": z_loss * z_sum}
         if stats is not None:
             aux_weight = router_aux_loss
             if aux_weight is None:
@@ -149,6 +180,9 @@ def make_lm_loss(
             router_sum, metrics = _router_terms(stats, weight, aux_weight, router_z_loss)
             loss = loss + router_sum
             aux.update(metrics)
+            speed = float(getattr(model.config, "router_bias_update_speed", 0.0))
+            if balance_routers and speed > 0:
+                aux[ROUTER_COUNTS] = stats.counts
         return loss, aux
 
     return loss_fn

@@ -8,8 +8,8 @@ import jax
 import optax
 from jaxtyping import PyTree
 
-from ._config import OptimizerConfig
 from .settings import WARMUP_FLOOR as WARMUP_FLOOR
+from .settings import OptimizerConfig
 from .settings import default_warmup as default_warmup
 
 # A path component naming an embedding table: embed, embedding, embed_tokens, tok_embeddings,
@@ -21,7 +21,7 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 def make_schedule(config: OptimizerConfig, total_steps: int) -> optax.Schedule:
     """Warm-up then cosine/linear decay to ``lr * min_lr_ratio`` at ``total_steps`` (or constant)."""
     peak, end = config.lr, config.lr * config.min_lr_ratio
-    warmup = min(config.warmup_steps, total_steps)
+    warmup = min(config.warmup(total_steps), total_steps)
     decay = max(total_steps - warmup, 1)
     if config.schedule == "constant":
         after = optax.constant_schedule(peak)

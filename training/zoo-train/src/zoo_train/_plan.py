@@ -16,10 +16,10 @@ import optax
 from jax.sharding import Mesh
 from jaxtyping import PyTree
 
-from ._config import TrainConfig
 from ._optim import make_optimizer
 from ._state import TrainState, init_train_state, trainable_params
 from .parallel import state_shardings, with_shardings
+from .settings import TrainConfig
 
 
 def is_builder(model: Any) -> bool:

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Int, PyTree, UInt32
 
+from zoo_layers import trainable_mask
+
 
 class TrainState(eqx.Module):
     """The training state.
@@ -51,12 +53,13 @@ def init_train_state(
         optimizer: the optax transformation.
         seed: seeds the RNG key handed to the loss function.
         trainable: an ``eqx.partition`` filter (function or pytree of bools) selecting the
-            trainable arrays; default every floating-point array.
+            trainable arrays; default every floating-point array but those a layer updates
+            otherwise (:func:`zoo_layers.trainable_mask`: a sigmoid router's correction bias).
 
     The state holds copies of the model's arrays, so ``model`` stays valid after steps donate
     the state.
     """
-    spec = eqx.is_inexact_array if trainable is None else trainable
+    spec = trainable_mask(model) if trainable is None else trainable
     # Own copies: the train step donates the state, and the caller's model must stay usable.
     model = jax.tree.map(lambda x: jnp.copy(x) if eqx.is_array(x) else x, model)
     params, frozen = eqx.partition(model, spec)
@@ -82,4 +85,4 @@ def trainable_params(
 ) -> PyTree:
     """The trainable part of ``model`` (concrete or abstract) under ``trainable`` (see
     :func:`init_train_state`)."""
-    return eqx.filter(model, is_inexact_array_like if trainable is None else trainable)
+    return eqx.filter(model, trainable_mask(model) if trainable is None else trainable)

@@ -14,10 +14,10 @@ from jaxtyping import PyTree
 
 import zoo_layers
 
-from ._compiler import step_compiler_options
-from ._loss import LossFn
+from ._loss import ROUTER_COUNTS, LossFn
 from ._state import TrainState
 from ._step_metrics import PackedMetrics
+from ._xla_options import step_compiler_options
 from .parallel import (
     MeshAxes,
     MeshFunction,
@@ -112,7 +112,7 @@ def accumulate_gradients(
     (_, aux_shape), _ = eqx.filter_eval_shape(
         grad_fn, params, jax.tree.map(lambda x: x[0], micro), keys[0]
     )
-    zero_aux = {k: jnp.zeros((), jnp.float32) for k in aux_shape}
+    zero_aux = {k: jnp.zeros(v.shape, jnp.float32) for k, v in aux_shape.items()}
 
     def body(carry: tuple, xs: tuple) -> tuple:
         loss_acc, aux_acc, grad_acc = carry
@@ -126,6 +126,15 @@ def accumulate_gradients(
         body, (jnp.zeros((), jnp.float32), zero_aux, zero_grads), (micro, keys)
     )
     return loss_sum, aux, grads
+
+
+def _balanced(frozen: PyTree, counts: jax.Array | None, keep: Callable) -> PyTree:
+    """Auxiliary-loss-free balancing: the routers' correction biases (frozen arrays, outside
+    the optimizer) moved by the step's expert ``counts``, kept only where ``keep`` keeps the
+    step; ``frozen`` itself without counts or routers to balance."""
+    if counts is None or not callable(getattr(frozen, "balance_routers", None)):
+        return frozen
+    return keep(frozen.balance_routers(counts), frozen)
 
 
 def make_train_step(
@@ -185,6 +194,7 @@ def make_train_step(
             shards=shards,
             grad_shardings=grad_shardings,
         )
+        counts = aux.pop(ROUTER_COUNTS, None)
         weight = jnp.maximum(aux["weight"], 1.0)
         grads = jax.tree.map(lambda g: g / weight, grads)
         loss = loss_sum / weight
@@ -203,9 +213,10 @@ def make_train_step(
             )
             kept_params = keep(new_params, state.params)
             kept_opt_state = keep(new_opt_state, state.opt_state)
+            frozen = _balanced(state.frozen, counts, keep)
         new_state = TrainState(
             params=kept_params,
-            frozen=state.frozen,
+            frozen=frozen,
             opt_state=kept_opt_state,
             step=state.step + 1,
             skipped=state.skipped + jnp.where(finite, 0, 1).astype(jnp.int32),
@@ -244,6 +255,7 @@ def make_eval_step(
         loss_sum, aux = _sums(
             loss_fn, state.params, state.frozen, unpacked(batch), jax.random.key(0)
         )
+        aux.pop(ROUTER_COUNTS, None)
         return {"loss_sum": loss_sum, **aux}
 
     return _mesh_function(

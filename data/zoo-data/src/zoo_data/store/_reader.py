@@ -349,7 +349,8 @@ class TokenStore:
                     f"The token store {str(self.path)!r} was made with {identity['description']} "
                     f"(fingerprint {identity['fingerprint'][:12]}), not the run's "
                     f"{expected['description']} (fingerprint {expected['fingerprint'][:12]}); "
-                    "prepare the data with the run's tokenizer."
+                    "name the store's tokenizer with --tokenizer (zoo train without one uses "
+                    "the copy the store holds), or prepare the data with the run's tokenizer."
                 )
         eos = identity["eos_id"]
         self.pad_id = int(eos) if eos is not None else 0

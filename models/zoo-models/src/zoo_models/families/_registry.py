@@ -42,6 +42,10 @@ def _no_aliases(names: set[str]) -> dict[str, str]:
     return {}
 
 
+def _as_stored(tensors: Mapping[str, Any], config: ModelConfig, source: str) -> Mapping[str, Any]:
+    return tensors
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
     """Everything that is one model family's.
@@ -65,6 +69,9 @@ class Family:
         ignorable: patterns of tensors a checkpoint may carry that are no parameter of the model.
         lora_targets: the projections LoRA adapts when none are named; each must be a module of
             its own in the Hugging Face layout, so the adapters are a PEFT adapter.
+        view: ``view(tensors, config, source)``: the checkpoint's tensors as the weight rules
+            read them (gpt-oss: MXFP4 pairs dequantized; DeepSeek-V3: multi-token-prediction
+            layers left out, with one line saying so); the tensors as stored by default.
     """
 
     name: str
@@ -79,6 +86,7 @@ class Family:
     aliases: Callable[[set[str]], dict[str, str]] = _no_aliases
     ignorable: tuple[str, ...] = ()
     lora_targets: tuple[str, ...] = ATTENTION_PROJECTIONS
+    view: Callable[[Mapping[str, Any], ModelConfig, str], Mapping[str, Any]] = _as_stored
 
 
 _FAMILIES: dict[str, Family] = {}

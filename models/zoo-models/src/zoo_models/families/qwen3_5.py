@@ -235,10 +235,10 @@ def layer_rules(config: ModelConfig, layer: int) -> list[Rule]:
     experts = [r for r in experts if r.ours[0].startswith("mlp.")]
     m = "model.layers.{i}.mlp."
     shared = [
-        one(f"{m}shared_expert.{hf}.weight", f"mlp.shared_expert.{ours}.weight")
+        one(f"{m}shared_expert.{hf}.weight", f"mlp.shared.{ours}.weight")
         for hf, ours in (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down"))
     ]
-    shared.append(one(f"{m}shared_expert_gate.weight", "mlp.shared_expert_gate.weight"))
+    shared.append(one(f"{m}shared_expert_gate.weight", "mlp.shared_gate.weight"))
     return [r for r in rules if not r.ours[0].startswith("mlp.")] + experts + shared
 
 

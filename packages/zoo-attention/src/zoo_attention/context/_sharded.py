@@ -101,6 +101,8 @@ def sequence_sharded_call(
     segment_ids: tuple[jax.Array, jax.Array] | None,
     plan: SequencePlan,
     query_offset: jax.Array | int | None = None,
+    *,
+    sinks: jax.Array | None = None,
 ) -> jax.Array:
     """Run ``kernel`` on every device's block of the sequence (see the module's docstring).
 
@@ -110,6 +112,7 @@ def sequence_sharded_call(
         segment_ids: ``(q_ids, kv_ids)`` int32 ``[B, T]``, or ``None``.
         plan: from :func:`sequence_plan`.
         query_offset: added to every block's offset (a caller's own), or ``None``.
+        sinks: contract 1.3's ``[N]`` sink logits (split over the head axes), or ``None``.
 
     A kernel that takes the offset only as a Python int (``static_query_offset``) runs in one
     ``lax.switch`` branch per shard, each with its shard's offsets as constants.
@@ -141,31 +144,37 @@ def sequence_sharded_call(
         full = jax.lax.all_gather(x, plan.sequence, axis=1, tiled=True)
         return from_dual_chunk(full, shards) if plan.balanced else full
 
-    def run(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, first: Any) -> jax.Array:
-        return run_kernel(kernel, q, k, v, ids, local, first)
+    def run(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, first: Any, sk: Any) -> jax.Array:
+        return run_kernel(kernel, q, k, v, ids, local, first, sk)
 
-    def attend(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, shard: Any, base: Any) -> Any:
+    def attend(
+        q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, sk: Any, shard: Any, base: Any
+    ) -> Any:
         """The shard's block; ``shard`` and ``base`` ints (static offsets) or traced."""
         if not plan.balanced:
-            return run(q, k, v, ids, base + shard * block)
+            return run(q, k, v, ids, base + shard * block, sk)
         chunk = local.q_len
         outs = []
         for half, c in enumerate(dual_chunk_chunks(shard, shards)):
             rows = slice(half * chunk, (half + 1) * chunk)
             part_ids = None if ids is None else (ids[0][:, rows], ids[1])
-            outs.append(run(q[:, rows], k, v, part_ids, base + c * chunk))
+            outs.append(run(q[:, rows], k, v, part_ids, base + c * chunk, sk))
         return jnp.concatenate(outs, axis=1)
 
-    def per_shard(q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, extra: Any) -> jax.Array:
+    def per_shard(
+        q: jax.Array, k: jax.Array, v: jax.Array, ids: Any, extra: Any, sk: Any
+    ) -> jax.Array:
         k, v = gather(k), gather(v)
         if ids is not None:
             ids = (ids[0], gather(ids[1]))
         shard = jax.lax.axis_index(plan.sequence)
         base: Any = fixed or 0
         if not static:
-            return attend(q, k, v, ids, shard, base if extra is None else base + extra)
-        branches = [lambda q, k, v, ids, d=d: attend(q, k, v, ids, d, base) for d in range(shards)]
-        return jax.lax.switch(shard, branches, q, k, v, ids)
+            return attend(q, k, v, ids, sk, shard, base if extra is None else base + extra)
+        branches = [
+            lambda q, k, v, ids, sk, d=d: attend(q, k, v, ids, sk, d, base) for d in range(shards)
+        ]
+        return jax.lax.switch(shard, branches, q, k, v, ids, sk)
 
     sharded = jax.shard_map(
         per_shard,
@@ -176,12 +185,13 @@ def sequence_sharded_call(
             kv_spec,
             None if segment_ids is None else (id_spec, id_spec),
             None if traced is None else P(),
+            None if sinks is None else P(spec_entry(plan.heads)),
         ),
         out_specs=q_spec,
         axis_names=set(plan.manual),
         check_vma=False,
     )
-    return sharded(query, key, value, segment_ids, traced)
+    return sharded(query, key, value, segment_ids, traced, sinks)
 
 
 def local_needs_offset(plan: SequencePlan) -> bool:

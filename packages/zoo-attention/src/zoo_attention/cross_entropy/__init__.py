@@ -8,14 +8,20 @@ call like attention kernels (``implementation=``, else ``ZOO_CROSS_ENTROPY``, el
 platform's default order); ``zoo_attention.recording()`` collects what was chosen
 (``log.cross_entropy``). ``logits`` (the whole logits, then float32 cross entropy) is the
 reference; ``fused_xla`` (token tiles under ``scan``) serves every platform without them.
+
+``linear_cross_entropy_loss(hidden, head, targets, weights, *, z_loss)`` is the summed loss a
+trainer takes, ``Σ w · (ce + z_loss · log_z²)``: knowing the weights up front, ``fused_xla``
+computes its gradients in the forward pass (no logits recomputed).
 """
 
 from .._registry import KernelRegistrationError as KernelRegistrationError
 from .._resolve import KernelUnavailableError as KernelUnavailableError
 from ._api import linear_cross_entropy as linear_cross_entropy
+from ._api import linear_cross_entropy_loss as linear_cross_entropy_loss
 from ._api import scope_name as scope_name
 from ._kernel import CROSS_ENTROPY_CONTRACT_VERSION as CROSS_ENTROPY_CONTRACT_VERSION
 from ._kernel import CrossEntropyKernel as CrossEntropyKernel
+from ._kernel import sum_losses as sum_losses
 from ._logits import head_logits as head_logits
 from ._logits import spec_logits as spec_logits
 from ._logits import token_losses as token_losses

@@ -128,6 +128,25 @@ def _check_temperature(temperature: Any) -> float:
     return float(temperature)
 
 
+def check_loss_arguments(weights: Any, targets: Any, z_loss: Any) -> float:
+    """Check the summed loss's own arguments (``weights`` of ``targets``' shape, numbers or
+    bool, or ``None``; ``z_loss`` a finite number ``>= 0``); returns ``z_loss`` as a float."""
+    if weights is not None:
+        lead = _shape(targets)
+        if not _is_array(weights) or _shape(weights) != lead:
+            got = _shape(weights) if _is_array(weights) else type(weights).__name__
+            raise ValueError(f"`weights` must have shape {lead} (targets' shape), got {got}.")
+        if not (
+            jnp.issubdtype(weights.dtype, jnp.number) or jnp.issubdtype(weights.dtype, jnp.bool_)
+        ):
+            raise ValueError(f"`weights` must be numbers or bool, got {weights.dtype}.")
+    if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)):
+        raise ValueError(f"`z_loss` must be a number >= 0 (a Python float), got {z_loss!r}.")
+    if not math.isfinite(z_loss) or z_loss < 0:
+        raise ValueError(f"`z_loss` must be a finite number >= 0, got {z_loss!r}.")
+    return float(z_loss)
+
+
 def _token_shards() -> int:
     """Devices sharing the tokens: the active mesh's free axes named for the batch and the
     sequence by :func:`zoo_attention.partition_axes`."""

@@ -11,7 +11,9 @@ Only ``ConformanceSuite`` (and ``conformance_suite``, which builds such a class)
 pytest, and it is imported on first use: ``run_case``, the case table and ``verify(name)``
 (every case as a pass/fail row, what ``zoo-attention verify`` and ``zoo kernels verify`` run)
 work with numpy and jax alone. ``check_query_offset`` checks contract 1.2's query offset on a
-kernel that serves it. ``fresh_seed``, ``compare``, ``run_checks`` and
+kernel that serves it (with contract 1.3's sinks and value head dim, when asked).
+``refusal(name, case)`` says why a kernel refuses a case (``None``: it serves it): a kernel
+package asserts with it which contract 1.3 features it claims. ``fresh_seed``, ``compare``, ``run_checks`` and
 ``conformance_suite`` are shared with the grouped-matmul suite (``zoo_attention.grouped.testing``)
 and open to kernel packages' own tests.
 """
@@ -28,6 +30,7 @@ from ._check import compare as compare
 from ._check import fresh_seed as fresh_seed
 from ._check import make_inputs as make_inputs
 from ._check import named_scope_failures as named_scope_failures
+from ._check import refusal as refusal
 from ._check import run_case as run_case
 from ._check import tiled as tiled
 from ._offset import OFFSET_MASKS as OFFSET_MASKS
@@ -36,6 +39,7 @@ from ._reference import ReferenceResult as ReferenceResult
 from ._reference import reference_attention as reference_attention
 from ._reference import reference_mask as reference_mask
 from ._verify import run_checks as run_checks
+from ._verify import verifier as verifier
 from ._verify import verify as verify
 from ._verify import verify_count as verify_count
 
@@ -66,9 +70,11 @@ __all__ = [
     "named_scope_failures",
     "reference_attention",
     "reference_mask",
+    "refusal",
     "run_case",
     "run_checks",
     "tiled",
+    "verifier",
     "verify",
     "verify_count",
 ]

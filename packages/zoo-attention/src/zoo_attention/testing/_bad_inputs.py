@@ -31,6 +31,10 @@ def bad_inputs() -> list[BadInput]:
         BadInput("rank-5-key", (q, kv[None], kv), {}, "key"),
         BadInput("head-dim-mismatch", (q, kv[..., :8], kv[..., :8]), {}, "head_dim"),
         BadInput("value-shape", (q, kv, kv[:, :4]), {}, "value"),
+        BadInput("value-heads", (q, kv, jnp.zeros((2, 8, 1, 16))), {}, "value"),
+        BadInput("sinks-shape", (q, kv, kv), {"sinks": jnp.zeros((2,))}, "sinks"),
+        BadInput("sinks-integer", (q, kv, kv), {"sinks": jnp.zeros((4,), jnp.int32)}, "sinks"),
+        BadInput("sinks-not-array", (q, kv, kv), {"sinks": [0.0] * 4}, "sinks"),
         BadInput(
             "heads-not-multiple",
             (q, jnp.zeros((2, 8, 3, 16)), jnp.zeros((2, 8, 3, 16))),

@@ -19,7 +19,8 @@ class ConformanceCase:
 
     ``segments``: ``"shared"`` one id array for queries and keys; ``"separate"`` a (q, kv) pair
     (required when T != S); ``"unmatched"`` a pair where some query ids appear in no key, so
-    those rows see nothing.
+    those rows see nothing. Contract 1.3: ``sinks`` draws one sink logit per query head;
+    ``value_head_dim`` gives the values a head dim of their own (``None``: ``head_dim``).
     """
 
     name: str
@@ -36,9 +37,20 @@ class ConformanceCase:
     soft_cap: float | None = None
     scale: float | None = None
     expect_empty_rows: bool = False
+    sinks: bool = False
+    value_head_dim: int | None = None
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def new_features(self) -> tuple[str, ...]:
+        """The contract 1.3 features the case uses (``AttentionSpec.features`` names): a
+        kernel that does not claim one refuses the case, and the suite checks the refusal."""
+        used: tuple[str, ...] = ("sinks",) if self.sinks else ()
+        if self.value_head_dim is not None and self.value_head_dim != self.head_dim:
+            used += ("value_head_dim",)
+        return used
 
 
 def _c(name: str, **kw: object) -> ConformanceCase:
@@ -113,6 +125,53 @@ CASES: tuple[ConformanceCase, ...] = (
         expect_empty_rows=True,
     ),
     _c("empty-rows-window-q48-kv16", q_len=48, kv_len=16, window=(2, 2), expect_empty_rows=True),
+    # Contract 1.3: attention sinks (gpt-oss), alone and with every other feature.
+    _c("sinks-f32", sinks=True),
+    _c("sinks-causal-window-bf16", sinks=True, is_causal=True, window=(16, 0), dtype="bfloat16"),
+    _c(
+        "sinks-all-f32",
+        sinks=True,
+        is_causal=True,
+        segments="shared",
+        window=(20, 3),
+        soft_cap=4.0,
+        scale=0.2,
+    ),
+    _c("sinks-gqa8-mqa-causal", sinks=True, num_heads=8, num_kv_heads=1, is_causal=True, batch=1),
+    _c("sinks-empty-rows-segments", sinks=True, segments="unmatched", expect_empty_rows=True),
+    # Contract 1.3: values with a head dim of their own (DeepSeek's multi-head latent attention:
+    # 192 for queries and keys, 128 for values), narrower and wider than the queries'.
+    _c("mla-qk192-v128-causal", head_dim=192, value_head_dim=128, num_kv_heads=4, is_causal=True),
+    _c(
+        "mla-qk192-v128-causal-bf16",
+        head_dim=192,
+        value_head_dim=128,
+        num_kv_heads=4,
+        is_causal=True,
+        dtype="bfloat16",
+        batch=1,
+    ),
+    _c(
+        "mla-v96-wider-segments-window",
+        head_dim=64,
+        value_head_dim=96,
+        segments="shared",
+        window=(10, 0),
+        soft_cap=5.0,
+    ),
+    _c("mla-cross-q33-kv97-segments", q_len=33, kv_len=97, value_head_dim=32, segments="separate"),
+    _c(
+        "mla-sinks-all-bf16",
+        head_dim=96,
+        value_head_dim=64,
+        sinks=True,
+        is_causal=True,
+        segments="unmatched",
+        window=(20, 0),
+        soft_cap=4.0,
+        dtype="bfloat16",
+        expect_empty_rows=True,
+    ),
 )
 
 

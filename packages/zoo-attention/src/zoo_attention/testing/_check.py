@@ -12,7 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._api import dot_product_attention, scope_name
+from .._kernel import contract_reason
 from .._registry import get_kernel
+from .._spec import make_spec
 from ._cases import TOLERANCES, ConformanceCase
 from ._reference import reference_attention
 
@@ -35,6 +37,7 @@ class CaseInputs:
     cotangent: jax.Array
     kwargs: dict[str, Any]
     seed: int
+    sinks: jax.Array | None = None
 
 
 def _segment_ids(case: ConformanceCase, rng: np.random.Generator) -> Any:
@@ -69,6 +72,8 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
         case.head_dim,
     )
 
+    hv = h if case.value_head_dim is None else case.value_head_dim
+
     def normal(*shape: int) -> jax.Array:
         return jnp.asarray(rng.standard_normal(shape), dtype=dtype)
 
@@ -80,13 +85,19 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
     }
     if case.segments is not None:
         kwargs["segment_ids"] = _segment_ids(case, rng)
+    query, key = normal(b, t, n, h), normal(b, s, k, h)
+    value, cotangent = normal(b, s, k, hv), normal(b, t, n, hv)
+    # Sinks in float32 (learned logits are kept so), spread so that some take most of a row's
+    # weight and some almost none.
+    sinks = jnp.asarray(2.0 * rng.standard_normal(n), jnp.float32) if case.sinks else None
     return CaseInputs(
-        query=normal(b, t, n, h),
-        key=normal(b, s, k, h),
-        value=normal(b, s, k, h),
-        cotangent=normal(b, t, n, h),
+        query=query,
+        key=key,
+        value=value,
+        cotangent=cotangent,
         kwargs=kwargs,
         seed=seed,
+        sinks=sinks,
     )
 
 
@@ -120,23 +131,59 @@ def tiled(case: ConformanceCase, tile: int) -> ConformanceCase:
     return dataclasses.replace(case, q_len=q_len, kv_len=kv_len)
 
 
+def refusal(implementation: str, case: ConformanceCase, seed: int | None = None) -> str | None:
+    """Why ``implementation`` refuses ``case`` (its contract gate or its ``check``, on the
+    case's inputs), or ``None`` when it serves it."""
+    kernel = get_kernel(implementation)
+    case = tiled(case, getattr(kernel, "sequence_tile", 1))
+    inputs = make_inputs(case, 0 if seed is None else seed)
+    spec, _ = make_spec(inputs.query, inputs.key, inputs.value, sinks=inputs.sinks, **inputs.kwargs)
+    return contract_reason(kernel, spec) or kernel.check(spec)
+
+
+def _refused_new_feature(implementation: str, case: ConformanceCase, reason: str) -> list[str]:
+    """A kernel may pass a contract 1.3 feature over, if its reason names the feature and a
+    call naming the kernel raises; anything else is a failure."""
+    words = {"sinks": "sink", "value_head_dim": "value head dim"}
+    if not any(words[f] in reason.lower() for f in case.new_features):
+        return [f"[{case.name}] refused without naming {', '.join(case.new_features)}: {reason}"]
+    inputs = make_inputs(case, 0)
+    try:
+        dot_product_attention(
+            inputs.query, inputs.key, inputs.value, sinks=inputs.sinks,
+            implementation=implementation, **inputs.kwargs,
+        )  # fmt: skip
+    except ValueError:
+        return []
+    return [f"[{case.name}] refused ({reason}) yet served when named"]
+
+
 def run_case(implementation: str, case: ConformanceCase, seed: int | None = None) -> list[str]:
-    """Check forward and dq/dk/dv of ``implementation`` on ``case``; return the failures.
+    """Check forward and dq/dk/dv (and d sinks) of ``implementation`` on ``case``; return the
+    failures.
 
     An empty list means the kernel conforms on this case. Each failure names the seed, so
     ``ZOO_TEST_SEED=<seed>`` replays it. A kernel with a ``sequence_tile`` runs the case at
-    lengths rounded up to it (:func:`tiled`).
+    lengths rounded up to it (:func:`tiled`). A case of a contract 1.3 feature
+    (``case.new_features``) that the kernel does not claim passes when the kernel refuses it
+    with a reason naming the feature (and raises when named).
     """
     seed = fresh_seed() if seed is None else seed
+    if case.new_features:
+        reason = refusal(implementation, case, seed)
+        if reason is not None:
+            return _refused_new_feature(implementation, case, reason)
     case = tiled(case, getattr(get_kernel(implementation), "sequence_tile", 1))
     inputs = make_inputs(case, seed)
     tol = TOLERANCES[case.dtype]
 
-    def attend(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-        return dot_product_attention(q, k, v, implementation=implementation, **inputs.kwargs)
+    def attend(q: jax.Array, k: jax.Array, v: jax.Array, sinks: Any) -> jax.Array:
+        return dot_product_attention(
+            q, k, v, sinks=sinks, implementation=implementation, **inputs.kwargs
+        )
 
-    out, vjp = jax.vjp(jax.jit(attend), inputs.query, inputs.key, inputs.value)
-    dq, dk, dv = vjp(inputs.cotangent)
+    out, vjp = jax.vjp(jax.jit(attend), inputs.query, inputs.key, inputs.value, inputs.sinks)
+    dq, dk, dv, dsinks = vjp(inputs.cotangent)
 
     ids = inputs.kwargs.get("segment_ids")
     ref = reference_attention(
@@ -152,6 +199,7 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
         else np.asarray(ids),
         local_window_size=case.window,
         logits_soft_cap=case.soft_cap,
+        sinks=None if inputs.sinks is None else np.asarray(inputs.sinks),
         cotangent=np.asarray(inputs.cotangent.astype(jnp.float32)),
     )
     # A cotangent was given, so the reference returns the gradients and the rows' visibility.
@@ -160,12 +208,15 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
     failures = []
     if out.dtype != inputs.query.dtype:
         failures.append(f"output dtype {out.dtype}, expected {inputs.query.dtype}")
-    for label, got, want, t in (
+    checks = [
         ("out", out, ref.out, tol["out"]),
         ("dq", dq, ref.dq, tol["grad"]),
         ("dk", dk, ref.dk, tol["grad"]),
         ("dv", dv, ref.dv, tol["grad"]),
-    ):
+    ]
+    if ref.dsinks is not None:
+        checks.append(("dsinks", dsinks, ref.dsinks, tol["grad"]))
+    for label, got, want, t in checks:
         problem = compare(label, got, want, t)
         if problem:
             failures.append(problem)

@@ -15,11 +15,12 @@ import numpy as np
 class ReferenceResult:
     """Output and, when a cotangent was given, the gradients (all float64)."""
 
-    out: np.ndarray  # [B, T, N, H]
+    out: np.ndarray  # [B, T, N, Hv]
     dq: np.ndarray | None = None  # [B, T, N, H]
     dk: np.ndarray | None = None  # [B, S, K, H]
-    dv: np.ndarray | None = None  # [B, S, K, H]
+    dv: np.ndarray | None = None  # [B, S, K, Hv]
     row_sees_key: np.ndarray | None = None  # bool [B, N, T]
+    dsinks: np.ndarray | None = None  # [N], when sinks and a cotangent were given
 
 
 def reference_mask(
@@ -56,17 +57,21 @@ def reference_attention(
     segment_ids: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None,
     local_window_size: int | tuple[int, int] | None = None,
     logits_soft_cap: float | None = None,
+    sinks: np.ndarray | None = None,
     cotangent: np.ndarray | None = None,
 ) -> ReferenceResult:
     """Attention in float64 numpy, with hand-written gradients when ``cotangent`` is given.
 
     Args:
-        query: ``[B, T, N, H]``; key, value: ``[B, S, K, H]``; arguments as in
-            ``zoo_attention.dot_product_attention``.
-        cotangent: ``[B, T, N, H]`` upstream gradient of the output.
+        query: ``[B, T, N, H]``; key: ``[B, S, K, H]``; value: ``[B, S, K, Hv]``; arguments
+            as in ``zoo_attention.dot_product_attention``.
+        sinks: ``[N]``: each query head's sink logit, one more term of every row's softmax
+            denominator (contract 1.3).
+        cotangent: ``[B, T, N, Hv]`` upstream gradient of the output.
     """
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (query, key, value))
     b, t, n, h = q.shape
+    hv = v.shape[-1]
     s, kh = k.shape[1], k.shape[2]
     g = n // kh
     scale = 1.0 / np.sqrt(h) if scale is None else scale
@@ -88,9 +93,16 @@ def reference_attention(
         logits = raw
     sees = mask.any(axis=-1)  # [B, 1, T]
     masked = np.where(mask, logits, -np.inf)
-    row_max = np.where(sees, masked.max(axis=-1), 0.0)
+    row_max = np.where(sees, masked.max(axis=-1), 0.0)  # [B, N, T]
+    sink = None
+    if sinks is not None:
+        sink = np.asarray(sinks, dtype=np.float64)[None, :, None]  # [1, N, 1]
+        row_max = np.maximum(np.where(sees, row_max, -np.inf), sink)
     weights = np.where(mask, np.exp(masked - row_max[..., None]), 0.0)
     denom = weights.sum(axis=-1, keepdims=True)
+    if sink is not None:
+        sink_weight = np.exp(sink - row_max)[..., None]  # [B, N, T, 1]
+        denom = denom + sink_weight
     probs = weights / np.where(denom == 0, 1.0, denom)  # [B, N, T, S]
     out = np.einsum("bnts,bsnh->btnh", probs, v_full)
     row_sees_key = np.broadcast_to(sees, (b, n, t))
@@ -100,7 +112,14 @@ def reference_attention(
     do = np.asarray(cotangent, dtype=np.float64)
     dv_full = np.einsum("bnts,btnh->bsnh", probs, do)
     dprobs = np.einsum("btnh,bsnh->bnts", do, v_full)
-    dlogits = probs * (dprobs - (dprobs * probs).sum(axis=-1, keepdims=True))
+    # The sink's own column has no value, so its dprob is 0: the rows' sums are unchanged, and
+    # d sink = p_sink * (0 - sum_j p_j dprob_j), summed over the rows of its head.
+    row_dot = (dprobs * probs).sum(axis=-1, keepdims=True)
+    dlogits = probs * (dprobs - row_dot)
+    dsinks = None
+    if sink is not None:
+        p_sink = sink_weight / denom
+        dsinks = -(p_sink * row_dot).sum(axis=(0, 2, 3))
     if logits_soft_cap is not None:
         dlogits = dlogits * (1.0 - tanh**2)
     draw = dlogits * scale
@@ -108,5 +127,5 @@ def reference_attention(
     dk_full = np.einsum("bnts,btnh->bsnh", draw, q)
     # Sum the gradients of the g query heads that share each key/value head.
     dk = dk_full.reshape(b, s, kh, g, h).sum(axis=3)
-    dv = dv_full.reshape(b, s, kh, g, h).sum(axis=3)
-    return ReferenceResult(out=out, dq=dq, dk=dk, dv=dv, row_sees_key=row_sees_key)
+    dv = dv_full.reshape(b, s, kh, g, hv).sum(axis=3)
+    return ReferenceResult(out=out, dq=dq, dk=dk, dv=dv, row_sees_key=row_sees_key, dsinks=dsinks)

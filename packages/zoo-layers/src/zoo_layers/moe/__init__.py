@@ -1,9 +1,12 @@
 """Mixture-of-experts layers: the router, dropless experts over grouped matmuls (through the
 grouped-matmul contract of zoo-attention), the router's statistics (load-balancing and
-z-losses, the experts' load) and expert parallelism on a mesh."""
+z-losses, the experts' load), auxiliary-loss-free balancing of a sigmoid router and expert
+parallelism on a mesh."""
 
 from typing import Any
 
+from ._balance import balanced_correction_bias as balanced_correction_bias
+from ._experts import clamped_swiglu as clamped_swiglu
 from ._experts import expert_mlp as expert_mlp
 from ._grouped import ENV_VAR as ENV_VAR
 from ._grouped import grouped_matmul as grouped_matmul

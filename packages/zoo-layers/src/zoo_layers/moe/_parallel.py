@@ -12,7 +12,7 @@ import jax
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
-from .._logical import BATCH, EMBED, EXPERTS, MLP_AXIS, current_rules, logical_to_spec
+from .._logical import BATCH, EMBED, EXPERTS, MLP_AXIS, SEQUENCE, current_rules, logical_to_spec
 
 Axes = tuple[str, ...]
 
@@ -38,6 +38,8 @@ class ExpertLayout:
         hidden: axes sharding the experts' hidden width (partial sums added up).
         embed: axes sharding the experts' model width as stored (fully sharded data
             parallelism): gathered inside the layer, so their gradients leave it sharded.
+        sequence: axes sharding the tokens' second dimension (a ``context`` axis splitting
+            sequences): each device routes its own part of each sequence.
     """
 
     mesh: jax.sharding.AbstractMesh
@@ -45,18 +47,30 @@ class ExpertLayout:
     experts: Axes
     hidden: Axes
     embed: Axes = ()
+    sequence: Axes = ()
+
+    @property
+    def token_axes(self) -> Axes:
+        """Every axis that splits the tokens (rows, then sequences)."""
+        return self.tokens + self.sequence
 
     @property
     def exchange(self) -> Axes:
         """Expert axes that also shard the tokens: the tokens of their devices are gathered
         before the experts run and the results scattered back (the token exchange)."""
-        return tuple(a for a in self.experts if a in self.tokens)
+        return tuple(a for a in self.experts if a in self.token_axes)
 
     def size(self, axes: Axes) -> int:
         return math.prod(self.mesh.shape[a] for a in axes)
 
     def token_spec(self, ndim: int) -> P:
+        if ndim >= 2 and self.sequence:
+            return P(_entry(self.tokens), _entry(self.sequence), *(None,) * (ndim - 2))
         return P(_entry(self.tokens), *(None,) * (ndim - 1))
+
+    def bias_spec(self) -> P:
+        """The spec of ``[E, I]`` expert biases (split like the experts and their hidden width)."""
+        return P(_entry(self.experts), _entry(self.hidden))
 
     def weight_spec(self, hidden_first: bool) -> P:
         experts, hidden, embed = _entry(self.experts), _entry(self.hidden), _entry(self.embed)
@@ -64,10 +78,11 @@ class ExpertLayout:
 
 
 def expert_layout(
-    batch: int, ndim: int, n_experts: int, hidden: int, dim: int
+    batch: int, ndim: int, n_experts: int, hidden: int, dim: int, length: int = 1
 ) -> ExpertLayout | None:
-    """The layout of a call on ``ndim``-dimensional tokens of ``batch`` rows, or ``None`` when no
-    axis rules or no mesh of several devices are active (or inside ``shard_map``)."""
+    """The layout of a call on ``ndim``-dimensional tokens of ``batch`` rows (of ``length``
+    tokens each when ``ndim >= 3``), or ``None`` when no axis rules or no mesh of several
+    devices are active (or inside ``shard_map``)."""
     rules = current_rules()
     mesh = jax.sharding.get_abstract_mesh()
     if rules is None or mesh.empty:
@@ -89,7 +104,9 @@ def expert_layout(
                 kept.append(axis)
         return tuple(kept)
 
+    # A context axis splits the sequences: each device keeps its part (the rules' "sequence").
+    sequence = fitting(SEQUENCE, length, tokens) if ndim >= 3 else ()
     experts = fitting(EXPERTS, n_experts, ())
-    hidden_axes = fitting(MLP_AXIS, hidden, tokens + experts)
+    hidden_axes = fitting(MLP_AXIS, hidden, tokens + sequence + experts)
     embed = fitting(EMBED, dim, experts + hidden_axes)
-    return ExpertLayout(mesh, tokens, experts, hidden_axes, embed)
+    return ExpertLayout(mesh, tokens, experts, hidden_axes, embed, sequence)

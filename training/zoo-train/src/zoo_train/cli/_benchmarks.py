@@ -25,8 +25,8 @@ def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
         "--tasks",
         metavar="T1,T2",
         default=None,
-        help="lm-evaluation-harness tasks to run instead of the held-out loss (needs "
-        "pip install 'zoo-train[eval]')",
+        help="lm-evaluation-harness tasks to run instead of the held-out loss (needs zoo-train's "
+        "eval extra: `make eval-deps` in a zoo checkout, else pip install 'zoo-train[eval]')",
     )
     p.add_argument(
         "--include-path",

@@ -45,7 +45,7 @@ COMMANDS: tuple[Command, ...] = (
             "Python standard library's own source, into runs/default. Settings: defaults < "
             "--config FILE < --set KEY=VALUE < flags. Re-running into the same --out resumes."
         ),
-        "_train",
+        "_training",
         "add_train_arguments",
         "run_train",
     ),
@@ -58,7 +58,7 @@ COMMANDS: tuple[Command, ...] = (
             "write the adapters alone to OUT/adapter; --export-hf DIR writes the merged "
             "model."
         ),
-        "_train",
+        "_training",
         "add_finetune_arguments",
         "run_finetune",
     ),

@@ -16,7 +16,7 @@ from typing import Any
 from .._usage import UsageError
 from ._exit import EXIT_DOES_NOT_FIT
 from ._options import add_settings_flags
-from ._train import settings_of
+from ._training import settings_of
 
 
 def _say(message: str) -> None:
@@ -38,7 +38,7 @@ class _Watch:
 
     def searched(self, step: Any) -> None:
         # The compile package loads JAX and Optax: not on the `zoo compile --help` path.
-        from ..compile import gib
+        from ..aot import gib
 
         r, m = step.report, step.report.memory
         self.best = step.lo
@@ -101,7 +101,7 @@ def _describe(
 ) -> list[str]:
     # The compile and parallel packages load JAX: not on the `zoo compile --help` path.
     from .._precision import resolve_compute_dtype
-    from ..compile import chip_name, gib
+    from ..aot import chip_name, gib
     from ..parallel import describe_mesh, platform_of
 
     config, model = setup.config, setup.model
@@ -119,13 +119,15 @@ def _describe(
         kind: ", ".join(
             f"{k['kernel']} {k['version']}" for k in report.kernels if k["kind"] == kind
         )
-        for kind in ("attention", "grouped_matmul", "linear_attention")
+        for kind in ("attention", "grouped_matmul", "linear_attention", "cross_entropy")
     }
     kernels = names["attention"] or "none found"
     if names["grouped_matmul"]:  # a mixture of experts: its grouped matmuls' kernel too
         kernels += f"; grouped matmul: {names['grouped_matmul']}"
     if names["linear_attention"]:  # gated DeltaNet layers: their recurrence's kernel
         kernels += f"; linear attention: {names['linear_attention']}"
+    if names["cross_entropy"]:  # the loss's kernel (a model scored from its logits has none)
+        kernels += f"; cross entropy: {names['cross_entropy']}"
     if report.memory is not None and not report.memory.from_error:
         lines.append(
             f"  attention: {kernels} ({report.mosaic_calls} Mosaic kernel calls in the step)"
@@ -180,7 +182,7 @@ _PART_NAMES = {"state.params": "parameters", "state.opt_state": "optimizer state
 def _peak_lines(peak: Any) -> list[str]:
     """What is live at the peak: its parts (the arguments by part of the state) and the
     largest temporaries, named by the scopes they were traced under."""
-    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
+    from ..aot import gib  # the aot package loads JAX: not on the `--help` path
 
     parts = ", ".join(
         f"{_PART_NAMES.get(name, name)} {gib(size)}"
@@ -203,7 +205,7 @@ def _peak_lines(peak: Any) -> list[str]:
 def _optimizer_line(optimizer: int, full: int | None) -> str:
     """``optimizer state 0.01 GiB per device (every parameter trained: 1.20 GiB; LoRA saves
     1.19 GiB)``."""
-    from ..compile import gib  # the compile package loads JAX: not on the `--help` path
+    from ..aot import gib  # the compile package loads JAX: not on the `--help` path
 
     line = f"  optimizer state {gib(optimizer)} per device"
     if full is None:
@@ -295,7 +297,7 @@ def run_compile(args: argparse.Namespace) -> int:
     """Run ``zoo compile``; returns 0 (fits), 3 (does not fit) or raises ``UsageError``."""
     # The compile, parallel and recipes packages load JAX: not on the `--help` path.
     from .._capacity import check_batch_fits
-    from ..compile import (
+    from ..aot import (
         LibtpuMissingError,
         StepSetup,
         compile_step,
@@ -310,7 +312,7 @@ def run_compile(args: argparse.Namespace) -> int:
         check_json_output,
         check_mesh_fits,
         compiled_model_config,
-        compiled_step,
+        compiled_trainer,
         mesh_and_rules,
     )
 
@@ -332,8 +334,8 @@ def run_compile(args: argparse.Namespace) -> int:
     model = compiled_model_config(s)  # type: ignore[arg-type]
     first_len = snap_length(s.seq_len) if args.max_seq_len else s.seq_len
     check_mesh_fits(mesh, rules, model, batch_size=s.batch_size, seq_len=first_len)
-    spec, lora, full = compiled_step(s, model, mesh)  # type: ignore[arg-type]
-    setup = StepSetup(spec, model, s.seq_len, lora)
+    trainer, lora, full = compiled_trainer(s, model, mesh)  # type: ignore[arg-type]
+    setup = StepSetup(trainer, model, s.seq_len, lora)
     name = _step_name(s)
     full_optimizer = None if lora is None else optimizer_state_bytes(full)
     extra: dict[str, Any] = {}
@@ -354,7 +356,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.max_seq_len:
         report, extra = _search_length(setup, s.batch_size, args.max_seq_len_limit, watch)
         setup = StepSetup(
-            spec, model, extra["max_seq_len"] or extra["seq_search"][0]["seq_len"], lora
+            trainer, model, extra["max_seq_len"] or extra["seq_search"][0]["seq_len"], lora
         )
     elif args.max_batch:
         report, extra = _search(setup, s.batch_size, shards, limit, watch)
@@ -392,7 +394,7 @@ def _search_length(
 ) -> tuple[Any, dict[str, Any]]:
     """``--max-seq-len``: the report to print (the longest that fit, else the shortest tried)
     and the search's figures for the JSON."""
-    from ..compile import gib, max_seq_len, snap_length
+    from ..aot import gib, max_seq_len, snap_length
 
     start = snap_length(setup.seq_len)
     _say(
@@ -446,7 +448,7 @@ def _search(
 ) -> tuple[Any, dict[str, Any]]:
     """``--max-batch``: the report to print (the largest that fit, else the smallest tried)
     and the search's figures for the JSON."""
-    from ..compile import max_batch
+    from ..aot import max_batch
 
     _say(
         f"zoo: searching for the largest micro-batch that fits, from {start} "

@@ -145,7 +145,7 @@ def _stops(args: argparse.Namespace, tokenizer: Any) -> tuple[int, ...]:
     # Loads JAX and the models: not on the `zoo generate --help` path.
     import zoo_models
 
-    from .._runs import read_generation
+    from .._run_directory import read_generation
 
     stops = zoo_models.stop_token_ids(read_generation(args.source), tokenizer)
     if args.chat:

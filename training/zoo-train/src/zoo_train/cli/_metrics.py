@@ -36,6 +36,10 @@ def run_metrics(args: argparse.Namespace) -> int:
     from ..loop import METRICS_FILE, read_metrics
 
     run = pathlib.Path(args.run)
+    if not run.exists():
+        raise UsageError(f"{str(run)!r} does not exist; pass a zoo run directory.")
+    if not run.is_dir():
+        raise UsageError(f"{str(run)!r} is not a directory; pass a zoo run directory.")
     records = read_metrics(run / METRICS_FILE)
     if not records:
         raise UsageError(f"{str(run)!r} holds no {METRICS_FILE}; pass a zoo run directory.")

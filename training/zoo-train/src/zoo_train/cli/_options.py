@@ -63,7 +63,8 @@ def load_source(
     ``--attention-implementation``; the mesh checked against the model (and a batch of
     ``batch_size`` rows)."""
     # The recipes load JAX, Equinox and Orbax: not on any `--help` path.
-    from ..recipes import check_mesh_fits, load_model, mesh_and_rules
+    from .._model_sources import load_model
+    from ..recipes import check_mesh_fits, mesh_and_rules
 
     mesh, rules = mesh_and_rules(args.mesh)
     model, tokenizer, what = load_model(

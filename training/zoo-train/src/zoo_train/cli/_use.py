@@ -9,7 +9,7 @@ import sys
 import tempfile
 from typing import Any
 
-from .._export import atomic_directory, check_export_target
+from .._export_directory import atomic_directory, check_export_target
 from .._usage import UsageError
 from ..settings import SEEDS, RunSettings, bounded
 from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
@@ -146,7 +146,7 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     """Hugging Face directory → zoo run directory, or zoo run → Hugging Face (adapters merged)."""
     # The recipes, runs and PEFT load JAX, Equinox and Orbax: not on the `--help` path.
-    from .._runs import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
+    from .._run_directory import TOKENIZER_DIR, export_tokenizer, load_run, read_generation
     from ..peft import export_hf
     from ..recipes import mesh_and_rules
 
@@ -176,10 +176,10 @@ def _hf_to_zoo(
     tokenizer_path: str | None = None,
 ) -> int:
     # Loads JAX, Optax and Orbax: not on the `zoo convert --help` path.
-    from .._config import OptimizerConfig, TrainConfig
+    from .._model_sources import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
     from .._optim import make_optimizer
     from .._provenance import provenance
-    from .._runs import (
+    from .._run_directory import (
         TOKENIZER_DIR,
         copy_tokenizer_files,
         model_identity,
@@ -190,7 +190,7 @@ def _hf_to_zoo(
     from .._state import init_train_state, trainable_params
     from ..checkpoint import CHECKPOINT_DIR, Checkpointer
     from ..parallel import mesh_record
-    from ..recipes import checkpoint_dtype_of, load_hf_on_mesh, tokenizer_source
+    from ..settings import OptimizerConfig, TrainConfig
 
     # Float32 master weights, as fine-tuning keeps them; exports return to the stored dtype.
     model, tokenizer = load_hf_on_mesh(

@@ -67,7 +67,8 @@ class HarnessHook:
         if self.at_start and step == 0 and 0 not in self._done:
             self.evaluate(view, 0)
 
-    def __call__(self, end: StepEnd) -> None:
+    def after_step(self, end: StepEnd) -> None:
+        """Score the tasks after each step they are due at."""
         if end.view is not None and self.due(end.step):
             self.evaluate(end.view, end.step)
 

@@ -14,11 +14,11 @@ from jax.sharding import Mesh
 
 import zoo_models
 
-from .._runs import read_generation
+from .._model_sources import load_model
+from .._run_directory import read_generation
 from .._usage import UsageError
 from ..parallel import tree_shardings
 from ..peft import apply_lora, load_peft_weights, merge_lora, read_peft_config
-from ..recipes import load_model
 
 
 @dataclasses.dataclass(frozen=True)

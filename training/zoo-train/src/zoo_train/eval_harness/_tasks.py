@@ -11,6 +11,7 @@ from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 
 from .._usage import UsageError
+from ._quiet import quiet_when_redirected
 
 
 def run_tasks(
@@ -51,27 +52,88 @@ def run_tasks(
     # deadlock: the resamples are drawn in this process instead.
     os.environ["DISABLE_MULTIPROC"] = "1"
     try:
-        results = simple_evaluate(
-            model=lm,
-            tasks=list(tasks),
-            num_fewshot=num_fewshot,
-            limit=limit,
-            task_manager=manager,
-            apply_chat_template=apply_chat_template,
-            system_instruction=system_instruction,
-            log_samples=log_samples,
-            bootstrap_iters=bootstrap_iters,
-        )
+        with quiet_when_redirected():
+            results = simple_evaluate(
+                model=lm,
+                tasks=list(tasks),
+                num_fewshot=num_fewshot,
+                limit=limit,
+                task_manager=manager,
+                apply_chat_template=apply_chat_template,
+                system_instruction=system_instruction,
+                log_samples=log_samples,
+                bootstrap_iters=bootstrap_iters,
+            )
     except ValueError as e:  # random.sample's words for a few-shot pool too small
         if num_fewshot is None or "larger than population" not in str(e):
-            raise
+            raise _task_failure(e, tasks, manager) from None
         raise UsageError(
             f"--num-fewshot {num_fewshot} asks for more examples than a task's few-shot "
             "documents hold; lower it, or drop it for each task's own."
         ) from None
+    except Exception as e:
+        raise _task_failure(e, tasks, manager) from None
     if results is None:  # lm-eval returns nothing on ranks other than 0; zoo runs one rank
         raise RuntimeError("lm-eval returned no results.")
     return dict(results)
+
+
+def _raised_in_zoo(error: BaseException) -> bool:
+    """Whether ``error`` (or what it came from) was raised inside zoo's own code (the backend
+    lm-eval calls): a fault of zoo, kept with its traceback."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        frames = []
+        while tb is not None:
+            frames.append(str(tb.tb_frame.f_globals.get("__name__", "")))
+            tb = tb.tb_next
+        # The first frame is run_tasks's own call into lm-eval.
+        if any(name.startswith("zoo_") for name in frames[1:]):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _root_cause(error: BaseException) -> str:
+    """The first exception of ``error``'s chain, as ``Type: first line of its message``."""
+    seen: set[int] = set()
+    root = error
+    while id(root) not in seen:
+        seen.add(id(root))
+        nxt = root.__cause__ or root.__context__
+        if nxt is None:
+            break
+        root = nxt
+    message = " ".join(str(root).split())
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{type(root).__name__}: {message}" if message else type(root).__name__
+
+
+def _task_failure(error: Exception, tasks: Sequence[str], manager: Any) -> BaseException:
+    """One sentence naming the task that failed and why (``error`` itself when zoo's own code
+    raised it). The task is the one whose loading fails again when each is loaded alone, else
+    every task asked for."""
+    if isinstance(error, UsageError) or _raised_in_zoo(error):
+        return error
+    named = list(tasks)
+    if len(tasks) > 1:
+        for task in tasks:
+            try:
+                with quiet_when_redirected():
+                    manager.load([task])
+            except Exception:
+                named = [task]
+                break
+    which = f"the task {named[0]!r}" if len(named) == 1 else f"the tasks {', '.join(named)}"
+    cause = _root_cause(error)
+    hint = ""
+    if any(word in cause for word in ("Connection", "resolve", "offline", "Offline", "Timeout")):
+        hint = " (its data is downloaded from the Hugging Face Hub: is there a network?)"
+    return UsageError(f"lm-eval could not run {which}: {cause}{hint}; fix that, or drop the task.")
 
 
 def unreadable_task_files(include_path: str) -> list[str]:

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from jaxtyping import Float
 
-from ._config import SCALINGS
+from ..settings import SCALINGS
 
 
 def combined_rewards(

@@ -19,7 +19,7 @@ from jaxtyping import Array, Float, PyTree
 from .._loss import token_losses
 from .._precision import cast_floating
 from ..peft import without_adapters
-from ._config import GRPOConfig
+from ..settings import GRPOConfig
 
 #: Where the reference log-probabilities come from.
 REFERENCES = ("adapters", "batch", None)
@@ -64,7 +64,7 @@ def policy_objective(
     old = jax.lax.stop_gradient(logps) if old_logps is None else old_logps
     ratio = jnp.exp(logps - old)
     adv = advantages[:, None].astype(jnp.float32)
-    eps_low, eps_high = config.epsilon, float(config.epsilon_high)  # type: ignore[arg-type]
+    eps_low, eps_high = config.epsilon, config.upper_epsilon
     clipped = jnp.clip(ratio, 1.0 - eps_low, 1.0 + eps_high)
     per_token = -jnp.minimum(ratio * adv, clipped * adv)
     stats: dict[str, Array] = {}

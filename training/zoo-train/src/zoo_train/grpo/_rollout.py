@@ -23,8 +23,8 @@ from jaxtyping import Array, Bool, Int, PRNGKeyArray
 from .._inference import traced_generate
 from ..loop import pending_signal
 from ..parallel import BatchLayout, mesh_context, to_host, unpacked
+from ..settings import GRPOConfig
 from ._advantages import combined_rewards, group_advantages
-from ._config import GRPOConfig
 from ._loss import completion_logps
 from ._prompts import PromptSource
 from ._rewards import REWARD_BOUND, RewardError, Rewards

@@ -7,11 +7,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .._config import TrainConfig
 from .._errors import NonFiniteLossError
 from .._loss import EXPERT_LOAD
 from .._step_metrics import Window
 from ..checkpoint import Checkpointer
+from ..settings import TrainConfig
 from ._progress import Progress, epochs_text
 
 

@@ -10,15 +10,13 @@ import logging
 import math
 import pathlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jaxtyping import PyTree
 
 from zoo_data import DataSource
 
-from .._config import TrainConfig
-from .._extension import steps_change
 from .._plan import is_builder
 from .._provenance import kernel_label, kernels_line, provenance
 from .._state import TrainState
@@ -36,16 +34,18 @@ from ..parallel import (
     mesh_record,
 )
 from ..profile import ProfileWindow
-from ..program import TrainProgram, build_program
+from ..settings import TrainConfig
 from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
-from ._evaluate import evaluate
-from ._identity import jsonable, mesh_change, resume_check, run_identity
-from ._metrics import METRICS_FILE, MetricsWriter
+from ._evaluate import EvalData, evaluate
+from ._identity import jsonable, mesh_change, resume_check, run_identity, steps_change
+from ._metrics_file import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter
-from ._spec import TrainSpec
 from ._stop import StopRequest, stop_requests
+
+if TYPE_CHECKING:  # the trainer starts its runs here
+    from ._trainer import Trainer
 
 logger = logging.getLogger("zoo_train")
 
@@ -77,7 +77,7 @@ class Run:
         now: where the run stands (:class:`Position`).
         resumed: whether the run resumed from a checkpoint.
         skipped: reports of unreadable checkpoints passed over on resume.
-        program: the compiled steps and where they run (:class:`~zoo_train.program.TrainProgram`).
+        trainer: the trainer the run belongs to (its steps, mesh and loss).
         eval_rows: the layout of an evaluation batch.
         feed: the batches made ahead of the device.
         checkpointer, progress, window, metrics: saves, the bar, the throughput clock and the
@@ -86,8 +86,9 @@ class Run:
         meta: what every checkpoint records besides the loader's position and last evaluation.
         stop: the stop request (SIGTERM, Ctrl-C, SIGHUP).
         profile, profile_meta: the traced window and what its capture records.
-        rollout: makes each step's batch from the data's rows with the model being trained
-            (GRPO), or ``None``: the data's rows are the batch.
+        make_batch: makes each step's batch from the data's rows with the model being trained
+            (the data's own ``make_batch``: GRPO's rollouts), or ``None``: the rows are the
+            batch.
     """
 
     config: TrainConfig
@@ -97,7 +98,7 @@ class Run:
     now: Position
     resumed: bool
     skipped: list[str]
-    program: TrainProgram
+    trainer: Trainer
     eval_rows: BatchLayout
     feed: Prefetcher
     checkpointer: Checkpointer
@@ -109,22 +110,22 @@ class Run:
     stop: StopRequest
     profile: ProfileWindow
     profile_meta: dict[str, Any]
-    rollout: Any = None
+    make_batch: Callable[[Any, int, Any], Any] | None = None
 
     @property
     def train_step(self) -> MeshFunction:
         """The jitted train step."""
-        return self.program.train_step
+        return self.trainer.train_step
 
     @property
     def eval_step(self) -> MeshFunction:
         """The jitted evaluation step."""
-        return self.program.eval_step
+        return self.trainer.eval_step
 
     @property
     def unit(self) -> str:
         """What the loss's weight counts (``"tokens"``; ``"pairs"`` for preferences)."""
-        return self.program.unit
+        return self.trainer.unit
 
     def save(self, step: int, data_state: Any, evaluated: dict[str, float] | None) -> None:
         """Start saving the state as checkpoint ``step`` (ranked by ``evaluated``'s loss)."""
@@ -140,17 +141,25 @@ class Run:
             )
 
 
-def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
-    """Everything :func:`~zoo_train.train` needs before its first step: the steps built, the
-    state restored or initialised, the kernel resolved and the start record written. What it
-    opens is closed by ``resources``."""
-    config, out, data = spec.step.config, spec.out, spec.data
-    if spec.stop_at is not None and not 1 <= spec.stop_at <= config.steps:
-        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {spec.stop_at}.")
-    end = config.steps if spec.stop_at is None else spec.stop_at
+def start_run(
+    trainer: Trainer,
+    data: DataSource,
+    eval_data: EvalData | None,
+    resources: contextlib.ExitStack,
+    stop_at: int | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    start_info: Mapping[str, Any] | None = None,
+) -> Run:
+    """Everything :meth:`Trainer.train` needs before its first step on ``data``: the state
+    restored or initialised, the kernel resolved and the start record written (the other
+    arguments are :meth:`Trainer.train`'s). What it opens is closed by ``resources``."""
+    config, out = trainer.config, trainer.out
+    assert out is not None  # Trainer.train refuses a trainer without one
+    if stop_at is not None and not 1 <= stop_at <= config.steps:
+        raise ValueError(f"`stop_at` must be in [1, steps={config.steps}], got {stop_at}.")
+    end = config.steps if stop_at is None else stop_at
     out.mkdir(parents=True, exist_ok=True)
-    program = build_program(spec.step)
-    run_info = dict(spec.run_info or {})
+    run_info = trainer.run_info
     identity = run_identity(config, data, run_info)
     checkpointer = Checkpointer(
         out / CHECKPOINT_DIR, keep=config.keep, async_save=config.async_checkpointing
@@ -161,37 +170,37 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
     resources.callback(profile.close)
     # The template is abstract: resuming builds no model at all.
     restored = checkpointer.restore(
-        program.plan.template, check=resume_check(identity, config, out)
+        trainer.plan.template, check=resume_check(identity, config, out)
     )
-    state = _initial_state(spec.step.model, data, program, restored)
+    state = _initial_state(trainer.model, data, trainer, restored)
     start = 0 if restored is None else restored.step
-    record = _recorder(out, start, spec.on_record, resources)
-    checks = BatchChecks(start + 1, model_vocab_size(program.plan.abstract_model), data)
-    feed = _feed(data, program, max(end - start, 1), resources, checks)
+    record = _recorder(out, start, on_record, resources)
+    checks = BatchChecks(start + 1, model_vocab_size(trainer.plan.abstract_model), data)
+    feed = _feed(data, trainer, max(end - start, 1), resources, checks)
     # One batch even for a finished run: its shapes trace the loss and resolve the kernel.
     batch, data_state = feed.next()
-    if spec.rollout is not None:  # the step trains on rollouts, not on the data's rows
-        shapes = spec.rollout.shapes()
+    make_batch = getattr(data, "make_batch", None)
+    if make_batch is not None:  # the step trains on batches made with the model (rollouts)
+        shapes = data.shapes()  # type: ignore[attr-defined]
     else:
         shapes = batch.shapes() if isinstance(batch, PackedBatch) else batch
-    resolved = program.resolve_kernels(shapes)
-    kernels = resolved["attention"]
+    resolved = trainer.resolve_kernels(shapes)
     primary = is_primary()
     progress = Progress(config.steps, start, enabled=config.progress and primary, quiet=not primary)
     resources.callback(progress.close)
     meta = _announce(
-        progress, record, program, restored, identity, run_info, spec.start_info, resolved, end
+        progress, record, trainer, restored, identity, run_info, start_info, resolved, end
     )
-    eval_rows = BatchLayout(program.mesh, program.rules, config.batch_size)
+    eval_rows = BatchLayout(trainer.mesh, trainer.rules, config.batch_size)
     last_eval = None
-    if restored is None and spec.eval_data is not None:  # the curve starts untrained
+    if restored is None and eval_data is not None:  # the curve starts untrained
         evaluated = evaluate(
-            program.eval_step, state, spec.eval_data, eval_rows, config.eval_batches, program.unit
+            trainer.eval_step, state, eval_data, eval_rows, config.eval_batches, trainer.unit
         )
         last_eval = report_evaluation(start, evaluated, record, progress)
-    label = kernel_label(kernels)
+    label = kernel_label(resolved["attention"])
     tokens_per_step = math.prod(shapes["input_ids"].shape) if "input_ids" in shapes else 0
-    window = Window(tokens_per_step, program.unit)
+    window = Window(tokens_per_step, trainer.unit)
     reporter = Reporter(
         config, end, start, window, progress, record, checkpointer, label=label,
         skipped=int(jax.device_get(state.skipped)), extras=_source_tokens(data, config),
@@ -205,7 +214,7 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
         now=Position(start, state, batch, data_state, last_eval),
         resumed=restored is not None,
         skipped=[] if restored is None else restored.skipped,
-        program=program,
+        trainer=trainer,
         eval_rows=eval_rows,
         feed=feed,
         checkpointer=checkpointer,
@@ -218,13 +227,13 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
         profile=profile,
         profile_meta={
             "kernel": label,
-            "attention": kernels,
+            "attention": resolved["attention"],
             "grouped_matmul": resolved["grouped_matmul"],
             "cross_entropy": resolved.get("cross_entropy", []),
             "eval_modules": ["jit_eval_step"],
             "run": str(out),
         },
-        rollout=spec.rollout,
+        make_batch=make_batch,
     )
     vocab = checks.vocab_size
     reporter.diagnose = lambda step: nonfinite_cause(
@@ -236,7 +245,7 @@ def start_run(spec: TrainSpec, resources: contextlib.ExitStack) -> Run:
 def _announce(
     progress: Progress,
     record: Callable[[dict[str, Any]], None],
-    program: TrainProgram,
+    trainer: Trainer,
     restored: Restored | None,
     identity: dict[str, Any],
     run_info: Mapping[str, Any],
@@ -248,13 +257,13 @@ def _announce(
     start record; the metadata every checkpoint of the run records."""
     start = 0 if restored is None else restored.step
     saved = {} if restored is None else restored.meta
-    config = program.spec.config
+    config = trainer.config
     kernels, grouped = resolved["attention"], resolved["grouped_matmul"]
-    label, layout = kernel_label(kernels), mesh_record(program.mesh)
+    label, layout = kernel_label(kernels), mesh_record(trainer.mesh)
     progress.write(
         f"zoo: {'resuming from step ' + str(start) if restored else 'starting'}"
         f" → step {end}; attention kernel: {kernels_line(resolved)}; "
-        f"mesh {describe_mesh(program.mesh)}"
+        f"mesh {describe_mesh(trainer.mesh)}"
     )
     changed = mesh_change(saved.get("mesh"), layout) if restored else None
     if changed is not None:
@@ -291,7 +300,7 @@ def _announce(
             "mesh_changed": changed,
             "steps_changed": extended,
             "config": jsonable(config.to_dict()),
-            "compute_dtype": str(program.compute_dtype),
+            "compute_dtype": str(trainer.compute_dtype),
             "run_info": jsonable(dict(run_info)),
             **jsonable(dict(start_info or {})),
         }
@@ -329,15 +338,15 @@ def report_evaluation(
 
 def _feed(
     data: DataSource,
-    program: TrainProgram,
+    trainer: Trainer,
     count: int,
     resources: contextlib.ExitStack,
     checks: BatchChecks,
 ) -> Prefetcher:
     """``count`` batches of a step's rows with the loader's position after each, made in a
     background thread while the device runs, each host batch checked first (``checks``)."""
-    config = program.spec.config
-    rows = BatchLayout(program.mesh, program.rules, config.batch_size * config.grad_accum)
+    config = trainer.config
+    rows = BatchLayout(trainer.mesh, trainer.rules, config.batch_size * config.grad_accum)
     next_batch = batch_reader(data, rows, checks)
     feed = Prefetcher(lambda: (next_batch(), data.state_dict()), count)
     resources.callback(feed.close)
@@ -357,13 +366,13 @@ def _source_tokens(
 
 
 def _initial_state(
-    model: PyTree, data: DataSource, program: TrainProgram, restored: Restored | None
+    model: PyTree, data: DataSource, trainer: Trainer, restored: Restored | None
 ) -> TrainState:
     """The restored state (the loader moved to its position), or a fresh one built sharded."""
     if restored is not None:
         data.load_state_dict(restored.meta["data_state"])
         return restored.state
-    plan, mesh = program.plan, program.mesh
+    plan, mesh = trainer.plan, trainer.mesh
     if is_builder(model):
         return init_sharded(lambda: plan.fresh(model()), mesh=mesh, shardings=plan.shardings)
     return init_sharded(plan.fresh, model, mesh=mesh, shardings=plan.shardings)

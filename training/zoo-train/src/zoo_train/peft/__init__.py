@@ -2,9 +2,11 @@
 
 Three layers, imported one way: the LoRA maths (``_lora``), the PEFT adapter format over it
 (``_format``), and the transform a fine-tune trains (``_adapt``) and the export (``_export``)
-over both. The fine-tuning run itself is a recipe (:func:`zoo_train.finetune`).
+over both, with the trainer hook that saves the adapters (``SaveAdapters``). The fine-tuning
+run itself is a recipe (:mod:`zoo_train.recipes`).
 """
 
+from ._adapt import SaveAdapters as SaveAdapters
 from ._adapt import add_adapters as add_adapters
 from ._export import ADAPTER_DIR as ADAPTER_DIR
 from ._export import export_hf as export_hf

@@ -1,18 +1,22 @@
 """The LoRA model transform a fine-tune trains: adapters added (or continued from a PEFT
-adapter) and the filter that trains them alone."""
+adapter) and the filter that trains them alone, and the hook that saves them."""
 
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 from jaxtyping import PRNGKeyArray, PyTree
 
 from .._plan import is_builder
-from ._format import check_peft_targets, load_adapters
+from ..parallel import is_primary, to_host
+from ._format import check_peft_targets, load_adapters, save_adapters
 from ._lora import LoRAConfig, apply_lora, lora_filter
+
+if TYPE_CHECKING:  # a hook of the loop's; the loop knows nothing of adapters
+    from ..loop import StepEnd
 
 
 def add_adapters(
@@ -54,3 +58,45 @@ def add_adapters(
     if adapter_from is not None:
         adapted = load_adapters(adapted, adapter_from)
     return adapted, lora_filter(adapted)
+
+
+class SaveAdapters:
+    """A trainer hook writing the LoRA adapters of the model being trained to ``directory`` as
+    a PEFT adapter (``adapter_model.safetensors``, ``adapter_config.json``): add it with
+    ``every=0`` to save them after a call's last step, as a fine-tune's result.
+
+    The step's metrics are read first, so a run that ends on a non-finite loss saves nothing;
+    every process joins the gather and process 0 writes. ``model_config`` and ``init`` (the
+    run's facts) are recorded in the adapter's config; ``part`` picks the adapted model out of
+    what is trained (a distillation's student).
+    """
+
+    def __init__(
+        self,
+        lora: LoRAConfig,
+        directory: str | pathlib.Path,
+        *,
+        model_config: Mapping[str, Any] | None = None,
+        init: Mapping[str, Any] | None = None,
+        part: Callable[[Any], Any] = lambda trained: trained,
+    ) -> None:
+        self.lora = lora
+        self.part = part
+        self.directory = pathlib.Path(directory)
+        self.model_config = model_config
+        self.init = init
+
+    def after_step(self, end: StepEnd) -> None:
+        """Save the adapters of the model after ``end.step``."""
+        assert end.view is not None  # the trainer gives every hook the run in progress
+        end.view.drain()
+        adapted = to_host(self.part(end.view.model()))
+        if is_primary():
+            save_adapters(
+                adapted,
+                self.directory,
+                self.lora,
+                step=end.step,
+                model_config=self.model_config,
+                init=self.init,
+            )

@@ -48,6 +48,10 @@ _HF_TARGETS: dict[str, tuple[str, ...]] = {
     "in_proj_a": ("a",),
     "in_proj_b": ("b",),
     "out_proj": ("out",),
+    "q_a_proj": ("q_a",),
+    "q_b_proj": ("q_b",),
+    "kv_a_proj_with_mqa": ("kv_a",),
+    "kv_b_proj": ("kv_b",),
 }
 
 

@@ -37,6 +37,11 @@ TARGETS: dict[str, str] = {
     "a": "in_proj_a",
     "b": "in_proj_b",
     "out": "out_proj",
+    # Multi-head latent attention's projections (zoo_layers.LatentAttention).
+    "q_a": "q_a_proj",
+    "q_b": "q_b_proj",
+    "kv_a": "kv_a_proj",
+    "kv_b": "kv_b_proj",
 }
 
 
@@ -48,7 +53,8 @@ class LoRAConfig:
         rank: ``r``, the adapter rank (>= 1).
         alpha: the update is scaled by ``alpha / rank``.
         targets: projections to adapt: ``q``, ``k``, ``v``, ``o`` (attention), ``gate``,
-            ``up``, ``down`` (MLP) and ``qkv``, ``z``, ``a``, ``b``, ``out`` (a gated DeltaNet's
+            ``up``, ``down`` (MLP), ``q_a``, ``q_b``, ``kv_a``, ``kv_b`` (latent attention's
+            low-rank projections) and ``qkv``, ``z``, ``a``, ``b``, ``out`` (a gated DeltaNet's
             ``in_proj_qkv``, ``in_proj_z``, ``in_proj_a``, ``in_proj_b``, ``out_proj``); full
             attribute names (``q_proj``) are accepted too.
     """

@@ -18,24 +18,6 @@ from ._trace import trace_files
 PROFILE_DIR = "profile"
 
 
-def parse_window(text: str) -> tuple[int, int]:
-    """``"START:END"`` (steps, inclusive, ``1 <= START <= END``) as a pair.
-
-    Raises:
-        ValueError: not two integers in order.
-    """
-    parts = str(text).split(":")
-    try:
-        start, end = (int(p) for p in parts)
-    except ValueError:
-        raise ValueError(
-            f"profile must be START:END, two step numbers such as 10:15, got {text!r}."
-        ) from None
-    if not 1 <= start <= end:
-        raise ValueError(f"profile must be START:END with 1 <= START <= END, got {text!r}.")
-    return start, end
-
-
 def step_annotation(step: int) -> contextlib.AbstractContextManager[Any]:
     """The marker of train step ``step`` in any trace (a no-op when nothing is tracing)."""
     return jax.profiler.StepTraceAnnotation("train", step_num=step)

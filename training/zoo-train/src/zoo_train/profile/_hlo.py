@@ -23,11 +23,18 @@ _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
 # The scopes zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}` for
 # attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls,
-# `zoo_attention.linear_attention.{kernel}-{version}` for linear attention.
+# `zoo_attention.linear_attention.{kernel}-{version}` for linear attention and
+# `zoo_attention.cross_entropy.{kernel}-{version}` for the loss's fused cross entropy.
 _KERNEL_SCOPE = re.compile(
-    r"zoo_attention\.(grouped_matmul\.|linear_attention\.)?([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
+    r"zoo_attention\.(grouped_matmul\.|linear_attention\.|cross_entropy\.)?"
+    r"([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
 )
-_SCOPE_KINDS = {None: "attention", "grouped_matmul.": "grouped matmul"}
+_KINDS = {
+    None: "attention",
+    "grouped_matmul.": "grouped matmul",
+    "linear_attention.": "linear attention",
+    "cross_entropy.": "cross entropy",
+}
 
 _MATMUL_OPCODES = frozenset({"dot", "convolution"})
 _MATMUL_TARGETS = ("matmul", "gemm", "dot", "conv")
@@ -53,16 +60,16 @@ class HloProgram:
     computations: dict[str, list[str]]
 
     def kernel_of(self, op: str) -> tuple[str, str] | None:
-        """``("attention", "xla 1.1.0")`` or ``("grouped matmul", "megablox 0.1.0")`` when
-        ``op`` runs inside a zoo kernel's named scope."""
+        """``("attention", "xla 1.1.0")``, ``("grouped matmul", "megablox 0.1.0")`` or
+        ``("cross entropy", "fused_xla 1.3.0")`` when ``op`` runs inside a zoo kernel's named
+        scope."""
         ins = self.instructions.get(op)
         if ins is None:
             return None
         found = _KERNEL_SCOPE.search(ins.op_name)
         if not found:
             return None
-        kind = _SCOPE_KINDS.get(found.group(1), "linear attention")
-        return kind, f"{found.group(2)} {found.group(3)}"
+        return _KINDS[found.group(1)], f"{found.group(2)} {found.group(3)}"
 
     def kernel(self, op: str) -> str | None:
         """``"xla 1.1.0"`` when ``op`` runs inside a zoo kernel's named scope (of any kind)."""

@@ -25,8 +25,9 @@ EVAL = "eval"
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped matmul"
 LINEAR_ATTENTION = "linear attention"
+CROSS_ENTROPY = "cross entropy"
 #: The categories of kernel calls, ``KIND: KERNEL VERSION`` rows: listed first.
-KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL, LINEAR_ATTENTION)
+KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL, LINEAR_ATTENTION, CROSS_ENTROPY)
 
 
 @dataclasses.dataclass
@@ -37,8 +38,9 @@ class Summary:
         source: the trace file.
         steps: steps measured (step marker to step marker).
         step_ms: mean time per step.
-        categories: ms per step by category, ``attention: KERNEL VERSION`` and ``grouped
-            matmul: KERNEL VERSION`` rows first; they sum to ``step_ms``.
+        categories: ms per step by category, ``attention: KERNEL VERSION``, ``grouped
+            matmul: KERNEL VERSION`` and ``cross entropy: KERNEL VERSION`` rows first; they
+            sum to ``step_ms``.
         top_ops: the operations with the most time: name, category, calls and ms per step.
         meta: what the capture recorded (steps, kernel, modules).
     """

@@ -1,26 +1,44 @@
-"""Recipes: the bodies of ``zoo train`` and ``zoo finetune``, each a short function over shared
-steps (the mesh, the model, the data, the LoRA adapters, the run, the export and the sample),
-and the steps other commands share (loading a model, building data)."""
+"""Recipes: each command or objective in one file that reads top to bottom, over the steps they
+share (``_steps``: the mesh, the model source, the data, the trainer, the export, the sample).
 
-from ._checks import finetune_model_error as finetune_model_error
-from ._compiled import check_compiled_objective as check_compiled_objective
-from ._compiled import check_json_output as check_json_output
-from ._compiled import compiled_model_config as compiled_model_config
-from ._compiled import compiled_step as compiled_step
-from ._data import Data as Data
-from ._data import build_data as build_data
-from ._data import check_data_paths as check_data_paths
-from ._data import eval_sources as eval_sources
-from ._finetune import finetune_recipe as finetune_recipe
-from ._finetuning import finetune as finetune
-from ._finetuning import finetune_step as finetune_step
-from ._mesh import check_mesh_fits as check_mesh_fits
-from ._mesh import check_positions as check_positions
-from ._mesh import mesh_and_rules as mesh_and_rules
-from ._model import preset_config as preset_config
-from ._sources import checkpoint_dtype_of as checkpoint_dtype_of
-from ._sources import load_hf_on_mesh as load_hf_on_mesh
-from ._sources import load_model as load_model
-from ._sources import tokenizer_source as tokenizer_source
+``train`` is ``zoo train``; ``sft``, ``preference`` (DPO, IPO, SimPO, ORPO), ``grpo`` and
+``distill`` are ``zoo finetune --objective ...``; ``compiled_trainer`` is the trainer whose step
+``zoo compile`` lowers. Each takes the command's settings and returns its exit code.
+"""
+
+from typing import Any
+
+from ._compile_step import check_compiled_objective as check_compiled_objective
+from ._compile_step import check_json_output as check_json_output
+from ._compile_step import compiled_model_config as compiled_model_config
+from ._compile_step import compiled_trainer as compiled_trainer
+from ._distill import DistillLoss as DistillLoss
+from ._distill import DistillPair as DistillPair
+from ._distill import distill as distill
+from ._distill import generalized_jsd as generalized_jsd
+from ._grpo import grpo as grpo
+from ._preference import preference as preference
+from ._sft import sft as sft
+from ._steps import Data as Data
+from ._steps import build_data as build_data
+from ._steps import check_data_paths as check_data_paths
+from ._steps import check_mesh_fits as check_mesh_fits
+from ._steps import check_positions as check_positions
+from ._steps import eval_sources as eval_sources
+from ._steps import finetune_model_error as finetune_model_error
+from ._steps import mesh_and_rules as mesh_and_rules
+from ._steps import objective_error as objective_error
+from ._steps import preset_config as preset_config
 from ._stores import data_cache as data_cache
-from ._train import train_recipe as train_recipe
+from ._train import train as train
+
+#: Names kept for one minor release (zoo-train 0.10), each warning when called.
+_DEPRECATED = ("finetune", "finetune_step")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        from .. import _deprecated
+
+        return getattr(_deprecated, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,12 @@ A settings class is a frozen dataclass whose fields are made with :func:`setting
 name; the type of each comes from its annotation (a ``Literal`` of strings gives its choices).
 A value is checked against its declaration by :func:`check` when a settings class is built
 (``ValueError``) and by :func:`coerce` when a setting is read (``UsageError``), in the same
-words. Nothing here knows a particular setting.
+words.
+
+Whether a setting is part of the run's identity (what makes a resumed or repeated run the same
+run) is an attribute of its declaration, read by one rule (:func:`declared_identity`): the
+checkpoints' identity of a ``TrainConfig``, what a longer run may change, and whether a finished
+run is asked for nothing new all follow from it. Nothing here knows a particular setting.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import math
 import reprlib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._usage import UsageError
@@ -37,6 +42,9 @@ def setting(
     flag_help: str | None = None,
     within: str | None = None,
     later: bool = False,
+    identity: bool | Literal["schedule"] = True,
+    top: bool = False,
+    hidden: bool = False,
 ) -> Any:
     """A field holding one setting.
 
@@ -51,6 +59,13 @@ def setting(
         within: the interval a number must lie in, e.g. ``"[0, 1)"`` (see :class:`Range`).
         later: added after runs were first recorded: :func:`flat` leaves it out while it holds
             ``default``, so a run recorded before it compares as the same run.
+        identity: whether a different value makes a different run: ``True``; ``False`` for how
+            a run is shown, saved, tracked or laid out; ``"schedule"`` for the total of steps and
+            what follows from it, which a longer run of the same identity changes.
+        top: inside a section, its key stands at the top level all the same (the optimizer's
+            peak learning rate is ``lr``, not ``optimizer.lr``).
+        hidden: a field of the library's that the command line sets from another setting
+            (GRPO's ``beta`` comes from ``--beta``): no key, flag or record of its own.
     """
     metadata = {
         "help": help,
@@ -62,6 +77,9 @@ def setting(
         "flag_help": flag_help,
         "within": None if within is None else Range.parse(within),
         "later": later,
+        "identity": identity,
+        "top": top,
+        "hidden": hidden,
     }
     if isinstance(default, list | dict):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
@@ -82,14 +100,21 @@ def declared(cls: type, name: str) -> Any:
     return dataclasses.field(default=field.default, metadata=field.metadata)
 
 
-def section(cls: type) -> Any:
-    """A field holding a nested settings class (a table in a config file)."""
-    return dataclasses.field(default_factory=cls, metadata={"section": True})
+def section(cls: type, *, identity: bool = True, default: Callable[[], Any] | None = None) -> Any:
+    """A field holding a nested settings class (a table in a config file); ``identity=False``:
+    none of its settings is part of the run's identity; ``default`` makes its default
+    (``cls()``)."""
+    return dataclasses.field(
+        default_factory=default or cls, metadata={"section": True, "identity": identity}
+    )
 
 
-def table(help: str) -> Any:
-    """A field holding a free table: names to values, checked by whoever uses them."""
-    return dataclasses.field(default_factory=dict, metadata={"table": True, "help": help})
+def table(help: str, *, identity: bool = True) -> Any:
+    """A field holding a free table: names to values, checked by whoever uses them
+    (``identity`` as for :func:`setting`)."""
+    return dataclasses.field(
+        default_factory=dict, metadata={"table": True, "help": help, "identity": identity}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +129,7 @@ class Key:
         default: its default in the class it was read from.
         help, flag, metavar, nargs, switch, flag_help, within, later: see :func:`setting`.
         choices: the values a string may take (from a ``Literal`` annotation), or ``None``.
+        identity: whether it is part of the run's identity (:func:`declared_identity`).
     """
 
     name: str
@@ -119,6 +145,7 @@ class Key:
     within: Range | None = None
     later: bool = False
     choices: tuple[str, ...] | None = None
+    identity: bool | str = True
 
 
 def _optional(annotation: Any) -> tuple[Any, bool]:
@@ -135,6 +162,8 @@ def _kind(annotation: Any) -> str:
     base = typing.get_origin(annotation) or annotation
     if base is list and typing.get_args(annotation) == (float,):
         return "floats" + ("?" if optional else "")
+    if base is tuple:  # (start, end): a window of steps, written START:END
+        return "window" + ("?" if optional else "")
     if base is Literal:
         return "str" + ("?" if optional else "")
     name = {int: "int", float: "float", str: "str", bool: "bool", list: "list"}[base]
@@ -152,20 +181,24 @@ def keys(settings: Any) -> dict[str, Key]:
     hints = typing.get_type_hints(type(settings))
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
-        if f.metadata.get("table"):
+        if f.metadata.get("table") or f.metadata.get("hidden"):
             continue
         if f.metadata.get("section"):
             inner_hints = typing.get_type_hints(type(value))
             for g in dataclasses.fields(value):
                 meta = g.metadata
-                name = f"{f.name}.{meta.get('key') or g.name}"
+                if meta.get("hidden"):
+                    continue
+                name = meta.get("key") or g.name
+                name = name if meta.get("top") else f"{f.name}.{name}"
+                identity = False if f.metadata.get("identity") is False else None
                 out[name] = Key(
                     name=name,
                     path=(f.name, g.name),
                     kind=_kind(inner_hints[g.name]),
                     default=getattr(value, g.name),
                     choices=_choices(inner_hints[g.name]),
-                    **_flag_metadata(meta),
+                    **_flag_metadata(meta, identity),
                 )
             continue
         name = f.metadata.get("key") or f.name
@@ -180,9 +213,11 @@ def keys(settings: Any) -> dict[str, Key]:
     return out
 
 
-def _flag_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+def _flag_metadata(meta: Mapping[str, Any], identity: bool | None = None) -> dict[str, Any]:
     fields = ("help", "flag", "metavar", "nargs", "switch", "flag_help", "within", "later")
-    return {k: meta.get(k) for k in fields if meta.get(k) is not None or k == "help"}
+    out = {k: meta.get(k) for k in fields if meta.get(k) is not None or k == "help"}
+    out["identity"] = meta.get("identity", True) if identity is None else identity
+    return out
 
 
 def tables(settings: Any) -> tuple[str, ...]:
@@ -213,6 +248,7 @@ def _type_error(key: str, kind: str, value: Any) -> UsageError:
         "bool": "true or false",
         "list": "a list of strings",
         "floats": "a list of numbers",
+        "window": "START:END, two step numbers such as 10:15",
     }[kind.rstrip("?")]
     return UsageError(f"Setting `{key}` must be {want}, got {shown(value)}.")
 
@@ -257,6 +293,11 @@ def coerce(key: Key, value: Any, *, from_text: bool = False) -> Any:
         value = [float(v) for v in value]
         if not all(math.isfinite(v) for v in value):
             raise UsageError(f"Setting `{key.name}` must hold finite numbers, got {shown(value)}.")
+    elif base == "window":
+        try:
+            value = parse_window(value)
+        except ValueError:
+            raise _type_error(key.name, key.kind, value) from None
     flag = f" ({key.flag})" if key.flag and not key.switch else ""
     for item in value if base == "floats" else [value]:
         problem = refusal(f"Setting `{key.name}`{flag}", item, key.within, key.choices)
@@ -336,7 +377,28 @@ def _parse_text(key: Key, base: str, text: str) -> Any:
             return [float(part) for part in text.split(",") if part.strip()]
         except ValueError:
             raise _type_error(key.name, base, text) from None
-    return text
+    return text  # a window is read by coerce, from text or a file's value alike
+
+
+def parse_window(value: Any) -> tuple[int, int]:
+    """A window of steps, ``(start, end)`` with ``1 <= start <= end``, from the text
+    ``"START:END"`` or a pair of integers.
+
+    Raises:
+        ValueError: not two integers in order.
+    """
+    parts = value.split(":") if isinstance(value, str) else value
+    try:
+        if any(isinstance(p, bool | float) for p in parts):
+            raise ValueError
+        start, end = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"profile must be START:END, two step numbers such as 10:15, got {value!r}."
+        ) from None
+    if not 1 <= start <= end:
+        raise ValueError(f"profile must be START:END with 1 <= START <= END, got {value!r}.")
+    return start, end
 
 
 def replace(settings: Any, values: Mapping[tuple[str, ...], Any]) -> Any:
@@ -365,6 +427,41 @@ def flat(settings: Any) -> dict[str, Any]:
     for name in tables(settings):
         out.update({f"{name}.{k}": v for k, v in getattr(settings, name).items()})
     return out
+
+
+def declared_identity(cls: type, path: Sequence[str]) -> bool | str:
+    """Whether the setting at the attribute ``path`` of the settings class ``cls`` is part of
+    the run's identity: ``True``, ``False`` or ``"schedule"`` (see :func:`setting`). A setting of
+    a section or table that is not in the identity is not either; a path ``cls`` does not
+    declare (a record of other settings) is compared, as a change it cannot place."""
+    field = {f.name: f for f in dataclasses.fields(cls)}.get(path[0])
+    if field is None:
+        return True
+    mark: bool | str = field.metadata.get("identity", True)
+    if mark is False or len(path) == 1:
+        return mark
+    inner = typing.get_type_hints(cls)[path[0]]
+    if isinstance(inner, type) and dataclasses.is_dataclass(inner):  # a section
+        return declared_identity(inner, path[1:])
+    return mark
+
+
+def compared(settings: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of a record of settings by dotted key (:func:`flat`'s) that are part of the
+    run's identity by the declarations of ``settings``' class."""
+    known = keys(settings)
+    free_tables = [
+        f"{name}."
+        for name in tables(settings)
+        if declared_identity(type(settings), (name,)) is False
+    ]
+
+    def kept(name: str) -> bool:
+        if name in known:
+            return known[name].identity is not False
+        return not name.startswith(tuple(free_tables))
+
+    return {k: v for k, v in values.items() if kept(k)}
 
 
 def _declared_default(cls: type, path: tuple[str, ...]) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._fields import keys
 
-_TYPES = {"int": int, "float": float, "str": str, "list": str, "floats": float}
+_TYPES = {"int": int, "float": float, "str": str, "list": str, "floats": float, "window": str}
 
 
 def add_flags(

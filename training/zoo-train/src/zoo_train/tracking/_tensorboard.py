@@ -1,5 +1,5 @@
 """TensorBoard event files under ``OUT/tensorboard/``, written with tensorboardX (no
-TensorFlow)."""
+TensorFlow, and no torch: see ``_tensorboardx``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ._tensorboardx import tensorboardx
 from ._tracker import RunStart
 
 TENSORBOARD_DIR = "tensorboard"
@@ -41,43 +42,36 @@ class TensorBoardTracker:
         self._flushed = 0.0
 
     def start(self, run: RunStart) -> None:
-        # Imported here, in the trackers' thread: tensorboardX takes a while (it imports torch
-        # when torch is installed). Its synchronous writer, not SummaryWriter, whose own thread
-        # would hide a failed write.
-        from tensorboardX.event_file_writer import EventsWriter
-        from tensorboardX.proto.event_pb2 import SessionLog
-        from tensorboardX.summary import hparams, text
-
+        # Imported here, in the trackers' thread. Its synchronous writer, not SummaryWriter,
+        # whose own thread would hide a failed write.
+        tbx = tensorboardx()
         self.directory.mkdir(parents=True, exist_ok=True)
         suffix = f".{os.getpid()}.{next(_OPENED)}"
-        self._file = EventsWriter(str(self.directory / "events"), filename_suffix=suffix)
+        self._file = tbx.EventsWriter(str(self.directory / "events"), filename_suffix=suffix)
         purge = run.step + 1 if run.resumed else run.step
-        self._write(purge, session_log=SessionLog(status=SessionLog.START))
+        self._write(purge, session_log=tbx.SessionLog(status=tbx.SessionLog.START))
         if run.settings:
-            experiment, session, _ = hparams(dict(run.settings), dict.fromkeys(_HPARAM_METRICS))
+            metrics = dict.fromkeys(_HPARAM_METRICS)
+            experiment, session, _ = tbx.hparams(dict(run.settings), metrics)
             self._write(run.step, summary=experiment)
             self._write(run.step, summary=session)
         if run.kernels:
-            self._write(run.step, summary=text("run/attention", run.kernel_table()))
+            self._write(run.step, summary=tbx.text("run/attention", run.kernel_table()))
 
     def scalars(self, step: int, values: Mapping[str, float]) -> None:
-        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
-        from tensorboardX.proto.summary_pb2 import Summary
-
+        Summary = tensorboardx().Summary
         summary = Summary(value=[Summary.Value(tag=t, simple_value=v) for t, v in values.items()])
         self._write(step, summary=summary)
 
     def text(self, tag: str, text: str, step: int) -> None:
-        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
-        from tensorboardX.summary import text as text_summary
-
         # TensorBoard renders text as Markdown: a code block keeps a sample as it was written.
-        self._write(step, summary=text_summary(tag, "```\n" + text + "\n```"))
+        self._write(step, summary=tensorboardx().text(tag, "```\n" + text + "\n```"))
 
     def image(self, tag: str, path: pathlib.Path, step: int) -> None:
-        # PIL and tensorboardX: only when a TensorBoard tracker writes an image.
+        # PIL: only when a TensorBoard tracker writes an image.
         from PIL import Image
-        from tensorboardX.proto.summary_pb2 import Summary
+
+        Summary = tensorboardx().Summary
 
         with Image.open(path) as picture:  # the size only; the PNG goes in as it is
             (width, height), channels = picture.size, len(picture.getbands())
@@ -92,10 +86,7 @@ class TensorBoardTracker:
             file.close()
 
     def _write(self, step: int, **content: Any) -> None:
-        # tensorboardX takes seconds to import: only when a TensorBoard tracker runs.
-        from tensorboardX.proto.event_pb2 import Event
-
-        self._file.write_event(Event(wall_time=time.time(), step=step, **content))
+        self._file.write_event(tensorboardx().Event(wall_time=time.time(), step=step, **content))
         if time.monotonic() >= self._flushed + _FLUSH_SECS:
             self._file.flush()
             self._flushed = time.monotonic()

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..loop import METRICS_FILE, read_metrics
 from ._records import scalars_of
+from ._tensorboardx import tensorboardx
 
 #: ``(tag, step)`` to value.
 Scalars = dict[tuple[str, int], float]
@@ -40,8 +41,7 @@ def shown_scalars(directory: pathlib.Path) -> Scalars:
     """Every scalar TensorBoard shows from ``directory``: the last value written for each tag
     and step, with what a session start at step ``s`` purges (values at ``s`` and later written
     before it) left out."""
-    # tensorboardX takes seconds to import: only when event files are read.
-    from tensorboardX.proto.event_pb2 import Event, SessionLog
+    Event, SessionLog = tensorboardx().Event, tensorboardx().SessionLog
 
     shown: Scalars = {}
     for path in event_files(directory):

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ...testing import compare, fresh_seed
-from .._api import linear_cross_entropy, scope_name
+from .._api import linear_cross_entropy, linear_cross_entropy_loss, scope_name
 from .._registry import get_kernel
 from .._spec import make_spec
 from ._cases import TOLERANCES, CrossEntropyCase
@@ -81,19 +82,14 @@ def _f64(x: jax.Array) -> np.ndarray:
     return np.asarray(x.astype(jnp.float32), np.float64)
 
 
-def _dtype_failures(
-    x: CrossEntropyInputs, ce: jax.Array, log_z: jax.Array, dh: jax.Array, dw: jax.Array
-) -> list[str]:
-    failures = []
-    for label, got, want in (
-        ("ce", ce.dtype, jnp.dtype("float32")),
-        ("log_z", log_z.dtype, jnp.dtype("float32")),
-        ("d_hidden", dh.dtype, x.hidden.dtype),
-        ("d_head", dw.dtype, x.head.dtype),
-    ):
-        if got != want:
-            failures.append(f"{label} dtype {got}, expected {want}")
-    return failures
+def _dtype_failures(checks: tuple[tuple[str, jax.Array, Any], ...]) -> list[str]:
+    """``"<label> dtype <got>, expected <want>"`` for each ``(label, array, want)`` that
+    differs."""
+    return [
+        f"{label} dtype {got.dtype}, expected {jnp.dtype(want)}"
+        for label, got, want in checks
+        if got.dtype != jnp.dtype(want)
+    ]
 
 
 def _ignored_failures(
@@ -128,8 +124,9 @@ def refusal(implementation: str, case: CrossEntropyCase) -> str | None:
 
 def run_case(implementation: str, case: CrossEntropyCase, seed: int | None = None) -> list[str]:
     """Check ``ce``, ``log_z`` and the gradients w.r.t. ``hidden`` and ``head`` of
-    ``implementation`` on ``case``; return the failures (empty: it conforms). Each names the
-    seed, so ``ZOO_TEST_SEED=<seed>`` replays it. A case the kernel's check refuses (see
+    ``implementation`` on ``case``, then the summed loss on the same inputs (through the
+    kernel's own or its per-token call); return the failures (empty: it conforms). Each names
+    the seed, so ``ZOO_TEST_SEED=<seed>`` replays it. A case the kernel's check refuses (see
     :func:`refusal`) is not run: calls like it fall back to another kernel."""
     if refusal(implementation, case) is not None:
         return []
@@ -165,7 +162,14 @@ def run_case(implementation: str, case: CrossEntropyCase, seed: int | None = Non
         g_log_z=_f64(x.g_log_z).reshape(n),
     )
     assert ref.d_hidden is not None and ref.d_head is not None  # cotangents were given
-    failures = _dtype_failures(x, ce, log_z, dh, dw)
+    failures = _dtype_failures(
+        (
+            ("ce", ce, jnp.float32),
+            ("log_z", log_z, jnp.float32),
+            ("d_hidden", dh, x.hidden.dtype),
+            ("d_head", dw, x.head.dtype),
+        )
+    )
     for label, got, want, t in (
         ("ce", ce.reshape(n), ref.ce, tol["out"]),
         ("log_z", log_z.reshape(n), ref.log_z, tol["out"]),
@@ -176,7 +180,76 @@ def run_case(implementation: str, case: CrossEntropyCase, seed: int | None = Non
         if problem:
             failures.append(problem)
     failures += _ignored_failures(x.counts, ce, log_z, dh)
+    failures += _loss_failures(implementation, case, x)
     return [f"[{case.name} seed={seed}] {f}" for f in failures]
+
+
+#: The z-loss weight of a case with a z-loss in the summed check (large, so the term counts).
+Z_LOSS = 0.3
+
+
+def _loss_failures(implementation: str, case: CrossEntropyCase, x: CrossEntropyInputs) -> list[str]:
+    """The summed loss (``linear_cross_entropy_loss``) on the same inputs: random weights on
+    the counted tokens (``None`` without a mask), ``z_loss`` :data:`Z_LOSS` when the case has
+    a z-loss, a random loss cotangent; the loss, its metrics and the gradients of the hidden
+    states and the head against float64 numpy."""
+    rng = np.random.default_rng(x.seed + 1)
+    n = len(x.counts)
+    w64 = np.where(x.counts, rng.uniform(0.25, 2.0, n), 0.0)
+    weights = None if x.loss_mask is None else jnp.asarray(w64.reshape(case.tokens), jnp.float32)
+    w64 = np.asarray(np.ones(n) if weights is None else weights, np.float64).reshape(n)
+    z = Z_LOSS if case.z_loss else 0.0
+    g = float(rng.uniform(0.5, 2.0))
+
+    def call(h: jax.Array, w: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return linear_cross_entropy_loss(
+            h,
+            w,
+            x.targets,
+            weights,
+            z_loss=z,
+            head_layout=case.head_layout,
+            soft_cap=case.soft_cap,
+            temperature=case.temperature,
+            implementation=implementation,
+        )
+
+    (loss, metrics), vjp = jax.vjp(jax.jit(call), x.hidden, x.head)
+    zero = jax.tree.map(jnp.zeros_like, metrics)
+    dh, dw = vjp((jnp.asarray(g, jnp.float32), zero))
+    common: dict[str, Any] = {
+        "hidden": _f64(x.hidden).reshape(n, case.dim),
+        "head": _f64(x.head.astype(x.hidden.dtype)),
+        "targets": np.asarray(x.targets).reshape(n),
+        "counts": x.counts,
+        "head_layout": case.head_layout,
+        "soft_cap": case.soft_cap,
+        "temperature": case.temperature,
+    }
+    out = reference_cross_entropy(**common)
+    ce_sum, z_sum = np.sum(w64 * out.ce), np.sum(w64 * out.log_z**2)
+    ref = reference_cross_entropy(**common, g_ce=g * w64, g_log_z=g * 2 * z * w64 * out.log_z)
+    assert ref.d_hidden is not None and ref.d_head is not None  # cotangents were given
+    tol = TOLERANCES[case.dtype]
+    failures = []
+    for label, got, want, t in (
+        ("loss_sum", loss, np.asarray(ce_sum + z * z_sum), tol["out"]),
+        ("metrics ce", metrics["ce"], np.asarray(ce_sum), tol["out"]),
+        ("metrics log_z_squared", metrics["log_z_squared"], np.asarray(z_sum), tol["out"]),
+        ("loss d_hidden", dh.reshape(n, case.dim), ref.d_hidden, tol["grad"]),
+        ("loss d_head", dw, ref.d_head, tol["grad"]),
+    ):
+        problem = compare(label, got, want, t)
+        if problem:
+            failures.append(problem)
+    failures += _dtype_failures(
+        (
+            ("loss_sum", loss, jnp.float32),
+            ("loss d_hidden", dh, x.hidden.dtype),
+            ("loss d_head", dw, x.head.dtype),
+        )
+    )
+    return failures
 
 
 def named_scope_failures(implementation: str, seed: int | None = None) -> list[str]:

@@ -8,7 +8,7 @@ how many checks that is.
 
 from __future__ import annotations
 
-from ...testing._verify import verifier
+from ...testing import verifier
 from . import _check
 
 verify, verify_count = verifier(__name__.rsplit(".", 1)[0], _check)

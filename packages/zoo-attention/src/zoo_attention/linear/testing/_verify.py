@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ...testing._verify import verifier
+from ...testing import verifier
 from . import _check
 
 #: ``verify(name, on_row=None) -> (rows, failures)``: every case of
