@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TPU_VENV := .venv-tpu
-PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
+PACKAGES := packages/zoo-attention kernels/flash-tpu kernels/chunked kernels/splash kernels/megablox kernels/deltanet-tpu packages/zoo-layers data/zoo-data models/zoo-models training/zoo-train
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
 # Packages of the newest-JAX environments alone: zoo-tokamax (tokamax needs jax >= 0.11.1, so
 # Python >= 3.12).
@@ -50,7 +50,7 @@ zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(or $(2),$(PACKA
 	-e $(if $(1),"training/zoo-train$(1)",training/zoo-train)
 
 .PHONY: install install-check newest newest-full test-newest compat runtime eval-deps test lint format train bench bench-quick wheels wheelhouse pinned clean \
-	test-attention test-flash-tpu test-chunked test-splash test-megablox test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
+	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
 # two environments where a Python >= 3.12 exists (the test summary says so where none does).
@@ -156,6 +156,7 @@ test-flash-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-flash-tpu
 test-chunked: install ; $(BIN)/python scripts/run_tests.py zoo-chunked
 test-splash: install ; $(BIN)/python scripts/run_tests.py zoo-splash
 test-megablox: install ; $(BIN)/python scripts/run_tests.py zoo-megablox
+test-deltanet-tpu: install ; $(BIN)/python scripts/run_tests.py zoo-deltanet-tpu
 test-tokamax: install ; $(BIN)/python scripts/run_tests.py --newest zoo-tokamax
 test-layers: install ; $(BIN)/python scripts/run_tests.py zoo-layers
 test-data: install ; $(BIN)/python scripts/run_tests.py zoo-data

@@ -5,6 +5,8 @@ Usage: python compat_check.py conformance KERNEL   (JAX_PLATFORMS=cpu; interpret
 
 A grouped-matmul kernel (:data:`GROUPED_MATMUL_KERNELS`) is checked on its own contract: every
 case of ``zoo_attention.grouped.testing``, and a grouped matmul of :data:`GROUPED_SHAPE`; a
+linear-attention kernel (:data:`LINEAR_ATTENTION_KERNELS`) on every case of
+``zoo_attention.linear.testing``, and a gated delta rule of :data:`LINEAR_SHAPE`; a
 cross-entropy kernel (:data:`CROSS_ENTROPY_KERNELS`) every case of
 ``zoo_attention.cross_entropy.testing`` it serves, and a loss of :data:`CROSS_ENTROPY_SHAPE`.
 
@@ -51,6 +53,11 @@ TILED = {"splash": 128}
 GROUPED_MATMUL_KERNELS = ("megablox",)
 #: The compiled grouped matmul: rows M, contracting K, output N, groups G (bfloat16).
 GROUPED_SHAPE = (4096, 1024, 3584, 8)
+#: The kernels of the linear-attention contract.
+LINEAR_ATTENTION_KERNELS = ("deltanet_tpu",)
+#: The compiled gated delta rule: batch, length, query/key heads, value heads, key and value
+#: widths (bfloat16; Qwen3.5-9B's DeltaNet).
+LINEAR_SHAPE = (1, 2048, 16, 32, 128, 128)
 #: The kernels of the fused linear cross-entropy contract.
 CROSS_ENTROPY_KERNELS = ("tokamax",)
 #: The compiled cross entropy: tokens N, width D, vocabulary V (bfloat16, a [D, V] head).
@@ -66,8 +73,9 @@ def _tiled(case: Any, tile: int) -> Any:
 
 def conformance(kernel: str) -> dict:
     """The matrix's attention cases, or every grouped-matmul case, against ``kernel``."""
-    if kernel in GROUPED_MATMUL_KERNELS:
-        suite: Any = importlib.import_module("zoo_attention.grouped.testing")
+    if kernel in GROUPED_MATMUL_KERNELS or kernel in LINEAR_ATTENTION_KERNELS:
+        kind = "grouped" if kernel in GROUPED_MATMUL_KERNELS else "linear"
+        suite: Any = importlib.import_module(f"zoo_attention.{kind}.testing")
         cases = list(suite.CASES)
     elif kernel in CROSS_ENTROPY_KERNELS:
         suite = importlib.import_module("zoo_attention.cross_entropy.testing")
@@ -155,6 +163,28 @@ def _grouped_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[
     return loss, [lhs, rhs]
 
 
+def _linear_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
+    """The gated delta rule compiled (a loss of q, k, v, decay, beta) and its abstract
+    arguments."""
+    import jax
+    import jax.numpy as jnp
+
+    from zoo_attention import linear
+
+    b, t, k, n, dk, dv = LINEAR_SHAPE
+
+    def loss(q: Any, key: Any, value: Any, g: Any, beta: Any) -> Any:
+        out, state = linear.gated_delta_rule(
+            q, key, value, g, beta, normalize_qk=True, implementation=kernel
+        )
+        return out.astype(jnp.float32).sum() + state.sum()
+
+    f = jax.ShapeDtypeStruct
+    qk = f((b, t, k, dk), jnp.bfloat16, sharding=sharding)
+    scalars = f((b, t, n), jnp.float32, sharding=sharding)
+    return loss, [qk, qk, f((b, t, n, dv), jnp.bfloat16, sharding=sharding), scalars, scalars]
+
+
 def _cross_entropy_call(kernel: str, sharding: Any) -> tuple[Callable[..., Any], list[Any]]:
     """The cross entropy compiled (a loss of the hidden states and a [D, V] head, with a
     z-loss) and its abstract arguments."""
@@ -185,6 +215,8 @@ def compile_for_tpu(kernel: str) -> dict:
     call = (
         _grouped_call
         if kernel in GROUPED_MATMUL_KERNELS
+        else _linear_call
+        if kernel in LINEAR_ATTENTION_KERNELS
         else _cross_entropy_call
         if kernel in CROSS_ENTROPY_KERNELS
         else _attention_call

@@ -53,6 +53,7 @@ KERNELS = {
     "zoo-chunked": "chunked",
     "zoo-splash": "splash",
     "zoo-megablox": "megablox",
+    "zoo-deltanet-tpu": "deltanet_tpu",
     # tokamax needs jax >= 0.11.1: its range refuses the 0.10.2 column.
     "zoo-tokamax": "tokamax",
 }

@@ -26,6 +26,7 @@ PACKAGES = {
     "zoo-chunked": "kernels/chunked",
     "zoo-splash": "kernels/splash",
     "zoo-megablox": "kernels/megablox",
+    "zoo-deltanet-tpu": "kernels/deltanet-tpu",
     "zoo-layers": "packages/zoo-layers",
     "zoo-data": "data/zoo-data",
     "zoo-models": "models/zoo-models",

@@ -22,6 +22,7 @@ PACKAGE_DIRS = (
     "kernels/chunked",
     "kernels/splash",
     "kernels/megablox",
+    "kernels/deltanet-tpu",
     "kernels/tokamax",
     "packages/zoo-layers",
     "data/zoo-data",

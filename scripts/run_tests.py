@@ -55,6 +55,7 @@ SUITES: dict[str, tuple[str, list[str], dict[str, str]]] = {
     "zoo-chunked": ("kernels/chunked/tests", [], {}),
     "zoo-splash": ("kernels/splash/tests", [], {}),
     "zoo-megablox": ("kernels/megablox/tests", [], {}),
+    "zoo-deltanet-tpu": ("kernels/deltanet-tpu/tests", [], {}),
     "zoo-layers": ("packages/zoo-layers/tests", [], {}),
     "zoo-attention": ("packages/zoo-attention/tests", [], {}),
     "zoo-data": ("data/zoo-data/tests", [], {}),
@@ -85,7 +86,7 @@ NEWEST_TPU_VENV = ROOT / ".venv-newest-tpu"
 #: ``make test-newest`` (which ``.ci/run`` runs after ``make test``) runs every suite there.
 NEWEST_LEG = (
     "zoo-flash-tpu", "train-smoke", "zoo-chunked", "zoo-splash", "zoo-megablox", "zoo-tokamax",
-    "zoo-attention",
+    "zoo-attention", "zoo-deltanet-tpu",
 )  # fmt: skip
 #: Within ``make test``'s newest leg, ``zoo-flash-tpu`` runs the shared conformance suite, its
 #: compile tests and the rest of its checks, but not its longest extras (the kernel's block-skip

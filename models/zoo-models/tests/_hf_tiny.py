@@ -31,6 +31,16 @@ _LLAMA3_ROPE = {
     "original_max_position_embeddings": 16,
 }
 
+QWEN3_5 = dict(
+    **{**_COMMON, "num_hidden_layers": 6},
+    head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=8,
+    linear_value_head_dim=12,
+    rope_parameters={"rope_type": "default", "rope_theta": 5000.0, "partial_rotary_factor": 0.5},
+)
+
 CONFIGS = {
     "gpt2": lambda: transformers.GPT2Config(
         vocab_size=VOCAB,
@@ -148,6 +158,18 @@ CONFIGS = {
         norm_topk_prob=True,
         tie_word_embeddings=True,
     ),
+    # Three gated DeltaNet layers to each gated attention layer over 6 layers (a tail of two),
+    # grouped DeltaNet heads of unequal key and value widths, half of each head rotated.
+    "qwen3.5": lambda: transformers.Qwen3_5TextConfig(**QWEN3_5),
+    # Every layer a mixture of 4 experts (top 2) with a gated shared expert; tied.
+    "qwen3.5-moe": lambda: transformers.Qwen3_5MoeTextConfig(
+        **{**QWEN3_5, "num_hidden_layers": 4},
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=24,
+        shared_expert_intermediate_size=40,
+        tie_word_embeddings=True,
+    ),
     # Sinks, sliding and full layers alternating (two scanned pairs), YaRN over a context of 8
     # (not truncated), attention, router and expert biases, the clamped SwiGLU (a limit low
     # enough to bind at this scale), 8 experts top 2.
@@ -250,14 +272,22 @@ def gemma3_image_text_config() -> transformers.Gemma3Config:
     )
 
 
+# The noise every parameter gets (std), where 0.2 does not suit: at 0.2 a tiny Qwen3.5's
+# recurrences amplify float32 rounding until transformers' own float32 logits are 1.1e-3 from
+# its float64 ones over 150 tokens; at 0.05 they stay within 4e-6 (zoo's likewise).
+NOISE = {"qwen3.5": 0.05, "qwen3.5-moe": 0.05}
+
+
 def make_hf_model(
     name: str, directory: pathlib.Path, seed: int = 0
 ) -> transformers.PreTrainedModel:
     """A random model of config ``name`` saved with ``save_pretrained`` in ``directory``.
 
-    Every parameter (norm weights and biases included) gets noise, so none sits at its
-    identity initialisation where a mapping mistake would go unnoticed.
+    Every parameter (norm weights and biases included) gets noise (std 0.2 unless
+    :data:`NOISE` says otherwise), so none sits at its identity initialisation where a mapping
+    mistake would go unnoticed.
     """
+    noise = NOISE.get(name, 0.2)
     torch.manual_seed(seed)
     if name == "gemma3-image-text":
         model = transformers.Gemma3ForConditionalGeneration._from_config(
@@ -269,11 +299,11 @@ def make_hf_model(
         )
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.2 * torch.randn_like(p))
+            p.add_(noise * torch.randn_like(p))
         # DeepSeek's selection bias is a buffer: moved too, so the routing it shifts shows.
-        for name, buffer in model.named_buffers():
-            if name.endswith("e_score_correction_bias"):
-                buffer.add_(0.2 * torch.randn_like(buffer))
+        for buffer_name, buffer in model.named_buffers():
+            if buffer_name.endswith("e_score_correction_bias"):
+                buffer.add_(noise * torch.randn_like(buffer))
     model.eval()
     model.save_pretrained(directory)
     return model

@@ -163,6 +163,8 @@ def test_transformers_sharded_checkpoint_loads(tmp_path) -> None:
         "olmo2-gqa",
         "mixtral",
         "qwen3-moe",
+        "qwen3.5",
+        "qwen3.5-moe",
         "gpt-oss",
         "deepseek-v3",
     ],

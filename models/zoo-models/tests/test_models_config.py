@@ -101,14 +101,29 @@ def _count(c: zoo_models.ModelConfig) -> int:
         attn += d * (r + rope) + (r + rope) * c.qkv_bias + r + r * n * (h - rope + v)
         attn += n * v * d + d * c.out_bias
     mlp = (3 if c.mlp_gated else 2) * d * f + (f * (2 if c.mlp_gated else 1) + d) * c.mlp_bias
+    attn += d * n * h * c.attention_output_gate  # the gate's half of q_proj (Qwen3.5)
     layer = attn + mlp + norm * 2 * (c.pre_norms + c.post_norms)
     total = c.n_layers * layer + norm + c.vocab_size * d
+    # A gated DeltaNet instead of attention (Qwen3.5): q/k/v, z, b, a and out projections, the
+    # convolution over q/k/v, dt_bias and A_log a head, the output norm over a value head.
+    heads, keys, values = (
+        c.linear_heads,
+        c.linear_qk_heads * c.linear_key_dim,
+        c.linear_heads * c.linear_value_dim,
+    )
+    channels = 2 * keys + values
+    deltanet = d * (channels + values + 2 * heads) + channels * c.linear_conv_width
+    deltanet += 2 * heads + c.linear_value_dim + values * d
+    total += c.n_linear_layers * (deltanet - attn)
     # A mixture-of-experts layer: a router and E gated MLPs of width I instead of the dense MLP;
-    # their biases (gpt-oss), a selection bias (sigmoid routing), shared experts (DeepSeek).
+    # their biases (gpt-oss), a selection bias (sigmoid routing), shared experts (DeepSeek), or
+    # a shared gated MLP with a [1, D] gate (Qwen3.5-MoE).
     i = c.expert_width
     experts = c.n_experts * (d + 3 * d * i) - mlp
     experts += c.n_experts * (c.router_bias + (2 * i + d) * c.expert_bias)
     experts += c.n_experts * (c.router_scoring == "sigmoid") + 3 * d * i * c.shared_experts
+    if c.shared_expert_hidden:
+        experts += 3 * d * c.shared_expert_hidden + d * c.shared_expert_gate
     total += len(c.moe_layers) * experts if c.n_experts else 0
     total += c.max_position * d if c.positional == "learned" else 0
     total += 0 if c.tie_embeddings else c.vocab_size * d
@@ -134,6 +149,9 @@ def test_published_sizes():
     assert round(zoo_models.num_params(zoo_models.get("olmo-2-7b")) / 1e9, 2) == 7.30
     assert round(zoo_models.num_params(zoo_models.get("mixtral-8x7b")) / 1e9, 1) == 46.7
     assert round(zoo_models.num_params(zoo_models.get("qwen3-30b-a3b")) / 1e9, 1) == 30.5
+    # The language models of Qwen3.5-9B and Qwen3.5-35B-A3B (their vision towers left out).
+    assert round(zoo_models.num_params(zoo_models.get("qwen3.5-9b")) / 1e9, 2) == 8.95
+    assert round(zoo_models.num_params(zoo_models.get("qwen3.5-35b-a3b")) / 1e9, 1) == 34.7
     assert round(zoo_models.num_params(zoo_models.get("gpt-oss-20b")) / 1e9, 1) == 20.9
     assert round(zoo_models.num_params(zoo_models.get("gpt-oss-120b")) / 1e9, 1) == 116.8
     assert round(zoo_models.num_params(zoo_models.get("deepseek-v3")) / 1e9) == 671
@@ -159,6 +177,7 @@ def test_list_command_json(capsys):
 _TARGET_ATTRIBUTES = {
     "q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
     "gate": "gate", "up": "up", "down": "down",
+    "qkv": "in_proj_qkv", "z": "in_proj_z", "a": "in_proj_a", "b": "in_proj_b", "out": "out_proj",
     "q_a": "q_a_proj", "q_b": "q_b_proj", "kv_a": "kv_a_proj", "kv_b": "kv_b_proj",
 }  # fmt: skip
 

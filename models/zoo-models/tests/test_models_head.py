@@ -1,6 +1,7 @@
 """Every family's ``hidden_and_head``: the head's logits are the model's, and its cross entropy
 through the fused contract (``fused_xla``, the default) equals the plain cross entropy of those
-logits, for tied and untied heads, Gemma's soft cap, mixtures of experts, sinks and latent attention."""
+logits, for tied and untied heads, Gemma's soft cap, mixtures of experts, sinks, latent attention
+and gated DeltaNet layers."""
 
 import equinox as eqx
 import jax
@@ -22,7 +23,16 @@ def _head_outputs(model, input_ids, targets):
 
 
 @pytest.mark.parametrize(
-    "name", [*FAMILY_PRESETS, "mixtral-tiny", "qwen3-moe-tiny", "gpt-oss-tiny", "deepseek-v3-tiny"]
+    "name",
+    [
+        *FAMILY_PRESETS,
+        "mixtral-tiny",
+        "qwen3-moe-tiny",
+        "gpt-oss-tiny",
+        "deepseek-v3-tiny",
+        "qwen3.5-tiny",
+        "qwen3.5-moe-tiny",
+    ],
 )
 def test_head_gives_the_models_logits_and_the_fused_cross_entropy(name, monkeypatch):
     monkeypatch.delenv(zoo_attention.cross_entropy.ENV_VAR, raising=False)

@@ -9,6 +9,7 @@ pytest_plugins = ["pytester"]
 def resolution_log(monkeypatch: pytest.MonkeyPatch):
     """Each test runs in its own recording block: its resolutions, its fallback warnings."""
     monkeypatch.delenv(zoo_attention.ENV_VAR, raising=False)
+    monkeypatch.delenv(zoo_attention.linear.ENV_VAR, raising=False)
     with zoo_attention.recording() as log:
         yield log
 

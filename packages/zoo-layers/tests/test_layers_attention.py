@@ -27,6 +27,11 @@ def _numpy_layer(attn: zl.Attention, x, positions, segments=None):
     b, t, _ = x.shape
     n, kh, hd = attn.num_heads, attn.num_kv_heads, attn.head_dim
     q = linear(x, attn.q_proj.weight, attn.q_proj.bias)
+    gate = None
+    if attn.output_gate:
+        # Each head's query, then its gate, in q_proj's output (Qwen3.5).
+        both = q.reshape(b, t, n, 2, hd)
+        q, gate = both[..., 0, :].reshape(b, t, n * hd), both[..., 1, :].reshape(b, t, n * hd)
     k = linear(x, attn.k_proj.weight, attn.k_proj.bias)
     v = linear(x, attn.v_proj.weight, attn.v_proj.bias).reshape(b, t, kh, hd)
     if attn.q_norm is not None and attn.q_norm.weight.shape[-1] != hd:
@@ -39,8 +44,9 @@ def _numpy_layer(attn: zl.Attention, x, positions, segments=None):
         k = rmsnorm(k, attn.k_norm.weight, attn.k_norm.eps, attn.k_norm.unit_offset)
     if attn.rotary is not None:
         r = attn.rotary
+        turned = r.head_dim  # a partial rotation turns the first features only
         freqs = inv_freq(
-            hd,
+            turned,
             r.theta,
             r.scaling.kind,
             r.scaling.factor,
@@ -48,12 +54,16 @@ def _numpy_layer(attn: zl.Attention, x, positions, segments=None):
             r.scaling.high_freq_factor,
             r.scaling.original_max_position,
         )
-        q, k = rope(q, positions, freqs), rope(k, positions, freqs)
+        q = np.concatenate([rope(q[..., :turned], positions, freqs), q[..., turned:]], -1)
+        k = np.concatenate([rope(k[..., :turned], positions, freqs), k[..., turned:]], -1)
     scale = attn.scale if attn.scale is not None else hd**-0.5
     o = attention(
         q, k, v, scale=scale, window=attn.window, soft_cap=attn.soft_cap, segments=segments
     )
-    return linear(o.reshape(b, t, n * hd), attn.o_proj.weight, attn.o_proj.bias)
+    o = o.reshape(b, t, n * hd)
+    if gate is not None:
+        o = o / (1 + np.exp(-gate))
+    return linear(o, attn.o_proj.weight, attn.o_proj.bias)
 
 
 CASES = {
@@ -75,6 +85,16 @@ CASES = {
         rope_scaling=zl.RopeScaling("llama3", factor=8.0, original_max_position=32),
     ),
     "no_rope": dict(num_heads=4, rope_theta=None),
+    # Qwen3.5's gated attention: a sigmoid output gate from q_proj, a quarter of each head rotated.
+    "gated_partial_rope": dict(
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=16,
+        qk_norm=True,
+        qk_norm_unit_offset=True,
+        output_gate=True,
+        rotary_dim=4,
+    ),
 }
 
 
@@ -117,11 +137,13 @@ def test_attention_rejects_bad_heads(key):
         zl.Attention(30, 4, key=key)
 
 
-@pytest.mark.parametrize("window", [None, 3])
-def test_decode_matches_full_pass(key, window):
+@pytest.mark.parametrize(("window", "gated"), [(None, False), (3, False), (None, True)])
+def test_decode_matches_full_pass(key, window, gated):
     """Writing the sequence into a cache in chunks of any size gives the full pass's outputs."""
     k1, k2, k3 = jax.random.split(key, 3)
-    attn = _randomise(zl.Attention(32, 4, num_kv_heads=2, window=window, soft_cap=3.0, key=k1), k2)
+    extra = dict(output_gate=True, rotary_dim=4) if gated else {}
+    attn = zl.Attention(32, 4, num_kv_heads=2, window=window, soft_cap=3.0, key=k1, **extra)
+    attn = _randomise(attn, k2)
     t, s = 9, 12
     x = jax.random.normal(k3, (2, t, 32))
     positions = jnp.broadcast_to(jnp.arange(t), (2, t))

@@ -224,3 +224,25 @@ def test_a_stack_mixing_dense_and_expert_layers_returns_stats_in_layer_order(key
         fields = [(s.counts, s.probs, s.z, s.tokens) for s in want]
         stacked = RouterStats(*(jnp.stack(a) for a in zip(*fields, strict=True)))
         np.testing.assert_allclose(stats.aux_loss(), stacked.aux_loss(), rtol=1e-6)
+
+
+def test_a_gated_shared_expert_adds_to_the_routed_experts(key):
+    # Qwen3.5-MoE: moe(x) = routed(x) + sigmoid(x g^T) * mlp(x), every token through the MLP.
+    k1, k2, kx = jax.random.split(key, 3)
+    moe = zl.MoE(D, HIDDEN, E, K, shared_hidden=20, shared_gate=True, key=k1)
+    moe = eqx.tree_at(lambda m: m.shared_gate.weight, moe, jax.random.normal(k2, (1, D)))
+    x = jax.random.normal(kx, (2, 5, D))
+    got = np.asarray(moe(x)[0], np.float64)
+    s = moe.shared
+    f = lambda a: np.asarray(a, np.float64)
+    xs = f(x)
+    gate_logit = xs @ f(moe.shared_gate.weight).T
+    silu = lambda a: a / (1 + np.exp(-a))
+    mlp = (silu(xs @ f(s.gate.weight).T) * (xs @ f(s.up.weight).T)) @ f(s.down.weight).T
+    routed = dense_moe(eqx.tree_at(lambda m: m.shared, moe, None), x)  # without the shared MLP
+    want = f(routed) + mlp / (1 + np.exp(-gate_logit))
+    np.testing.assert_allclose(f(dense_moe(moe, x)), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    names = zl.logical_axes(moe)
+    assert names.shared.up.weight.names == ("mlp", "embed")
+    assert names.shared_gate.weight.names == (None, "embed")

@@ -52,6 +52,8 @@ def _usage_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+QWEN3_5_LINEAR = zoo_models.get("qwen3.5-tiny").n_linear_layers
+
 # llama-tiny widened so every per-device shard is a whole number of TPU tiles (128 lanes):
 # the compiled argument bytes are then the logical bytes.
 WIDE = [
@@ -90,6 +92,11 @@ RUNS = {
     # A mixture of experts, widened like WIDE: experts split over `expert`, the rest over fsdp.
     # (megablox's own compile tests cover v6e: forward and backward, each generation.)
     "moe": MOE_ARGS,
+    # Qwen3.5: gated DeltaNet layers through deltanet_tpu, heads split over `tensor`.
+    "qwen3.5": [
+        "--model", "qwen3.5-tiny", "--seq-len", "256", "--batch-size", "8",
+        "--mesh", "fsdp=2,tensor=2",
+    ],
 }  # fmt: skip
 #: What a run's process adds to the environment: the max-batch search compiles the unfused
 #: loss, whose logits make the batch's size (the fused one fits many times the rows).
@@ -241,6 +248,22 @@ def test_a_lora_preference_fine_tune_of_a_hugging_face_moe_compiles(runs):
     assert "LoRA saves" in stdout and "dpo fine-tuning step" in stdout
 
 
+def test_a_qwen3_5_step_runs_its_deltanet_layers_through_deltanet_tpu(runs):
+    """The gated DeltaNet layers' recurrences resolve to deltanet_tpu (the TPU default with
+    zoo-deltanet-tpu installed) and Mosaic compiles them under the contract's shard_map over
+    the batch (fsdp) and the heads (tensor), beside flash_tpu for the attention layers."""
+    code, stdout, report = runs["qwen3.5"]
+    assert code == 0, stdout
+    assert report["fits"] is True and report["mesh"] == {"data": 1, "fsdp": 2, "tensor": 2}
+    kinds = [(k["kind"], k["kernel"]) for k in report["kernels"]]
+    assert kinds[:2] == [("attention", "flash_tpu"), ("linear_attention", "deltanet_tpu")], kinds
+    assert [k for k, _ in kinds[2:]] == ["cross_entropy"], kinds  # the loss's kernel last
+    # flash_tpu's four kernels; deltanet_tpu's forward, and its backward's forward and backward.
+    assert report["mosaic_calls"] >= 4 + 3, report
+    assert "; linear attention: deltanet_tpu " in stdout
+    assert f"; cross entropy: {kinds[2][1]} " in stdout
+
+
 def test_a_step_built_not_to_fit_exits_3_with_figures(runs):
     code, stdout, report = runs["no-fit"]
     assert code == 3, stdout
@@ -280,11 +303,16 @@ def test_max_batch_finds_the_largest_batch_that_fits(runs):
         (["--topology", "v5e:2x2", "--mesh", "data=3"], ["which does not divide 4"]),
         (["--topology", "v5e:2x2", "--mesh", "tensor=4"], ["2 key/value heads"]),
         (["--topology", "v5e:2x2", "--export-hf", "x"], ["takes no --export-hf"]),
+        (
+            ["--topology", "v5e:2x2", "--model", "qwen3.5-tiny", "--mesh", "fsdp=1,context=4"],
+            [f"{QWEN3_5_LINEAR} gated DeltaNet layers", "use context=1"],
+        ),
     ],
-    ids=["unknown-generation", "unknown-shape", "mesh", "tensor", "export"],
+    ids=["unknown-generation", "unknown-shape", "mesh", "tensor", "export", "context-deltanet"],
 )
 def test_bad_topologies_and_meshes_are_usage_errors(args, needles, tmp_path: pathlib.Path):
-    _usage_error(_zoo(_tpu_python(), *args, "--model", "llama-tiny", cwd=tmp_path), *needles)
+    model = [] if "--model" in args else ["--model", "llama-tiny"]
+    _usage_error(_zoo(_tpu_python(), *args, *model, cwd=tmp_path), *needles)
 
 
 def test_a_sequence_no_host_could_make_exits_3_before_anything_is_built(tmp_path: pathlib.Path):

@@ -1,5 +1,5 @@
-"""Qwen3, Gemma 3, OLMo 2, Mixtral, Qwen3-MoE, gpt-oss and DeepSeek-V3 checkpoints built with
-transformers, end to end:
+"""Qwen3, Gemma 3, OLMo 2, Mixtral, Qwen3-MoE, gpt-oss, DeepSeek-V3 and Qwen3.5 (dense and MoE)
+checkpoints built with transformers, end to end:
 LoRA fine-tuning with each family's default targets, the adapter in peft, the merged export in
 transformers, greedy generation with the checkpoint's stop tokens, and Qwen3's chat template with
 thinking blocks rendered as transformers renders it."""
@@ -18,7 +18,7 @@ import zoo_models
 from zoo_data._chat import render_chat, trained_spans
 from zoo_train.cli import main
 from zoo_train.peft import ADAPTER_CONFIG
-from zoo_train.testing import TINY_HF_SHAPE, tiny_tokenizer
+from zoo_train.testing import TINY_HF_SHAPE, TINY_QWEN3_5_SHAPE, tiny_tokenizer
 
 # Qwen3's thinking blocks, as its template renders them: the reasoning of an assistant turn
 # after the last user message is shown in <think>...</think> (an empty block when there is
@@ -56,6 +56,7 @@ THINKING_TEMPLATE = (
 )
 
 _SHAPE = {**TINY_HF_SHAPE, "bos_token_id": 1, "pad_token_id": 0}
+QWEN3_5 = {**TINY_QWEN3_5_SHAPE, "bos_token_id": 1, "pad_token_id": 0}
 # The tiny tokenizer's ids: </s> = 2, <|im_end|> = 4 (the end of a chat turn).
 CONFIGS = {
     # Instruction-tuned Qwen3 ends turns with <|im_end|> (config.json) and stops at either.
@@ -89,6 +90,17 @@ CONFIGS = {
         num_experts_per_tok=2,
         moe_intermediate_size=32,
         decoder_sparse_step=2,
+        eos_token_id=4,
+    ),
+    # Three gated DeltaNet layers and one gated attention layer; and the same with a mixture
+    # of 4 experts and a gated shared expert on every layer.
+    "qwen3_5_text": lambda: transformers.Qwen3_5TextConfig(**QWEN3_5, eos_token_id=4),
+    "qwen3_5_moe_text": lambda: transformers.Qwen3_5MoeTextConfig(
+        **QWEN3_5,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=48,
         eos_token_id=4,
     ),
     # Sinks, a sliding and a full layer, 4 experts top 2 with biases and the clamped SwiGLU.
@@ -128,9 +140,21 @@ STOPS = {
     "qwen3_moe": [4],
     "gpt_oss": [2],
     "deepseek_v3": [2],
+    "qwen3_5_text": [4],
+    "qwen3_5_moe_text": [4],
 }
-# Each family's default LoRA targets, as PEFT names them.
-TARGETS = {"deepseek_v3": ["kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "q_a_proj", "q_b_proj"]}
+# A Qwen3.5's recurrences amplify float32 rounding from noise much above 0.05 (zoo-models'
+# tests/_hf_tiny.py); the other families take 0.3.
+NOISE = {"qwen3_5_text": 0.05, "qwen3_5_moe_text": 0.05}
+# Each family's default LoRA targets, as PEFT names them: the attention projections, and
+# Qwen3.5's DeltaNet's or DeepSeek-V3's latent attention's where they have them.
+ATTENTION_TARGETS = ["k_proj", "o_proj", "q_proj", "v_proj"]
+DELTANET_TARGETS = sorted([*ATTENTION_TARGETS, "in_proj_qkv", "in_proj_z", "out_proj"])
+TARGETS = {
+    "deepseek_v3": ["kv_a_proj_with_mqa", "kv_b_proj", "o_proj", "q_a_proj", "q_b_proj"],
+    "qwen3_5_text": DELTANET_TARGETS,
+    "qwen3_5_moe_text": DELTANET_TARGETS,
+}
 CHAT = [
     {
         "messages": [
@@ -150,7 +174,7 @@ def _checkpoint(family: str, directory) -> None:
     model = transformers.AutoModelForCausalLM.from_config(CONFIGS[family](), dtype=torch.float32)
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+            p.add_(NOISE.get(family, 0.3) * torch.randn_like(p))
     model.generation_config.eos_token_id = STOPS[family]
     model.save_pretrained(directory)
     tiny_tokenizer(directory)
@@ -196,14 +220,18 @@ def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
 
     family, root = finetuned
     meta = json.loads((root / "run" / "adapter" / ADAPTER_CONFIG).read_text())
-    assert meta["target_modules"] == TARGETS.get(family, ["k_proj", "o_proj", "q_proj", "v_proj"])
+    assert meta["target_modules"] == TARGETS.get(family, ATTENTION_TARGETS)
     ids = np.random.default_rng(0).integers(0, 256, (2, 12))
     ours = _logits(load_run(root / "run").model, ids)
     base = _hf(root / "hf")
     assert np.abs(ours - _logits(base, ids)).max() > 1e-3  # the adapters changed the model
     adapted = PeftModel.from_pretrained(base, root / "run" / "adapter").eval()
     # The experts' outputs are summed in another order than transformers' index_add.
-    tol = 5e-5 if family in ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3") else 2e-5
+    tol = (
+        5e-5
+        if family in ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_5_moe_text")
+        else 2e-5
+    )
     np.testing.assert_allclose(_logits(adapted, ids), ours, rtol=0, atol=tol)
     np.testing.assert_allclose(_logits(adapted.merge_and_unload(), ids), ours, rtol=0, atol=tol)
     exported = _hf(root / "export")
@@ -217,7 +245,9 @@ def test_lora_adapter_loads_in_peft_and_the_export_in_transformers(finetuned):
 
 def test_generate_stops_where_transformers_stops(finetuned, capsys):
     family, root = finetuned
-    tok = transformers.AutoTokenizer.from_pretrained(root / "export")
+    # The class tokenizer_config.json names: AutoTokenizer swaps in Qwen3_5Tokenizer for a
+    # qwen3_5_moe_text checkpoint, which rebuilds the tiny tokenizer with Qwen's own splitting.
+    tok = transformers.PreTrainedTokenizerFast.from_pretrained(root / "export")
     ids = tok(PROMPT, return_tensors="pt")
     with torch.no_grad():
         out = _hf(root / "export").generate(**ids, do_sample=False, max_new_tokens=8)
@@ -228,7 +258,8 @@ def test_generate_stops_where_transformers_stops(finetuned, capsys):
     args = ["generate", str(root / "export"), "--prompt", PROMPT, "--greedy"]
     assert main([*args, "--max-new-tokens", "8"]) == 0
     assert capsys.readouterr().out == PROMPT + tok.decode(want, skip_special_tokens=True) + "\n"
-    if family in ("qwen3", "mixtral", "deepseek_v3"):  # evaluated and converted as any other
+    evaluated = ("qwen3", "mixtral", "deepseek_v3", "qwen3_5_text")
+    if family in evaluated:  # the run is evaluated and converted as any other
         assert main(["eval", str(root / "run"), "--data", str(root / "chat.jsonl")]) == 0
         assert main(["convert", str(root / "run"), str(root / "converted")]) == 0
         assert _hf(root / "converted").config.model_type == family

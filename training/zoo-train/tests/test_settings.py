@@ -165,3 +165,15 @@ def test_provenance_changes_name_the_grouped_matmul_kernel_once_it_is_recorded()
     assert provenance_changes(old, new) == []
     new["grouped_matmul"] = megablox
     assert provenance_changes(old, new) == ["grouped matmul: tiled 0.4.2 -> megablox 0.1.0"]
+
+
+def test_provenance_changes_name_a_switched_off_linear_attention_kernel():
+    tpu = [{"kernel": "deltanet_tpu", "version": "0.1.0", "source": "default"}]
+    xla = [{"kernel": "chunked_xla", "version": "1.0.0", "source": "fallback"}]
+    old, new = _prov("xla", "1.0.0"), _prov("xla", "1.0.0")
+    new["linear_attention"] = xla
+    assert provenance_changes(old, new) == []  # the saved model had no gated DeltaNet layers
+    old["linear_attention"] = tpu
+    assert provenance_changes(old, new) == [
+        "linear attention: deltanet_tpu 0.1.0 -> chunked_xla 1.0.0"
+    ]

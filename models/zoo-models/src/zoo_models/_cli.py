@@ -56,5 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         return 0
-    Console().print(catalogue())
+    # Wide enough for every name and count whole, on a terminal or in a pipe (80 columns).
+    console = Console()
+    console.width = max(console.width, 100)
+    console.print(catalogue())
     return 0

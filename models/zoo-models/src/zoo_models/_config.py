@@ -26,6 +26,17 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "dense_layers": (),
     "router_aux_loss_coef": 0.001,
     "output_router_logits": False,
+    "shared_expert_hidden": None,
+    "shared_expert_gate": False,
+    "attention_output_gate": False,
+    "rotary_fraction": 1.0,
+    "linear_pattern": (False,),
+    "linear_qk_heads": 0,
+    "linear_heads": 0,
+    "linear_key_dim": 0,
+    "linear_value_dim": 0,
+    "linear_conv_width": 4,
+    "linear_attention_implementation": None,
     "attention_sinks": False,
     "rope_beta_fast": 32.0,
     "rope_beta_slow": 1.0,
@@ -49,7 +60,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "shared_experts": 0,
     "router_bias_update_speed": 0.0,
 }
-_TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers")
+_TUPLES = ("window_pattern", "extra_eos_token_ids", "dense_layers", "linear_pattern")
 #: Tokens a dense MLP branch computes at a time under ``remat`` (``ModelConfig.mlp_chunk``):
 #: at a Llama-3-8B width a chunk's hidden activations are 112 MiB a row, where the whole
 #: 8192-token row's are 0.9 GiB (measured with ``zoo compile``: docs/benchmarks.md).
@@ -139,6 +150,21 @@ class ModelConfig:
         router_aux_loss_coef, output_router_logits: as in ``transformers``: training adds the
             load-balancing loss with weight ``router_aux_loss_coef`` when
             ``output_router_logits`` is true (see :attr:`router_aux_loss`).
+        shared_expert_hidden: the width of a shared expert every token of a mixture-of-experts
+            layer also goes through (``None``: none); shared_expert_gate: its output is scaled
+            by a learned sigmoid gate (Qwen3.5-MoE).
+        attention_output_gate: the query projection also gives a per-head output gate, whose
+            sigmoid multiplies the attention output (Qwen3.5's gated attention).
+        rotary_fraction: the share of each head the rotary embedding turns (Qwen3.5: 0.25,
+            ``partial_rotary_factor``); the rest passes unrotated.
+        linear_pattern: which layers mix tokens with a gated DeltaNet instead of attention,
+            repeating: layer ``l`` does iff ``linear_pattern[l % len(linear_pattern)]``
+            (Qwen3.5: three of every four, ``(True, True, True, False)``).
+        linear_qk_heads, linear_heads, linear_key_dim, linear_value_dim: a gated DeltaNet's
+            query/key heads, value heads and their widths (``linear_num_key_heads``, ...);
+            linear_conv_width: its convolution's taps.
+        linear_attention_implementation: kernel name for ``zoo_attention.linear``, ``None``
+            for its default order (``ZOO_LINEAR_ATTENTION`` then the platform's).
         attention_sinks: a learned sink logit per query head in every layer (gpt-oss).
         q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim: multi-head latent attention
             (DeepSeek-V2/V3) when ``kv_lora_rank`` is set: the query bottleneck (``None``: a
@@ -212,6 +238,17 @@ class ModelConfig:
     dense_layers: tuple[int, ...] = ()
     router_aux_loss_coef: float = 0.001
     output_router_logits: bool = False
+    shared_expert_hidden: int | None = None
+    shared_expert_gate: bool = False
+    attention_output_gate: bool = False
+    rotary_fraction: float = 1.0
+    linear_pattern: tuple[bool, ...] = (False,)
+    linear_qk_heads: int = 0
+    linear_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv_width: int = 4
+    linear_attention_implementation: str | None = None
     attention_sinks: bool = False
     rope_beta_fast: float = 32.0
     rope_beta_slow: float = 1.0
@@ -237,6 +274,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "window_pattern", tuple(bool(b) for b in self.window_pattern))
+        object.__setattr__(self, "linear_pattern", tuple(bool(b) for b in self.linear_pattern))
         object.__setattr__(self, "extra_eos_token_ids", tuple(self.extra_eos_token_ids))
         object.__setattr__(self, "dense_layers", tuple(self.dense_layers))
         # "head" and "none" are accepted as the spellings zoo_layers uses.
@@ -331,6 +369,7 @@ class ModelConfig:
         _ = self.rope  # validates the scaling fields
         self._check_latent()
         self._check_experts()
+        self._check_linear()
 
     def _check_latent(self) -> None:
         if self.kv_lora_rank is None:
@@ -427,6 +466,78 @@ class ModelConfig:
                 "router_scoring='sigmoid' or leave it 0."
             )
 
+    def _check_linear(self) -> None:
+        fraction = self.rotary_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ValueError(f"`rotary_fraction` must be a number in (0, 1], got {fraction!r}.")
+        if not 0 < fraction <= 1:
+            raise ValueError(f"`rotary_fraction` must be in (0, 1], got {fraction!r}.")
+        if self.positional == "rope" and (self.rotary_dim < 2 or self.rotary_dim % 2):
+            raise ValueError(
+                f"`rotary_fraction` {fraction} of head_dim {self.dim_per_head} leaves "
+                f"{self.rotary_dim} rotated features; the rotation needs an even number."
+            )
+        hidden = self.shared_expert_hidden
+        if hidden is not None and (
+            not isinstance(hidden, int) or hidden <= 0 or not self.n_experts
+        ):
+            raise ValueError(
+                f"`shared_expert_hidden` must be a positive int with n_experts > 0, or None; got "
+                f"{hidden!r} with {self.n_experts} experts."
+            )
+        if hidden is not None and self.shared_experts:
+            raise ValueError(
+                "`shared_expert_hidden` and `shared_experts` both size the shared experts; "
+                "set one of them."
+            )
+        if self.shared_expert_gate and not (hidden or self.shared_experts):
+            raise ValueError(
+                "`shared_expert_gate` gates a shared expert; set `shared_expert_hidden` too."
+            )
+        if not self.linear_pattern:
+            raise ValueError("`linear_pattern` must name at least one layer kind, e.g. (False,).")
+        if self.kv_lora_rank is not None and (
+            self.n_linear_layers or self.attention_output_gate or self.rotary_fraction != 1
+        ):
+            raise ValueError(
+                "multi-head latent attention here has no output gate, partial rotation or "
+                "gated DeltaNet layers; unset them or `kv_lora_rank`."
+            )
+        if not self.n_linear_layers:
+            return
+        if self.n_linear_layers == self.n_layers:
+            raise ValueError(
+                "`linear_pattern` makes every layer a gated DeltaNet; keep at least one "
+                "attention layer (e.g. (True, True, True, False))."
+            )
+        for name in ("linear_qk_heads", "linear_heads", "linear_key_dim", "linear_value_dim",
+                     "linear_conv_width"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(
+                    f"`{name}` must be a positive int for gated DeltaNet layers, got {value!r}."
+                )
+        if self.linear_heads % self.linear_qk_heads:
+            raise ValueError(
+                f"`linear_heads` ({self.linear_heads}) must be a multiple of `linear_qk_heads` "
+                f"({self.linear_qk_heads})."
+            )
+
+    def layer_linear(self, layer: int) -> bool:
+        """Whether layer ``layer`` mixes tokens with a gated DeltaNet (else attention)."""
+        return self.linear_pattern[layer % len(self.linear_pattern)]
+
+    @property
+    def n_linear_layers(self) -> int:
+        """How many layers are gated DeltaNets."""
+        pattern, n = self.linear_pattern, self.n_layers
+        return (n // len(pattern)) * sum(pattern) + sum(pattern[: n % len(pattern)])
+
+    @property
+    def n_attention_layers(self) -> int:
+        """How many layers are attention (the layers a KV cache holds)."""
+        return self.n_layers - self.n_linear_layers
+
     @property
     def mlp_chunk_tokens(self) -> int | None:
         """The chunk a dense MLP branch computes in (``mlp_chunk`` resolved; ``None``: whole)."""
@@ -446,13 +557,11 @@ class ModelConfig:
 
     @property
     def rotary_dim(self) -> int:
-        """The width each head rotates: ``rope_head_dim`` under latent attention, else the
-        whole head."""
-        return (
-            self.rope_head_dim
-            if self.kv_lora_rank is not None and self.rope_head_dim
-            else self.dim_per_head
-        )
+        """The width each head rotates: ``rope_head_dim`` under latent attention, else
+        ``int(head_dim * rotary_fraction)``, as transformers rounds it."""
+        if self.kv_lora_rank is not None and self.rope_head_dim:
+            return self.rope_head_dim
+        return int(self.dim_per_head * self.rotary_fraction)
 
     @property
     def value_dim(self) -> int:
@@ -461,7 +570,7 @@ class ModelConfig:
 
     @property
     def cache_width(self) -> int:
-        """Numbers a decoding cache keeps per token and layer: the keys and values of every
+        """Numbers a decoding cache keeps per token and attention layer: the keys and values of every
         key/value head, or under latent attention the latent and the shared rotary key part."""
         if self.kv_lora_rank is not None and self.rope_head_dim is not None:
             return self.kv_lora_rank + self.rope_head_dim
@@ -473,9 +582,12 @@ class ModelConfig:
         layers the shortest period that both the windows and the expert layers repeat (the
         last repetition may be cut short: the stack's tail)."""
         width = len(self.window_pattern)
-        if not self.n_experts:
+        if not self.n_experts and not self.n_linear_layers:
             return width
-        kinds = [(self.window_pattern[i % width], self.layer_moe(i)) for i in range(self.n_layers)]
+        kinds = [
+            (self.window_pattern[i % width], self.layer_moe(i), self.layer_linear(i))
+            for i in range(self.n_layers)
+        ]
         for period in range(1, self.n_layers + 1):
             if all(kinds[i] == kinds[i % period] for i in range(self.n_layers)):
                 return period

@@ -27,6 +27,7 @@ RUNTIME_FIELDS = (
     "mlp_chunk",
     "scan_layers",
     "attention_implementation",
+    "linear_attention_implementation",
     "router_aux_loss_coef",
     "output_router_logits",
     "router_bias_update_speed",
@@ -96,6 +97,8 @@ def _semantics(config: ModelConfig) -> dict[str, Any]:
     ):
         del out[name]
     out["kv_heads"] = config.kv_heads
+    # Which layers are gated DeltaNets, however the pattern is spelled.
+    out["linear_pattern"] = [config.layer_linear(i) for i in range(config.n_layers)]
     out["dim_per_head"] = config.dim_per_head
     out["layer_windows"] = [config.layer_window(i) for i in range(config.n_layers)]
     out["attention_scale"] = config.attention_scale

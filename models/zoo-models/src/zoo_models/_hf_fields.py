@@ -189,10 +189,15 @@ def window_pattern(hf: Mapping[str, Any], n_layers: int, model_type: str) -> tup
             f"{model_type} config.json has layer_types {', '.join(map(repr, unknown))}; "
             "supported: sliding_attention, full_attention."
         )
-    local = tuple(t == "sliding_attention" for t in kinds)
-    for period in range(1, n_layers + 1):
-        if all(local[i] == local[i % period] for i in range(n_layers)):
-            return local[:period]
+    return shortest_pattern(tuple(t == "sliding_attention" for t in kinds))
+
+
+def shortest_pattern(flags: tuple[bool, ...]) -> tuple[bool, ...]:
+    """The shortest pattern ``flags`` repeats (its last repetition may be cut short)."""
+    n = len(flags)
+    for period in range(1, n + 1):
+        if all(flags[i] == flags[i % period] for i in range(n)):
+            return flags[:period]
     raise AssertionError("unreachable: the full pattern always repeats")
 
 

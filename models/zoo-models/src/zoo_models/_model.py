@@ -17,6 +17,7 @@ from zoo_layers import (
     Attention,
     Dropout,
     Embedding,
+    GatedDeltaNet,
     KVCache,
     LatentAttention,
     LayerNorm,
@@ -62,8 +63,23 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
     # Residual-branch outputs get a depth-scaled init (GPT-2's scheme).
     out_std = config.init_std / math.sqrt(2 * config.n_layers)
     rope_theta, rope_scaling = config.layer_rope(phase)
-    attn: Attention | LatentAttention
-    if config.kv_lora_rank is not None:
+    attn: Attention | LatentAttention | GatedDeltaNet
+    if config.layer_linear(phase):
+        attn = GatedDeltaNet(
+            config.d_model,
+            config.linear_qk_heads,
+            config.linear_heads,
+            config.linear_key_dim,
+            config.linear_value_dim,
+            conv_width=config.linear_conv_width,
+            norm_eps=config.norm_eps,
+            init_std=config.init_std,
+            out_init_std=out_std,
+            dtype=config.param_dtype,
+            implementation=config.linear_attention_implementation,
+            key=k_attn,
+        )
+    elif config.kv_lora_rank is not None:
         assert config.rope_head_dim is not None and config.v_head_dim is not None
         attn = LatentAttention(
             config.d_model,
@@ -108,7 +124,9 @@ def _block(config: ModelConfig, phase: int, key: PRNGKeyArray) -> TransformerBlo
             groups=config.expert_groups,
             group_top_k=config.expert_group_top_k,
             routed_scale=config.routed_scaling_factor,
-            shared_hidden=config.shared_experts * config.expert_width or None,
+            shared_hidden=config.shared_expert_hidden
+            or (config.shared_experts * config.expert_width or None),
+            shared_gate=config.shared_expert_gate,
             swiglu_limit=config.swiglu_limit,
             swiglu_alpha=config.swiglu_alpha,
             key=k_mlp,
@@ -165,6 +183,8 @@ def _attention(
         out_init_std=out_std,
         dtype=config.param_dtype,
         sinks=config.attention_sinks,
+        output_gate=config.attention_output_gate,
+        rotary_dim=config.rotary_dim if config.positional == "rope" else None,
         key=key,
     )
 
@@ -361,17 +381,29 @@ class Transformer(eqx.Module):
         return model
 
     def init_cache(self, batch: int, max_len: int, dtype: jnp.dtype | str | None = None) -> KVCache:
-        """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens
-        (for multi-head latent attention: each token's latent and rotary key part, not its
-        expanded keys and values)."""
+        """An empty :class:`zoo_layers.KVCache` for ``batch`` rows of up to ``max_len`` tokens:
+        keys and values of the attention layers (for multi-head latent attention: each token's
+        latent and rotary key part, not its expanded keys and values), and zero states of the
+        gated DeltaNet layers (their convolution's last inputs and their recurrent state)
+        instead of keys and values."""
         c = self.config
         dtype = dtype or self.compute_dtype
         if c.kv_lora_rank is not None:
             return KVCache.empty(
                 c.n_layers, batch, max_len, 1, c.kv_lora_rank, dtype, value_dim=c.rope_head_dim
             )
+        channels = 2 * c.linear_qk_heads * c.linear_key_dim + c.linear_heads * c.linear_value_dim
         return KVCache.empty(
-            c.n_layers, batch, max_len, c.kv_heads, c.dim_per_head, dtype, value_dim=c.value_dim
+            c.n_attention_layers,
+            batch,
+            max_len,
+            c.kv_heads,
+            c.dim_per_head,
+            dtype,
+            value_dim=c.value_dim,
+            linear_layers=c.n_linear_layers,
+            conv_shape=(c.linear_conv_width - 1, channels),
+            state_shape=(c.linear_heads, c.linear_key_dim, c.linear_value_dim),
         )
 
     def decode(
@@ -400,10 +432,11 @@ class Transformer(eqx.Module):
         """
         input_ids = _check_ids(input_ids, self.config.vocab_size)
         b, t = input_ids.shape
-        if b != cache.batch or cache.key.shape[0] != self.config.n_layers:
+        n_attention = self.config.n_attention_layers
+        if b != cache.batch or cache.key.shape[0] != n_attention:
             raise ValueError(
                 f"the cache holds {cache.key.shape[0]} layers x {cache.batch} rows, but the model has "
-                f"{self.config.n_layers} layers and `input_ids` has {b} rows; use model.init_cache."
+                f"{n_attention} attention layers and `input_ids` has {b} rows; use model.init_cache."
             )
         if t > cache.max_len:
             raise ValueError(f"{t} new tokens do not fit a cache of {cache.max_len} slots.")
@@ -418,8 +451,19 @@ class Transformer(eqx.Module):
         slot_positions = jax.lax.dynamic_update_slice(cache.positions, positions, (0, start))
         slot_valid = jax.lax.dynamic_update_slice(cache.valid, mask, (0, start))
         h = self.embed_tokens(input_ids, positions)
-        h, k_new, v_new = self.stack.decode(
-            h, positions, cache.key, cache.value, slot_positions, slot_valid, start
+        linear = (
+            None if cache.conv is None or cache.recurrent is None else (cache.conv, cache.recurrent)
+        )
+        h, k_new, v_new, linear = self.stack.decode_states(
+            h,
+            positions,
+            cache.key,
+            cache.value,
+            slot_positions,
+            slot_valid,
+            start,
+            linear=linear,
+            mask=mask,
         )
         zero = jnp.zeros((), jnp.int32)
         at = (zero, zero, start, zero, zero)
@@ -429,6 +473,8 @@ class Transformer(eqx.Module):
             positions=slot_positions,
             valid=slot_valid,
             index=start + t,
+            conv=None if linear is None else linear[0],
+            recurrent=None if linear is None else linear[1],
         )
         return self.project(h), new_cache
 

@@ -3,9 +3,10 @@
 ``dot_product_attention`` is the only attention call models make; kernels plug in through the
 ``zoo.attention_kernels`` entry-point group and are chosen per call (see ``resolve``);
 ``recording()`` collects what was chosen. ``zoo_attention.grouped`` is the grouped-matmul
-contract (mixture-of-experts layers), with its own kernels chosen by the same machinery, and
-``zoo_attention.cross_entropy`` the fused linear cross-entropy contract (a language model's
-loss on its output head, without its logits).
+contract (mixture-of-experts layers), ``zoo_attention.cross_entropy`` the fused linear
+cross-entropy contract (a language model's loss on its output head, without its logits) and
+``zoo_attention.linear`` the linear-attention contract (the gated delta rule of gated DeltaNet
+layers), each with its own kernels chosen by the same machinery.
 """
 
 import importlib
@@ -15,6 +16,7 @@ from typing import Any
 from . import context as context
 from . import cross_entropy as cross_entropy
 from . import grouped as grouped
+from . import linear as linear
 from ._api import dot_product_attention as dot_product_attention
 from ._api import scope_name as scope_name
 from ._kernel import CONTRACT_VERSION as CONTRACT_VERSION

@@ -15,7 +15,7 @@ import contextvars
 import dataclasses
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 from jax.sharding import AxisType
@@ -88,7 +88,21 @@ def current_partition_axes() -> PartitionAxes:
     return _AXES.get() or PartitionAxes()
 
 
-def _heads_fit(spec: AttentionSpec, shards: int) -> bool:
+class HeadCounts(Protocol):
+    """What the plan reads of a call: its rows, its query heads and the key/value heads they
+    share (an :class:`AttentionSpec`, or a linear-attention call's value and query/key heads)."""
+
+    @property
+    def batch(self) -> int: ...
+
+    @property
+    def num_heads(self) -> int: ...
+
+    @property
+    def num_kv_heads(self) -> int: ...
+
+
+def _heads_fit(spec: HeadCounts, shards: int) -> bool:
     # Contiguous head ranges keep query head n with its key/value head n // G when the shards
     # divide K; a single key/value head (MQA) is replicated instead.
     return spec.num_heads % shards == 0 and (
@@ -96,9 +110,7 @@ def _heads_fit(spec: AttentionSpec, shards: int) -> bool:
     )
 
 
-def plan_axes(
-    spec: AttentionSpec, sizes: dict[str, int], wanted: PartitionAxes
-) -> tuple[Axes, Axes]:
+def plan_axes(spec: HeadCounts, sizes: dict[str, int], wanted: PartitionAxes) -> tuple[Axes, Axes]:
     """``(batch_axes, head_axes)`` among the free mesh axes ``sizes`` (name → size)."""
     batch: list[str] = []
     heads: list[str] = []

@@ -1,8 +1,8 @@
 """What was resolved: :class:`Resolution`, the :func:`recording` blocks that collect them, and
 the fallback warnings, logged once per block.
 
-One record for every kind of kernel: a block sees the attention and the grouped-matmul
-resolutions made inside it, each marked with its kind.
+One record for every kind of kernel: a block sees the attention, grouped-matmul,
+cross-entropy and linear-attention resolutions made inside it, each marked with its kind.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Literal
 #: The kinds of kernel the contract resolves.
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped_matmul"
+LINEAR_ATTENTION = "linear_attention"
 CROSS_ENTROPY = "cross_entropy"
 
 logger = logging.getLogger("zoo_attention")
@@ -32,12 +33,14 @@ class Resolution:
     Attributes:
         kernel: the kernel's name.
         version: the kernel's distribution version.
-        source: ``"argument"`` (``implementation=``), ``"environment"`` (``ZOO_ATTENTION`` or
-            ``ZOO_GROUPED_MATMUL``) or ``"default"`` (the platform's default order).
+        source: ``"argument"`` (``implementation=``), ``"environment"`` (``ZOO_ATTENTION``,
+            ``ZOO_GROUPED_MATMUL``, ``ZOO_CROSS_ENTROPY`` or ``ZOO_LINEAR_ATTENTION``) or
+            ``"default"`` (the platform's default order).
         skipped: ``(name, reason)`` for each kernel tried first that could not serve.
-        spec: the call it was resolved for (an ``AttentionSpec``, a ``GroupedMatmulSpec`` or a
-            ``CrossEntropySpec``).
-        kind: ``"attention"``, ``"grouped_matmul"`` or ``"cross_entropy"``.
+        spec: the call it was resolved for (an ``AttentionSpec``, a ``GroupedMatmulSpec``, a
+            ``CrossEntropySpec`` or a ``LinearAttentionSpec``).
+        kind: ``"attention"``, ``"grouped_matmul"``, ``"cross_entropy"`` or
+            ``"linear_attention"``.
     """
 
     kernel: str
@@ -75,6 +78,8 @@ class ResolutionLog:
             (:meth:`of_kind` gives any kind's).
         cross_entropy: every distinct fused linear cross-entropy resolution, in order of
             first use.
+        linear_attention: every distinct linear-attention (gated delta rule) resolution, in
+            order of first use.
     """
 
     def __init__(self) -> None:
@@ -106,6 +111,10 @@ class ResolutionLog:
     @property
     def cross_entropy(self) -> list[Resolution]:
         return self.of_kind(CROSS_ENTROPY)
+
+    @property
+    def linear_attention(self) -> list[Resolution]:
+        return self.of_kind(LINEAR_ATTENTION)
 
     def __iter__(self) -> Iterator[Resolution]:
         return iter(self.resolutions)

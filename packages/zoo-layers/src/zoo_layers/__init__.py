@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from . import deltanet as deltanet
 from ._attention import Attention as Attention
 from ._attention import QKNorm as QKNorm
 from ._block import TransformerBlock as TransformerBlock
@@ -49,6 +50,7 @@ from ._stack import LayerStack as LayerStack
 from ._stack import layer_slot as layer_slot
 from ._stack import scan_by_default as scan_by_default
 from ._trainable import trainable_mask as trainable_mask
+from .deltanet import GatedDeltaNet as GatedDeltaNet
 from .moe import MoE as MoE
 from .moe import RouterStats as RouterStats
 from .moe import grouped_matmul as grouped_matmul

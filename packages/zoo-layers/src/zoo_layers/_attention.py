@@ -25,6 +25,17 @@ from ._rope import RopeScaling, Rotary
 QKNorm = Literal["head", "projection"]
 
 
+def _rotary(
+    head_dim: int, rotary_dim: int | None, theta: float | None, scaling: RopeScaling | None
+) -> Rotary | None:
+    """The rotary embedding of the first ``rotary_dim`` features of each head (``None``: all
+    ``head_dim``), or ``None`` without rotary positions (``theta=None``)."""
+    rotary_dim = head_dim if rotary_dim is None else rotary_dim
+    if not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"`rotary_dim` must be in [1, {head_dim}], got {rotary_dim}.")
+    return None if theta is None else Rotary(rotary_dim, theta=theta, scaling=scaling)
+
+
 def _qk_norm_kind(qk_norm: bool | str | None) -> QKNorm | None:
     if qk_norm in (None, False, "none"):
         return None
@@ -44,7 +55,9 @@ class Attention(eqx.Module):
         q_norm, k_norm: optional RMSNorm of queries and keys before rotary: over each head
             (``[H]`` weights; Qwen3, Gemma 3) or over the whole projection (``[N*H]`` and
             ``[K*H]`` weights; OLMo 2).
-        rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2).
+        rotary: rotary embedding, or ``None`` (positions added elsewhere, as in GPT-2); it
+            rotates the first ``rotary.head_dim`` features of each head (all of them unless the
+            rotation is partial, as Qwen3.5's quarter of each head).
         num_heads, num_kv_heads, head_dim: ``N``, ``K``, ``H``; ``N % K == 0``.
         scale: logit scale (``None``: ``1/sqrt(H)``).
         window: sliding window ``W`` as in Hugging Face: a query sees itself and the ``W - 1``
@@ -53,6 +66,9 @@ class Attention(eqx.Module):
         implementation: kernel name passed to the contract, or ``None``.
         sinks: ``[N]`` learned sink logits (gpt-oss): one more term of each head's softmax
             denominator (the contract's ``sinks=``), or ``None``.
+        output_gate: the query projection also gives each head a gate ``[H]`` (stored after
+            the head's query, ``q_proj`` then ``[N*2H, D]``) and the attention output is
+            multiplied by its sigmoid before ``o_proj`` (Qwen3.5's gated attention).
     """
 
     q_proj: Linear
@@ -70,6 +86,7 @@ class Attention(eqx.Module):
     soft_cap: float | None = eqx.field(static=True)
     implementation: str | None = eqx.field(static=True)
     qk_norm: QKNorm | None = eqx.field(static=True, default=None)
+    output_gate: bool = eqx.field(static=True, default=False)
     sinks: Float[Array, " N"] | None = None
 
     def __init__(
@@ -94,13 +111,16 @@ class Attention(eqx.Module):
         out_init_std: float | None = None,
         dtype: str = "float32",
         sinks: bool = False,
+        output_gate: bool = False,
+        rotary_dim: int | None = None,
         key: PRNGKeyArray,
     ) -> None:
         """``rope_theta=None`` disables rotary embeddings. ``qk_norm``: ``False`` (none),
         ``True`` or ``"head"`` (RMSNorm over each head's ``H`` features), ``"projection"``
         (over all ``N*H`` query and ``K*H`` key features); ``qk_norm_unit_offset`` scales those
         norms by ``1 + weight`` (Gemma). ``sinks``: a learned sink logit per query head,
-        initialised to 0."""
+        initialised to 0. ``rotary_dim``: rotate only the first that many features of each head
+        (``None``: all); ``output_gate``: see the class attributes."""
         num_kv_heads, head_dim = _head_shape(dim, num_heads, num_kv_heads, head_dim)
         if window is not None and window < 1:
             raise ValueError(f"`window` must be >= 1 or None, got {window!r}.")
@@ -122,7 +142,7 @@ class Attention(eqx.Module):
                 key=k,
             )
 
-        self.q_proj = projection(num_heads * head_dim, q_axes, kq)
+        self.q_proj = projection(num_heads * head_dim * (2 if output_gate else 1), q_axes, kq)
         self.k_proj = projection(num_kv_heads * head_dim, kv_axes, kk)
         self.v_proj = projection(num_kv_heads * head_dim, kv_axes, kv)
         self.o_proj = Linear(
@@ -141,33 +161,35 @@ class Attention(eqx.Module):
                 size, eps=qk_norm_eps, unit_offset=qk_norm_unit_offset, dtype=dtype, axis=axis
             )
 
+        self.q_norm = self.k_norm = None
         if kind == "projection":
             # Named like the projection's output so the norm shards with it.
             self.q_norm = norm(num_heads * head_dim, HEADS)
             self.k_norm = norm(num_kv_heads * head_dim, KV_HEADS)
         elif kind == "head":
-            self.q_norm = norm(head_dim, HEAD_DIM)
-            self.k_norm = norm(head_dim, HEAD_DIM)
-        else:
-            self.q_norm = self.k_norm = None
+            self.q_norm, self.k_norm = norm(head_dim, HEAD_DIM), norm(head_dim, HEAD_DIM)
         self.qk_norm = kind
-        self.rotary = (
-            None if rope_theta is None else Rotary(head_dim, theta=rope_theta, scaling=rope_scaling)
-        )
-        self.num_heads = num_heads
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
+        self.rotary = _rotary(head_dim, rotary_dim, rope_theta, rope_scaling)
+        self.output_gate = output_gate
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.scale = None if scale is None else float(scale)
         self.window = window
         self.soft_cap = None if soft_cap is None else float(soft_cap)
         self.implementation = implementation
         self.sinks = jnp.zeros((num_heads,), dtype) if sinks else None
 
-    def _qkv(
+    def _project(
         self, x: Float[Array, "B T D"], positions: Int[Array, "B T"]
-    ) -> tuple[Array, Array, Array]:
+    ) -> tuple[Array, Array, Array, Array | None]:
+        """Queries, keys and values as the contract takes them, and the output gate's logits
+        ``[B, T, N*H]`` (``None`` without one)."""
         b, t, _ = x.shape
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        gate = None
+        if self.output_gate:
+            both = q.reshape(b, t, self.num_heads, 2, self.head_dim)
+            q = both[:, :, :, 0].reshape(b, t, self.num_heads * self.head_dim)
+            gate = both[:, :, :, 1].reshape(b, t, self.num_heads * self.head_dim)
         whole = self.qk_norm == "projection"
         if whole and self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
@@ -177,15 +199,26 @@ class Attention(eqx.Module):
         if not whole and self.q_norm is not None and self.k_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rotary is not None:
-            q, k = self.rotary(q, positions), self.rotary(k, positions)
-        return q, k, v
+            q, k = self._rotate(q, positions), self._rotate(k, positions)
+        return q, k, v, gate
+
+    def _rotate(self, x: Array, positions: Array) -> Array:
+        assert self.rotary is not None
+        width = self.rotary.head_dim
+        if width == self.head_dim:
+            return self.rotary(x, positions)
+        turned = self.rotary(x[..., :width], positions)
+        return jnp.concatenate([turned, x[..., width:]], axis=-1)
 
     def _attend(self, q: Array, k: Array, v: Array, **mask: Any) -> Array:
         return contract_attention(self, q, k, v, sinks=self.sinks, **mask)
 
-    def _out(self, o: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
+    def _out(self, o: Float[Array, "B T N H"], gate: Array | None = None) -> Float[Array, "B T D"]:
         b, t = o.shape[:2]
-        return self.o_proj(o.reshape(b, t, self.num_heads * self.head_dim))
+        o = o.reshape(b, t, self.num_heads * self.head_dim)
+        if gate is not None:
+            o = o * jax.nn.sigmoid(gate)
+        return self.o_proj(o)
 
     def __call__(
         self,
@@ -199,11 +232,11 @@ class Attention(eqx.Module):
         the sequence index, so packed documents need ``segment_ids`` (and positions that
         restart per document, for rotary models).
         """
-        q, k, v = self._qkv(x, positions)
+        q, k, v, gate = self._project(x, positions)
         o = self._attend(
             q, k, v, is_causal=True, segment_ids=segment_ids, local_window_size=back(self.window)
         )
-        return self._out(o)
+        return self._out(o, gate)
 
     def decode(
         self,
@@ -220,13 +253,13 @@ class Attention(eqx.Module):
         ``slot_positions``/``slot_valid`` already describe the cache after the write. Returns
         the output and the new keys and values (the caller stores them).
         """
-        q, k_new, v_new = self._qkv(x, positions)
+        q, k_new, v_new, gate = self._project(x, positions)
         k_all = write_slots(cache_key, k_new, start).astype(q.dtype)
         v_all = write_slots(cache_value, v_new, start).astype(q.dtype)
         o = attend_cached(
             self._attend, q, k_all, v_all, positions, slot_positions, slot_valid, start, self.window
         )
-        return self._out(o), k_new, v_new
+        return self._out(o, gate), k_new, v_new
 
 
 class _ContractArguments(Protocol):

@@ -1,9 +1,11 @@
-"""``TransformerBlock``: a residual block (attention, then MLP).
+"""``TransformerBlock``: a residual block (token mixing, then MLP).
 
 ``x + post_attn(attn(attn_norm(x)))`` then ``x + post_mlp(mlp(mlp_norm(x)))``. Every norm is
 optional: pre-norm models (Llama) have the two pre-norms, Gemma 2 and 3 add the post norms, OLMo 2
 has only the post norms. Dropout acts on each branch before it joins the residual. The MLP may be
 a mixture of experts (:class:`zoo_layers.MoE`), whose router statistics :meth:`apply` returns.
+The token mixer is attention or a gated DeltaNet (:class:`zoo_layers.deltanet.GatedDeltaNet`,
+Qwen3.5's linear-attention layers), which decodes with a recurrent state instead of a KV cache.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ._dropout import Dropout
 from ._latent_attention import LatentAttention
 from ._mlp import MLP
 from ._norm import LayerNorm, RMSNorm
+from .deltanet import GatedDeltaNet
 from .moe import MoE, RouterStats
 
 Norm = LayerNorm | RMSNorm
@@ -34,7 +37,7 @@ class TransformerBlock(eqx.Module):
     """
 
     attn_norm: Norm | None
-    attn: Attention | LatentAttention
+    attn: Attention | LatentAttention | GatedDeltaNet
     mlp_norm: Norm | None
     mlp: MLP | MoE
     post_attn_norm: Norm | None = None
@@ -84,6 +87,7 @@ class TransformerBlock(eqx.Module):
         start: Int[Array, ""],
     ) -> tuple[Float[Array, "B t D"], Float[Array, "B t K H"], Float[Array, "B t K H"]]:
         """The block for ``t`` new tokens against a cache; see :meth:`Attention.decode`."""
+        assert not isinstance(self.attn, GatedDeltaNet)
         h, k_new, v_new = self.attn.decode(
             self._norm(self.attn_norm, x),
             positions,
@@ -95,6 +99,27 @@ class TransformerBlock(eqx.Module):
         )
         x = x + self._norm(self.post_attn_norm, h)
         return self._mlp_branch(x, None)[0], k_new, v_new
+
+    @property
+    def is_linear(self) -> bool:
+        """Whether the token mixer is a gated DeltaNet (decoded with a state, not a KV cache)."""
+        return isinstance(self.attn, GatedDeltaNet)
+
+    def decode_linear(
+        self,
+        x: Float[Array, "B t D"],
+        conv_state: Float[Array, "B W1 C"],
+        state: Float[Array, "B N Dk Dv"],
+        mask: Bool[Array, "B t"] | None = None,
+    ) -> tuple[Float[Array, "B t D"], Float[Array, "B W1 C"], Float[Array, "B N Dk Dv"]]:
+        """The block for ``t`` new tokens of a gated DeltaNet layer; see
+        :meth:`GatedDeltaNet.decode`."""
+        assert isinstance(self.attn, GatedDeltaNet)
+        h, conv_state, state = self.attn.decode(
+            self._norm(self.attn_norm, x), conv_state, state, mask
+        )
+        x = x + self._norm(self.post_attn_norm, h)
+        return self._mlp_branch(x, None)[0], conv_state, state
 
     def _mlp_branch(
         self,

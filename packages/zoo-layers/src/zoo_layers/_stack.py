@@ -20,7 +20,7 @@ each stacked with a leading axis of one, applied unrolled after the scan.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import equinox as eqx
 import jax
@@ -316,32 +316,83 @@ class LayerStack(eqx.Module):
         start: Int[Array, ""],
     ) -> tuple[Float[Array, "B t D"], Float[Array, "L B t K H"], Float[Array, "L B t K H"]]:
         """Every layer for ``t`` new tokens against a cache; returns the new keys and values."""
-        whole = self.groups * self.period
-
-        def grouped(a: Array, tail: bool = False) -> Array:
-            if tail:
-                return a[whole:].reshape(1, len(self.tail), *a.shape[1:])
-            a = a[:whole] if self.tail else a
-            return a.reshape(self.groups, self.period, *a.shape[1:])
-
-        def body(
-            blocks: tuple[TransformerBlock, ...], h: Array, kv: tuple[Array, Array]
-        ) -> tuple[Array, tuple[Array, Array]]:
-            new_k, new_v = [], []
-            for p, block in enumerate(blocks):
-                h, k, v = block.decode(
-                    h, positions, kv[0][p], kv[1][p], slot_positions, slot_valid, start
-                )
-                new_k.append(k)
-                new_v.append(v)
-            return h, (jnp.stack(new_k), jnp.stack(new_v))
-
-        out, (k, v) = self._apply(body, x, (grouped(cache_key), grouped(cache_value)))
-        flat = lambda a: a.reshape(-1, *a.shape[2:])
-        k, v = flat(k), flat(v)
-        if self.tail:
-            tail_kv = (grouped(cache_key, True), grouped(cache_value, True))
-            out, (k_tail, v_tail) = self._apply(body, out, tail_kv, self.tail)
-            k = jnp.concatenate([k, flat(k_tail)])
-            v = jnp.concatenate([v, flat(v_tail)])
+        out, k, v, _ = self.decode_states(
+            x, positions, cache_key, cache_value, slot_positions, slot_valid, start
+        )
         return out, k, v
+
+    def decode_states(
+        self,
+        x: Float[Array, "B t D"],
+        positions: Int[Array, "B t"],
+        cache_key: Float[Array, "La B S K H"],
+        cache_value: Float[Array, "La B S K H"],
+        slot_positions: Int[Array, "B S"],
+        slot_valid: Bool[Array, "B S"],
+        start: Int[Array, ""],
+        linear: tuple[Array, Array] | None = None,
+        mask: Bool[Array, "B t"] | None = None,
+    ) -> tuple[
+        Float[Array, "B t D"],
+        Float[Array, "La B t K H"],
+        Float[Array, "La B t K H"],
+        tuple[Array, Array] | None,
+    ]:
+        """Every layer for ``t`` new tokens: attention layers against the cache (``cache_key``
+        and ``cache_value`` hold the attention layers only, in order), gated DeltaNet layers
+        from ``linear``, their ``(conv [Ll, B, W - 1, C], recurrent [Ll, B, N, Dk, Dv])``
+        states in order (``mask``: ``False`` at padding). Returns the output, the attention
+        layers' new keys and values, and the DeltaNet layers' new states (``None`` without such
+        layers)."""
+        kinds = [b.is_linear for b in self.blocks]
+        tail_kinds = [b.is_linear for b in self.tail]
+        whole = self.groups
+
+        def grouped(a: Array | None, linear_kind: bool) -> tuple[Any, Any]:
+            """``a`` (one entry per layer of the kind) as ``[groups, per group]`` for the scan
+            and ``[1, tail count]`` for the tail."""
+            per = kinds.count(linear_kind)
+            tail = tail_kinds.count(linear_kind)
+            if a is None or per + tail == 0:
+                return None, None
+            main = a[: whole * per].reshape(whole, per, *a.shape[1:]) if per else None
+            rest = a[whole * per :].reshape(1, tail, *a.shape[1:]) if tail else None
+            return main, rest
+
+        def body(blocks: tuple[TransformerBlock, ...], h: Array, xs: Any) -> tuple[Array, Any]:
+            keys, values, convs, states = xs
+            new: dict[str, list[Array]] = {"k": [], "v": [], "conv": [], "state": []}
+            for block in blocks:
+                if block.is_linear:
+                    i = len(new["conv"])
+                    h, c, s = block.decode_linear(h, convs[i], states[i], mask)
+                    new["conv"].append(c)
+                    new["state"].append(s)
+                else:
+                    i = len(new["k"])
+                    h, k, v = block.decode(
+                        h, positions, keys[i], values[i], slot_positions, slot_valid, start
+                    )
+                    new["k"].append(k)
+                    new["v"].append(v)
+            return h, tuple(jnp.stack(a) if a else None for a in new.values())
+
+        conv, state = (None, None) if linear is None else linear
+        parts = [grouped(a, kind) for a, kind in
+                 ((cache_key, False), (cache_value, False), (conv, True), (state, True))]  # fmt: skip
+        out, ys = self._apply(body, x, tuple(p[0] for p in parts))
+        flat = [None if y is None else y.reshape(-1, *y.shape[2:]) for y in ys]
+        if self.tail:
+            out, tail_ys = self._apply(body, out, tuple(p[1] for p in parts), self.tail)
+            flat = [
+                a if b is None else b.reshape(-1, *b.shape[2:]) if a is None
+                else jnp.concatenate([a, b.reshape(-1, *b.shape[2:])])
+                for a, b in zip(flat, tail_ys, strict=True)
+            ]  # fmt: skip
+        k_new, v_new, conv_new, state_new = flat
+        if k_new is None or v_new is None:  # a stack of DeltaNet layers alone
+            shape = (0, x.shape[0], x.shape[1], *cache_key.shape[3:])
+            k_new = v_new = jnp.zeros(shape, cache_key.dtype)
+        if conv_new is None or state_new is None:
+            return out, k_new, v_new, None
+        return out, k_new, v_new, (conv_new, state_new)

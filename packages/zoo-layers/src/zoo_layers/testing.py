@@ -15,7 +15,7 @@ from .moe import MoE, clamped_swiglu, route
 def dense_moe(moe: MoE, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
     """``moe(x)[0]`` the dense way: every expert on every token, weighted by the router (zero
     weight for the experts a token did not choose), with the layer's biases, activation and
-    shared experts."""
+    shared experts (gated where the layer gates them)."""
     lead, dim = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, dim)
     bias = None if moe.router.bias is None else moe.router.bias.astype(jnp.float32)
@@ -46,5 +46,8 @@ def dense_moe(moe: MoE, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
         out = out + moe.down_bias[:, None].astype(jnp.float32)
     y = jnp.einsum("ne,end->nd", combine, out).astype(x.dtype)
     if moe.shared is not None:
-        y = y + moe.shared(flat)
+        shared = moe.shared(flat)
+        if moe.shared_gate is not None:
+            shared = shared * jax.nn.sigmoid(moe.shared_gate(flat))
+        y = y + shared
     return y.reshape(*lead, dim)

@@ -17,7 +17,8 @@ def provenance_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> lis
 
     Returns:
         Lines such as ``"attention kernel: flash_tpu 0.1.0 -> xla 1.0.0"``, ``"grouped matmul:
-        ragged_dot 1.2.0 -> megablox 0.1.0"`` or ``"zoo-models: 0.1.0 -> 0.2.0"``; empty when
+        ragged_dot 1.2.0 -> megablox 0.1.0"``, ``"linear attention: deltanet_tpu 0.1.0 ->
+        chunked_xla 1.0.0"`` or ``"zoo-models: 0.1.0 -> 0.2.0"``; empty when
         nothing changed.
     """
     if not saved:
@@ -27,10 +28,11 @@ def provenance_changes(saved: dict[str, Any] | None, now: dict[str, Any]) -> lis
         ("attention", "attention kernel"),
         ("grouped_matmul", "grouped matmul"),
         ("cross_entropy", "cross entropy"),
+        ("linear_attention", "linear attention"),
     )
     for key, what in kinds:
         if key not in saved and key != "attention":
-            continue  # a checkpoint from before the kind was recorded
+            continue  # before the kind was recorded, or a model without gated DeltaNet layers
         old_kernel = kernel_label(saved.get(key) or [])
         new_kernel = kernel_label(now.get(key) or [])
         if old_kernel != new_kernel:

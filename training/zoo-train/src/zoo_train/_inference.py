@@ -107,7 +107,7 @@ def new_token_budget(model: Any, prompt_len: int, requested: int) -> tuple[int, 
         budget = room
         why = f"the model has {config.max_position} positions and the prompt takes {prompt_len}"
     dtype = jnp.dtype(getattr(model, "compute_dtype", None) or jnp.float32)
-    per_token = config.n_layers * config.cache_width * dtype.itemsize
+    per_token = config.n_attention_layers * config.cache_width * dtype.itemsize
     free, what = free_memory()
     if free is None:
         return budget, why

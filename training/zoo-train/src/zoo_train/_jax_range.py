@@ -26,8 +26,8 @@ class Kind:
     """A kind of kernel, as its distributions' metadata shows it (read without importing JAX).
 
     Attributes:
-        name: ``"attention"``, ``"grouped_matmul"`` or ``"cross_entropy"`` (a resolution's
-            ``kind``).
+        name: ``"attention"``, ``"grouped_matmul"``, ``"cross_entropy"`` or
+            ``"linear_attention"`` (a resolution's ``kind``).
         group: the entry-point group its kernels register under
             (``zoo_attention.ENTRY_POINT_GROUP``, ``zoo_attention.grouped.ENTRY_POINT_GROUP``).
         reference: its reference kernel, registered by zoo-attention even without its entry
@@ -44,8 +44,9 @@ class Kind:
 ATTENTION = Kind("attention", "zoo.attention_kernels", "xla", "1.0.0")
 GROUPED_MATMUL = Kind("grouped_matmul", "zoo.grouped_matmul_kernels", "ragged_dot", "1.2.0")
 CROSS_ENTROPY = Kind("cross_entropy", "zoo.cross_entropy_kernels", "logits", "1.3.0")
+LINEAR_ATTENTION = Kind("linear_attention", "zoo.linear_attention_kernels", "chunked_xla", "1.3.0")
 #: In the order ``zoo kernels`` lists them (by name).
-KINDS = (ATTENTION, CROSS_ENTROPY, GROUPED_MATMUL)
+KINDS = (ATTENTION, CROSS_ENTROPY, GROUPED_MATMUL, LINEAR_ATTENTION)
 
 
 def installed_versions(names: tuple[str, ...]) -> dict[str, str]:

@@ -34,11 +34,15 @@ def kernel_label(resolutions: Sequence[Mapping[str, Any]]) -> str:
 
 
 def kernels_line(kernels: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
-    """The attention kernels' label, and the grouped-matmul and cross-entropy kernels' where
-    there are any: ``"flash_tpu 0.3.3; grouped matmul: megablox 0.1.0; cross entropy:
-    fused_xla 1.3.0"``."""
+    """The attention kernels' label, and the grouped-matmul, cross-entropy and linear-attention
+    kernels' where there are any: ``"flash_tpu 0.3.3; grouped matmul: megablox 0.1.0; cross
+    entropy: fused_xla 1.3.0"``."""
     line = kernel_label(kernels.get("attention") or [])
-    for key, what in (("grouped_matmul", "grouped matmul"), ("cross_entropy", "cross entropy")):
+    for key, what in (
+        ("grouped_matmul", "grouped matmul"),
+        ("cross_entropy", "cross entropy"),
+        ("linear_attention", "linear attention"),
+    ):
         rows = kernels.get(key) or []
         if rows:
             line += f"; {what}: {kernel_label(rows)}"
@@ -49,14 +53,16 @@ def provenance(
     attention: Sequence[dict[str, Any]] = (),
     grouped_matmul: Sequence[dict[str, Any]] = (),
     cross_entropy: Sequence[dict[str, Any]] = (),
+    linear_attention: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """A JSON-ready record of the software and hardware of this process.
 
     Keys: ``packages`` (installed zoo distributions → version), ``libraries`` (jax, jaxlib,
     libtpu where installed, equinox, optax, orbax-checkpoint, numpy), ``jax`` (version), ``python``, ``backend``,
-    ``devices`` (device kinds), ``attention``, ``grouped_matmul`` and ``cross_entropy``: the
-    run's resolved attention, grouped-matmul and fused cross-entropy kernels as given (``Resolution.as_dict()`` of each, from
-    ``zoo_attention.recording()``).
+    ``devices`` (device kinds), ``attention``, ``grouped_matmul``, ``cross_entropy`` and, for
+    a model with gated DeltaNet layers, ``linear_attention``: the run's resolved attention,
+    grouped-matmul, fused cross-entropy and linear-attention kernels as given
+    (``Resolution.as_dict()`` of each, from ``zoo_attention.recording()``).
     """
     return {
         "packages": installed_versions(ZOO_DISTRIBUTIONS),
@@ -69,4 +75,5 @@ def provenance(
         "attention": list(attention),
         "grouped_matmul": list(grouped_matmul),
         "cross_entropy": list(cross_entropy),
+        **({"linear_attention": list(linear_attention)} if linear_attention else {}),
     }

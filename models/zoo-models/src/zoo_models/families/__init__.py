@@ -33,6 +33,7 @@ from . import mixtral as mixtral
 from . import qwen3_moe as qwen3_moe
 from . import gpt_oss as gpt_oss
 from . import deepseek_v3 as deepseek_v3
+from . import qwen3_5 as qwen3_5
 
 # isort: on
 

@@ -11,7 +11,16 @@ from .._hf_fields import ACT_OUT, activation, as_float, require, rope_in, rope_o
 from .._hf_weights import Rule, one
 from ._registry import Family, Reader, Writer
 
-__all__ = ["KEYS", "attention_bias", "family", "layer_rules", "read", "top_rules", "write"]
+__all__ = [
+    "KEYS",
+    "attention_bias",
+    "family",
+    "language_model_aliases",
+    "layer_rules",
+    "read",
+    "top_rules",
+    "write",
+]
 
 #: The config.json key of each ModelConfig field these families set.
 KEYS = {
@@ -132,6 +141,20 @@ def layer_rules(config: ModelConfig, layer: int) -> list[Rule]:
     else:
         rules.append(one(n + "post_attention_layernorm.weight", "mlp_norm.weight"))
     return rules
+
+
+def language_model_aliases(prefixes: tuple[str, ...]) -> Callable[[set[str]], dict[str, str]]:
+    """``Family.aliases`` for an image-and-text checkpoint that keeps its language model's
+    ``model.*`` tensors under one of ``prefixes`` (``model.language_model.``, ...)."""
+
+    def aliases(names: set[str]) -> dict[str, str]:
+        if "model.embed_tokens.weight" not in names:
+            for prefix in prefixes:
+                if f"{prefix}embed_tokens.weight" in names:
+                    return {f"model.{n[len(prefix) :]}": n for n in names if n.startswith(prefix)}
+        return {}
+
+    return aliases
 
 
 def family(

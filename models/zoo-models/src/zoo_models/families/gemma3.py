@@ -129,13 +129,8 @@ def write(c: ModelConfig) -> dict[str, Any]:
     }
 
 
-def aliases(names: set[str]) -> dict[str, str]:
-    """An image-and-text checkpoint's language model tensors, under :data:`PREFIXES`."""
-    if "model.embed_tokens.weight" not in names:
-        for prefix in PREFIXES:
-            if f"{prefix}embed_tokens.weight" in names:
-                return {f"model.{n[len(prefix) :]}": n for n in names if n.startswith(prefix)}
-    return {}
+#: An image-and-text checkpoint's language model tensors, under :data:`PREFIXES`.
+aliases = _decoder.language_model_aliases(PREFIXES)
 
 
 def _gemma3(**kw: Any) -> ModelConfig:

@@ -71,8 +71,10 @@ class MoE(eqx.Module):
         correction_bias: ``[E]``, sigmoid scoring's selection bias (DeepSeek-V3's
             ``e_score_correction_bias``): no gradient reaches it; training updates it by the
             experts' load (aux-loss-free balancing), outside the optimizer. ``None``: none.
-        shared: the shared experts, one dense gated MLP every token goes through (DeepSeek),
-            or ``None``.
+        shared: the shared experts, one dense gated MLP every token goes through (DeepSeek,
+            Qwen3.5-MoE), or ``None``.
+        shared_gate: ``[1, D]``, scales the shared experts' output by ``sigmoid(x @ gate.T)``
+            (Qwen3.5-MoE's gated shared expert), or ``None``.
         scoring, groups, group_top_k, routed_scale: the router's scoring (``"softmax"`` or
             ``"sigmoid"``), group-limited selection and weight scale (see :func:`route`).
         swiglu_limit, swiglu_alpha: gpt-oss's clamped SwiGLU (``None``: ``act(gate) * up``).
@@ -91,6 +93,7 @@ class MoE(eqx.Module):
     down_bias: Float[Array, "E D"] | None = None
     correction_bias: Float[Array, " E"] | None = None
     shared: MLP | None = None
+    shared_gate: Linear | None = None
     scoring: Scoring = eqx.field(static=True, default="softmax")
     groups: int = eqx.field(static=True, default=1)
     group_top_k: int = eqx.field(static=True, default=1)
@@ -121,19 +124,22 @@ class MoE(eqx.Module):
         group_top_k: int = 1,
         routed_scale: float = 1.0,
         shared_hidden: int | None = None,
+        shared_gate: bool = False,
         swiglu_limit: float | None = None,
         swiglu_alpha: float = 1.702,
         key: PRNGKeyArray,
     ) -> None:
         """``router_bias``, ``expert_bias``: biases on the router and on each expert's three
         projections; ``correction_bias``: sigmoid scoring's selection bias (zeros);
-        ``shared_hidden``: the width of the shared experts' MLP (``None``: none). The rest are
+        ``shared_hidden``: the width of the shared experts' MLP (``None``: none);
+        ``shared_gate``: gate it by a sigmoid of a learned ``[1, D]`` projection. The rest are
         the attributes of the same names."""
         _check(num_experts, top_k, groups, group_top_k)
         if scoring not in ("softmax", "sigmoid"):
             raise ValueError(f"`scoring` must be 'softmax' or 'sigmoid', got {scoring!r}.")
         activation_fn(activation)
         k_router, k_gate, k_up, k_down, k_shared = jax.random.split(key, 5)
+        k_shared, k_shared_gate = jax.random.split(k_shared)
         std = dim**-0.5 if init_std is None else init_std
         out_std = std if out_init_std is None else out_init_std
         self.router = Linear(
@@ -172,6 +178,11 @@ class MoE(eqx.Module):
                 key=k_shared,
             )
         )
+        self.shared_gate = (
+            Linear(dim, 1, init_std=init_std, axes=(None, EMBED), dtype=dtype, key=k_shared_gate)
+            if shared_gate and shared_hidden is not None
+            else None
+        )
         self.scoring = scoring
         self.groups = groups
         self.group_top_k = group_top_k
@@ -206,9 +217,12 @@ class MoE(eqx.Module):
             correction_bias=(EXPERTS,),
         )
         named = eqx.tree_at(lambda m: m.router, named, self.router.logical_axes())
-        if self.shared is None:
-            return named
-        return eqx.tree_at(lambda m: m.shared, named, logical_axes(self.shared))
+        if self.shared is not None:
+            named = eqx.tree_at(lambda m: m.shared, named, logical_axes(self.shared))
+        if self.shared_gate is not None:
+            gate = self.shared_gate.logical_axes()
+            named = eqx.tree_at(lambda m: m.shared_gate, named, gate)
+        return named
 
     def __call__(
         self,
@@ -221,7 +235,10 @@ class MoE(eqx.Module):
         all); ``keep_logits`` also returns the router logits ``[*B, E]``."""
         y, stats = self._routed(x, mask, keep_logits=keep_logits)
         if self.shared is not None:
-            y = y + self.shared(x)
+            shared = self.shared(x)
+            if self.shared_gate is not None:
+                shared = shared * jax.nn.sigmoid(self.shared_gate(x))
+            y = y + shared
         return y, stats
 
     def _routed(

@@ -141,11 +141,13 @@ def all_gather_bytes(text: str) -> int:
 
 def _kernels_in(text: str, resolved: zoo_attention.ResolutionLog) -> list[dict[str, Any]]:
     """Kernels resolved while tracing whose named scope is in the compiled HLO: attention's,
-    then the grouped matmuls', then the loss's fused cross entropy (``kind`` says which)."""
+    then the grouped matmuls', the gated DeltaNet layers' linear attention, then the loss's fused
+    cross entropy (``kind`` says which)."""
     found = []
     for kind, scope_name, rows in (
         ("attention", zoo_attention.scope_name, resolved.resolutions),
         ("grouped_matmul", zoo_attention.grouped.scope_name, resolved.grouped_matmul),
+        ("linear_attention", zoo_attention.linear.scope_name, resolved.linear_attention),
         ("cross_entropy", zoo_attention.cross_entropy.scope_name, resolved.cross_entropy),
     ):
         for r in rows:

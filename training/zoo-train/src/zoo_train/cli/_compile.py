@@ -119,11 +119,13 @@ def _describe(
         kind: ", ".join(
             f"{k['kernel']} {k['version']}" for k in report.kernels if k["kind"] == kind
         )
-        for kind in ("attention", "grouped_matmul", "cross_entropy")
+        for kind in ("attention", "grouped_matmul", "linear_attention", "cross_entropy")
     }
     kernels = names["attention"] or "none found"
     if names["grouped_matmul"]:  # a mixture of experts: its grouped matmuls' kernel too
         kernels += f"; grouped matmul: {names['grouped_matmul']}"
+    if names["linear_attention"]:  # gated DeltaNet layers: their recurrence's kernel
+        kernels += f"; linear attention: {names['linear_attention']}"
     if names["cross_entropy"]:  # the loss's kernel (a model scored from its logits has none)
         kernels += f"; cross entropy: {names['cross_entropy']}"
     if report.memory is not None and not report.memory.from_error:

@@ -1,5 +1,5 @@
-"""``zoo kernels``: the installed kernels of both kinds (attention, grouped matmul), or
-``zoo kernels verify NAME``.
+"""``zoo kernels``: the installed kernels of every kind (attention, grouped matmul, cross
+entropy, linear attention), or ``zoo kernels verify NAME``.
 
 The listing reads the kernels' distribution metadata (entry points and requirements) without
 importing JAX or any kernel, so it answers at once. Where a kernel serves needs the kernels

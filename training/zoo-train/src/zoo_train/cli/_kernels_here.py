@@ -16,13 +16,15 @@ import jax.numpy as jnp
 import zoo_attention
 import zoo_attention.cross_entropy.testing
 import zoo_attention.grouped.testing
+import zoo_attention.linear.testing
 import zoo_attention.testing
-from zoo_attention import cross_entropy, grouped
+from zoo_attention import cross_entropy, grouped, linear
 
 from .._jax_range import (
     ATTENTION,
     CROSS_ENTROPY,
     GROUPED_MATMUL,
+    LINEAR_ATTENTION,
     Kind,
     describe_running_jax,
     verified_jax,
@@ -32,7 +34,11 @@ from .._usage import UsageError
 
 PLATFORMS = ("cpu", "gpu", "tpu")
 #: TPU kernels that serve off a TPU in Pallas interpret mode when their variable is 1.
-INTERPRET_VARS = {"flash_tpu": "ZOO_FLASH_TPU_INTERPRET", "megablox": "ZOO_MEGABLOX_INTERPRET"}
+INTERPRET_VARS = {
+    "flash_tpu": "ZOO_FLASH_TPU_INTERPRET",
+    "megablox": "ZOO_MEGABLOX_INTERPRET",
+    "deltanet_tpu": "ZOO_DELTANET_TPU_INTERPRET",
+}
 
 
 def _attention_probe() -> Any:
@@ -56,6 +62,14 @@ def _cross_entropy_probe() -> Any:
     head = jax.ShapeDtypeStruct((128256, 2048), jnp.bfloat16)
     ids = jax.ShapeDtypeStruct((4, 2048), jnp.int32)
     return cross_entropy.make_spec(hidden, head, ids, ids, head_layout="vd")
+
+
+def _linear_probe() -> Any:
+    """A Qwen3.5-9B gated DeltaNet layer's recurrence at 4,096 tokens, bfloat16."""
+    qk = jax.ShapeDtypeStruct((1, 4096, 16, 128), jnp.bfloat16)
+    v = jax.ShapeDtypeStruct((1, 4096, 32, 128), jnp.bfloat16)
+    g = jax.ShapeDtypeStruct((1, 4096, 32), jnp.float32)
+    return linear.make_spec(qk, qk, v, g, g, normalize_qk=True)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +108,14 @@ REGISTRIES = (
         _cross_entropy_probe,
         zoo_attention.cross_entropy.testing.verify,
         zoo_attention.cross_entropy.testing.verify_count,
+    ),
+    _Registry(
+        LINEAR_ATTENTION,
+        linear.kernels,
+        linear.refused_kernels,
+        _linear_probe,
+        zoo_attention.linear.testing.verify,
+        zoo_attention.linear.testing.verify_count,
     ),
 )
 

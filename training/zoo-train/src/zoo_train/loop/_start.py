@@ -279,7 +279,12 @@ def _announce(
     skipped = [] if restored is None else restored.skipped  # each logged when it was found
     logger.info("attention kernel: %s", kernels_line(resolved))
     fused = resolved.get("cross_entropy", [])
-    prov = provenance(attention=kernels, grouped_matmul=grouped, cross_entropy=fused)
+    prov = provenance(
+        attention=kernels,
+        grouped_matmul=grouped,
+        cross_entropy=fused,
+        linear_attention=resolved.get("linear_attention", []),
+    )
     record(
         {
             "step": start,

@@ -30,6 +30,7 @@ from ..parallel import (
     check_batch,
     check_experts,
     check_heads,
+    check_recurrent,
     is_primary,
     make_mesh,
     make_rules,
@@ -114,6 +115,7 @@ class Trainer:
         if hasattr(model_config, "n_heads") and hasattr(model_config, "kv_heads"):  # a zoo model
             check_heads(model_config.n_heads, model_config.kv_heads, self.mesh, self.rules)
             check_experts(getattr(model_config, "n_experts", 0), self.mesh, self.rules)
+            check_recurrent(getattr(model_config, "n_linear_layers", 0), self.mesh, self.rules)
         self.train_step = make_train_step(
             self.plan.optimizer,
             self.loss_fn,
@@ -155,8 +157,9 @@ class Trainer:
     def resolve_kernels(self, shapes: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         """Trace the loss once (abstractly, under the mesh) on a micro-batch of the step's
         ``shapes`` so its kernels are resolved for the target and logged; the resolutions by
-        kind: ``{"attention": [...], "grouped_matmul": [...], "cross_entropy": [...]}``
-        (``Resolution.as_dict()`` each; no grouped matmul without a mixture of experts)."""
+        kind: ``{"attention": [...], "grouped_matmul": [...], "cross_entropy": [...],
+        "linear_attention": [...]}`` (``Resolution.as_dict()`` each; no grouped matmul without
+        a mixture of experts, no linear attention without gated DeltaNet layers)."""
         rows = self.config.batch_size
         micro = {k: jax.ShapeDtypeStruct((rows, *v.shape[1:]), v.dtype) for k, v in shapes.items()}
         with (
@@ -169,6 +172,7 @@ class Trainer:
             "attention": [r.as_dict() for r in log],
             "grouped_matmul": [r.as_dict() for r in log.grouped_matmul],
             "cross_entropy": [r.as_dict() for r in log.cross_entropy],
+            "linear_attention": [r.as_dict() for r in log.linear_attention],
         }
 
     def train(

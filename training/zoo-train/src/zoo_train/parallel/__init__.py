@@ -12,6 +12,7 @@ from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
 from ._checks import check_experts as check_experts
 from ._checks import check_heads as check_heads
+from ._checks import check_recurrent as check_recurrent
 from ._checks import check_sequence as check_sequence
 from ._context import balanced_sequences as balanced_sequences
 from ._context import sequence_shards as sequence_shards

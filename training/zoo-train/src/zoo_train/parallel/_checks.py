@@ -91,3 +91,21 @@ def check_sequence(seq_len: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> N
             f"--seq-len {seq_len} cannot be split over the {shards} context-parallel shards of "
             f"the mesh ({names}) in two chunks each; use a multiple of {2 * shards}."
         )
+
+
+def check_recurrent(n_linear_layers: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> None:
+    """A model with gated DeltaNet layers cannot have its sequences split: each such layer
+    carries a recurrent state from the first token to the last.
+
+    Raises:
+        ValueError: naming the layers and the context axes.
+    """
+    axes = rule_axes(rules, "sequence")
+    shards = math.prod(mesh.shape.get(a, 1) for a in axes)
+    if n_linear_layers and shards > 1:
+        names = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in axes)
+        raise ValueError(
+            f"the context axes ({names}) split each sequence, but the model's {n_linear_layers} "
+            "gated DeltaNet layers carry a recurrent state along the whole sequence; use "
+            "context=1 and the fsdp or tensor axes instead."
+        )

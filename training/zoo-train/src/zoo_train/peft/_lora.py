@@ -23,7 +23,7 @@ from zoo_layers import Linear, dense, with_names
 
 from ..parallel import is_array_like
 
-# Short target names → the attribute names of zoo_layers' Attention and MLP.
+# Short target names → the attribute names of zoo_layers' Attention, MLP and GatedDeltaNet.
 TARGETS: dict[str, str] = {
     "q": "q_proj",
     "k": "k_proj",
@@ -32,6 +32,11 @@ TARGETS: dict[str, str] = {
     "gate": "gate",
     "up": "up",
     "down": "down",
+    "qkv": "in_proj_qkv",
+    "z": "in_proj_z",
+    "a": "in_proj_a",
+    "b": "in_proj_b",
+    "out": "out_proj",
     # Multi-head latent attention's projections (zoo_layers.LatentAttention).
     "q_a": "q_a_proj",
     "q_b": "q_b_proj",
@@ -48,8 +53,10 @@ class LoRAConfig:
         rank: ``r``, the adapter rank (>= 1).
         alpha: the update is scaled by ``alpha / rank``.
         targets: projections to adapt: ``q``, ``k``, ``v``, ``o`` (attention), ``gate``,
-            ``up``, ``down`` (MLP), and ``q_a``, ``q_b``, ``kv_a``, ``kv_b`` (latent attention's
-            low-rank projections); full attribute names (``q_proj``) are accepted too.
+            ``up``, ``down`` (MLP), ``q_a``, ``q_b``, ``kv_a``, ``kv_b`` (latent attention's
+            low-rank projections) and ``qkv``, ``z``, ``a``, ``b``, ``out`` (a gated DeltaNet's
+            ``in_proj_qkv``, ``in_proj_z``, ``in_proj_a``, ``in_proj_b``, ``out_proj``); full
+            attribute names (``q_proj``) are accepted too.
     """
 
     rank: int = 8

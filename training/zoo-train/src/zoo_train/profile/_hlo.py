@@ -22,12 +22,19 @@ _CALLS = re.compile(r"(?:calls|to_apply|body|condition)=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _TARGET = re.compile(r'custom_call_target="([^"]*)"')
 # The scopes zoo_attention runs every kernel call in: `zoo_attention.{kernel}-{version}` for
-# attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls and
+# attention, `zoo_attention.grouped_matmul.{kernel}-{version}` for grouped matmuls,
+# `zoo_attention.linear_attention.{kernel}-{version}` for linear attention and
 # `zoo_attention.cross_entropy.{kernel}-{version}` for the loss's fused cross entropy.
 _KERNEL_SCOPE = re.compile(
-    r"zoo_attention\.(grouped_matmul\.|cross_entropy\.)?([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
+    r"zoo_attention\.(grouped_matmul\.|linear_attention\.|cross_entropy\.)?"
+    r"([A-Za-z0-9_]+)-([0-9][A-Za-z0-9.+]*)"
 )
-_KINDS = {None: "attention", "grouped_matmul.": "grouped matmul", "cross_entropy.": "cross entropy"}
+_KINDS = {
+    None: "attention",
+    "grouped_matmul.": "grouped matmul",
+    "linear_attention.": "linear attention",
+    "cross_entropy.": "cross entropy",
+}
 
 _MATMUL_OPCODES = frozenset({"dot", "convolution"})
 _MATMUL_TARGETS = ("matmul", "gemm", "dot", "conv")

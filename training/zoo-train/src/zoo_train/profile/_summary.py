@@ -24,9 +24,10 @@ OTHER = "other fused ops"
 EVAL = "eval"
 ATTENTION = "attention"
 GROUPED_MATMUL = "grouped matmul"
+LINEAR_ATTENTION = "linear attention"
 CROSS_ENTROPY = "cross entropy"
 #: The categories of kernel calls, ``KIND: KERNEL VERSION`` rows: listed first.
-KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL, CROSS_ENTROPY)
+KERNEL_KINDS = (ATTENTION, GROUPED_MATMUL, LINEAR_ATTENTION, CROSS_ENTROPY)
 
 
 @dataclasses.dataclass

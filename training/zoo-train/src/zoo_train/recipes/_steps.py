@@ -354,7 +354,7 @@ def check_mesh_fits(
     """A batch the data axes cannot split, a sequence the context axes cannot, a model's heads
     the tensor axes cannot, or its experts the expert axes cannot, as a usage error
     (``batch_size=None``, ``seq_len=None``: not checked)."""
-    from ..parallel import check_batch, check_experts, check_heads, check_sequence
+    from ..parallel import check_batch, check_experts, check_heads, check_recurrent, check_sequence
 
     try:
         if batch_size is not None:
@@ -363,6 +363,7 @@ def check_mesh_fits(
             check_sequence(seq_len, mesh, rules)
         check_heads(model_config.n_heads, model_config.kv_heads, mesh, rules)
         check_experts(getattr(model_config, "n_experts", 0), mesh, rules)
+        check_recurrent(getattr(model_config, "n_linear_layers", 0), mesh, rules)
     except ValueError as e:
         raise UsageError.from_error(e) from None
 

@@ -15,6 +15,7 @@ from zoo_data.testing import write_corpus as write_corpus
 from ._eval_tasks import EVAL_TASKS as EVAL_TASKS
 from ._eval_tasks import write_eval_tasks as write_eval_tasks
 from ._hf import TINY_HF_SHAPE as TINY_HF_SHAPE
+from ._hf import TINY_QWEN3_5_SHAPE as TINY_QWEN3_5_SHAPE
 from ._hf import hf_logits as hf_logits
 from ._hf import tiny_hf_llama as tiny_hf_llama
 from ._zoo import run_zoo as run_zoo

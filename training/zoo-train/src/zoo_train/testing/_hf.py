@@ -21,6 +21,16 @@ TINY_HF_SHAPE = dict(
     num_attention_heads=4,
     num_key_value_heads=2,
 )
+#: A tiny Qwen3.5's shape (``Qwen3_5TextConfig`` or ``Qwen3_5MoeTextConfig``): three gated
+#: DeltaNet layers, then a gated attention layer.
+TINY_QWEN3_5_SHAPE = dict(
+    **{**TINY_HF_SHAPE, "num_hidden_layers": 4},
+    head_dim=16,
+    linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    linear_key_head_dim=8,
+    linear_value_head_dim=8,
+)
 
 
 def tiny_hf_llama(
