@@ -127,6 +127,10 @@ def main() -> int:
         ok, line = check(minor, python)
         print(line, flush=True)
         failed |= not ok
+        # Each Python's environments and pip cache (several GB with torch's wheels) go before
+        # the next Python's are made, so the check needs the disk of one Python at a time.
+        if not args.keep:
+            shutil.rmtree(OUT / f"{minor[0]}.{minor[1]}", ignore_errors=True)
     if not args.keep:
         shutil.rmtree(OUT, ignore_errors=True)
     return 1 if failed else 0
