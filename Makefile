@@ -49,7 +49,7 @@ DEV_EXTRAS := [wandb,eval]
 zoo_packages = $(addprefix -e ,$(filter-out training/zoo-train,$(or $(2),$(PACKAGES)))) \
 	-e $(if $(1),"training/zoo-train$(1)",training/zoo-train)
 
-.PHONY: install install-check newest newest-full test-newest compat runtime eval-deps test lint format train bench bench-quick wheels wheelhouse pinned clean \
+.PHONY: install install-check newest newest-full test-full test-newest compat runtime eval-deps test lint format train bench bench-quick wheels wheelhouse pinned clean \
 	test-attention test-flash-tpu test-chunked test-splash test-megablox test-deltanet-tpu test-tokamax test-layers test-data test-models test-train test-integration test-multidevice test-bench
 
 # Everything `make test` needs: .venv with the test tools, .venv-tpu, and the newest-JAX leg's
@@ -146,6 +146,11 @@ train: runtime
 
 test: install
 	$(BIN)/python scripts/run_tests.py --with-newest
+
+# Every suite on the default JAX with the cases marked `full` (pytest.ini) that `make test`
+# leaves out; `make test-newest` runs them on the newest JAX.
+test-full: install
+	$(BIN)/python scripts/run_tests.py --full
 
 # Every suite on the newest JAX (jax 0.12, Python >= 3.12); .ci/run runs it after `make test`.
 test-newest: install newest-full

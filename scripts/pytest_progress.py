@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-_state = {"done": 0, "total": 0, "failed": 0}
+_state = {"done": 0, "total": 0, "failed": 0, "deselected": 0}
 _cpu: dict[str, float] = {}
 
 
@@ -49,6 +49,10 @@ def _write() -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_state))
     os.replace(tmp, path)
+
+
+def pytest_deselected(items: list[Any]) -> None:
+    _state["deselected"] += len(items)
 
 
 def pytest_collection_finish(session: Any) -> None:

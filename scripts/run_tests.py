@@ -1,6 +1,6 @@
 """Run each package's tests and the integration tests, then print one summary.
 
-Usage: python scripts/run_tests.py [--with-newest | --newest] [SUITE ...] [-- PYTEST_ARGS ...]
+Usage: python scripts/run_tests.py [--with-newest | --newest] [--full] [SUITE ...] [-- PYTEST_ARGS ...]
 
 Two JAX legs: the default one is this interpreter (``.venv``: jax 0.10.2 on Python 3.11), the
 newest one is ``.venv-newest`` (jax 0.12 on Python >= 3.12, libtpu's compile environment in
@@ -9,6 +9,11 @@ newest one is ``.venv-newest`` (jax 0.12 on Python >= 3.12, libtpu's compile env
 newest environment is missing, the summary says in one line that the leg did not run.
 ``--newest`` (``make test-newest``) runs the named suites, every one by default, on the newest
 leg alone, and fails where it cannot.
+
+Cases marked ``full`` (``pytest.ini``: a long case that repeats what a shorter one checks,
+through the same code) are left out of the default leg and ``make test``'s newest leg, so
+``make test`` keeps its budget; ``--full`` (``make test-full``) runs them on the default leg,
+and ``--newest`` always runs them, so CI runs every case.
 
 Each suite runs in its own pytest process (packages stay independent: no shared conftest, no
 import-order coupling) and writes a JUnit report and its full output under .test-reports/.
@@ -121,6 +126,8 @@ class Leg:
     env: tuple[tuple[str, str], ...] = ()
     #: ``make test``'s newest leg: suites narrowed by :data:`NEWEST_LEG_ARGS`.
     narrowed: bool = False
+    #: Run the cases marked ``full`` too.
+    full: bool = False
 
 
 DEFAULT = Leg("", sys.executable)
@@ -129,8 +136,12 @@ NEWEST = Leg(
     str(NEWEST_VENV / "bin" / "python"),
     "newest-",
     (("ZOO_TPU_PYTHON", str(NEWEST_TPU_VENV / "bin" / "python")),),
+    full=True,
 )
-NEWEST_SMOKE = dataclasses.replace(NEWEST, narrowed=True)
+NEWEST_SMOKE = dataclasses.replace(NEWEST, narrowed=True, full=False)
+FULL = dataclasses.replace(DEFAULT, full=True)
+#: The marker expression that leaves the ``full`` cases out.
+NOT_FULL = ["-m", "not full"]
 #: Seconds between the progress lines of the running suites.
 PROGRESS_EVERY = 30.0
 
@@ -159,6 +170,8 @@ def _run_suite(
     path, args, suite_env = {**SUITES, **NEWEST_ONLY}[name]
     if leg.narrowed:
         args = [*args, *NEWEST_LEG_ARGS.get(name, [])]
+    if not leg.full:
+        args = [*args, *NOT_FULL]
     key = leg.prefix + name
     report = REPORTS / f"{key}.xml"
     log = REPORTS / f"{key}.log"
@@ -215,7 +228,11 @@ def _run_suite(
     passed = int(c["tests"] - c["failures"] - c["errors"] - c["skipped"])
     # A suite that ran nothing, or whose process failed without failing a test, counts as failed.
     ok = code == 0 and passed > 0
-    return (title, passed, failed, int(c["skipped"]), seconds, cpu, ok, code)
+    try:
+        left_out = int(json.loads(progress.read_text()).get("deselected", 0))
+    except (OSError, ValueError):
+        left_out = 0
+    return (title, passed, failed, int(c["skipped"]), seconds, cpu, ok, code, left_out)
 
 
 def _progress_line(running: dict[str, float]) -> str | None:
@@ -290,14 +307,15 @@ def main(argv: list[str]) -> int:
         argv, extra = argv[:cut], argv[cut + 1 :]
     with_newest = "--with-newest" in argv
     newest_only = "--newest" in argv
-    names = [a for a in argv if a not in ("--with-newest", "--newest")]
+    default = FULL if "--full" in argv else DEFAULT
+    names = [a for a in argv if a not in ("--with-newest", "--newest", "--full")]
     names = names or [*SUITES, *(NEWEST_PACKAGE_SUITES if newest_only else ())]
     known = {**SUITES, **NEWEST_ONLY} if newest_only else SUITES
     unknown = [n for n in names if n not in known]
     if unknown:
         print(f"unknown suite(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
         return 2
-    jobs: list[tuple[Leg, str]] = [] if newest_only else [(DEFAULT, n) for n in names]
+    jobs: list[tuple[Leg, str]] = [] if newest_only else [(default, n) for n in names]
     skipped_leg = newest_missing() if (with_newest or newest_only) else None
     if skipped_leg is None and newest_only:
         jobs = [(NEWEST, n) for n in names]
@@ -335,7 +353,7 @@ def main(argv: list[str]) -> int:
     print(
         f"{'suite':<28}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>10}{'cpu s':>8}  status"
     )
-    for name, passed, failed, skipped, seconds, cpu, ok, code in rows:
+    for name, passed, failed, skipped, seconds, cpu, ok, code, _ in rows:
         status = "ok" if ok else f"FAILED (exit {code})"
         print(f"{name:<28}{passed:>8}{failed:>8}{skipped:>9}{seconds:>10.1f}{cpu:>8.0f}  {status}")
     if skipped_leg is not None:
@@ -343,6 +361,12 @@ def main(argv: list[str]) -> int:
     total_passed = sum(r[1] for r in rows)
     total_failed = sum(r[2] for r in rows) + sum(1 for r in rows if not r[6] and r[2] == 0)
     total_skipped = sum(r[3] for r in rows)
+    left_out = sum(r[8] for r in rows)
+    if left_out:
+        print(
+            f"{left_out} long cases marked `full` left out (each repeats a shorter case's code "
+            "path): `make test-full` runs them, and `make test-newest` on the newest JAX"
+        )
     print("=" * 76)
     print(
         f"{total_passed} passed, {total_failed} failed, {total_skipped} skipped "

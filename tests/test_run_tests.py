@@ -38,7 +38,7 @@ def test_running_suites_report_tests_done_out_of_their_total(tmp_path, monkeypat
     lines = [line for line in out.splitlines() if "running: slow " in line]
     assert any("/3" in line for line in lines), out  # done out of the total, while it ran
     progress = json.loads((tmp_path / "reports" / "slow.progress").read_text())
-    assert progress == {"done": 3, "total": 3, "failed": 1}
+    assert progress == {"done": 3, "total": 3, "failed": 1, "deselected": 0}
     assert "1 passed" not in out.splitlines()[-1] and "2 passed, 1 failed" in out
 
 
@@ -119,3 +119,34 @@ def test_each_suite_and_test_reports_its_cpu_seconds_apart_from_its_wall_time(
     last = capsys.readouterr().out.splitlines()[-1]
     wall, cpu = (float(last.split(" s wall, ")[0].split()[-1]), float(last.split()[-3]))
     assert cpu >= 0.5 and "CPU seconds" in last and wall >= 1.0, last
+
+
+FULL_SUITE = """
+import pytest
+
+
+def test_short():
+    pass
+
+
+@pytest.mark.full
+def test_long_repeat():
+    pass
+"""
+
+
+def test_make_test_leaves_the_full_cases_out_and_says_so_test_full_runs_them(
+    tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite" / "test_marked.py").write_text(FULL_SUITE)
+    monkeypatch.setattr(run_tests, "SUITES", {"marked": (str(tmp_path / "suite"), [], {})})
+    monkeypatch.setattr(run_tests, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(run_tests, "CACHE", tmp_path / "reports" / "cache")
+    assert run_tests.main(["marked"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("1 passed, 0 failed"), out
+    assert out[-3].startswith("1 long cases marked `full` left out"), out
+    assert run_tests.main(["--full", "marked"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("2 passed, 0 failed") and "left out" not in out[-3], out
