@@ -443,7 +443,7 @@ def _expected_steps(corpus: pathlib.Path, epochs: float, tmp: pathlib.Path) -> t
     prepare_store(corpus, tmp, eval_fraction=0.05, workers=1, progress=False)
     tokens = TokenStore(tmp).split("train").num_tokens
     rows = (tokens - 1) // 32
-    return math.ceil(epochs * rows / 2), rows
+    return max(1, round(epochs * rows / 2)), rows
 
 
 def test_epochs_set_the_steps_and_the_start_line_says_what_it_trains(trained, capsys):
@@ -486,6 +486,33 @@ def test_many_passes_are_warned_and_one_record_is_no_trend(trained, tmp_path, ca
     summary = next(x for x in err.splitlines() if x.startswith("zoo: steps 0 -> 12"))
     assert "->" not in summary.split("train loss")[1], summary  # one record: no trend
     assert "(steps 1-12)" in summary
+
+
+def test_epochs_asked_are_the_nearest_whole_steps_and_a_mismatch_is_said(
+    trained, tmp_path, capsys
+):
+    # Data smaller than a batch: 5 epochs of 5 rows at 16 rows a step. Whole steps make 6.4
+    # passes (2 steps) at best; the start line says so and names a batch that makes 5 exactly,
+    # and never asks for the --epochs that was passed.
+    _, base = trained
+    (tmp_path / "tiny.txt").write_text("def alpha(x):\n    return x\n" * 6)
+    _, rows = _expected_steps(tmp_path / "tiny.txt", 1, tmp_path / "store")
+    args = [*base[: base.index("--data")], "--data", str(tmp_path / "tiny.txt")]
+    args += ["--out", str(tmp_path / "run"), "--epochs", "5", "--batch-size", "16"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    steps = max(1, round(5 * rows / 16))
+    start = next(r for r in _records(tmp_path / "run") if r.get("event") == "start")
+    assert start["config"]["steps"] == steps
+    assert "--epochs N" not in err and "instead of --steps" not in err, err
+    passes = steps * 16 / rows
+    exact = max(b for b in range(1, rows + 1) if (5 * rows) % b == 0)
+    note = (
+        f"zoo: note: --epochs 5 over {rows} rows of 32 tokens at 16 rows a step: {steps} "
+        f"step{'' if steps == 1 else 's'} make{'s' if steps == 1 else ''} {passes:.2g} epochs, "
+        f"the nearest that whole steps come; --batch-size {exact} makes exactly 5."
+    )
+    assert note in err, err
 
 
 class _Everywhere(zoo_attention.AttentionKernel):

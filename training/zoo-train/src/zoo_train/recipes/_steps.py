@@ -930,8 +930,10 @@ MANY_EPOCHS = 4.0
 
 
 def epochs_as_steps(s: _S, train: Any) -> _S:
-    """``s`` with ``steps`` set from ``epochs`` (when given): the steps whose rows cover the
-    training data ``epochs`` times, rounded up."""
+    """``s`` with ``steps`` set from ``epochs`` (when given): the whole steps whose rows come
+    nearest to ``epochs`` passes over the training data (at least one). Where that is not
+    exactly ``epochs`` passes (a batch larger than the data, or rows that do not divide), the
+    start line says so: :func:`_epochs_warning`."""
     from ..loop import rows_per_epoch
 
     if s.epochs is None:
@@ -941,7 +943,9 @@ def epochs_as_steps(s: _S, train: Any) -> _S:
     rows = rows_per_epoch(train)
     if rows is None:
         raise UsageError("--epochs needs data whose size is known; pass --steps instead.")
-    steps = max(1, math.ceil(s.epochs * rows / (s.batch_size * s.grad_accum)))
+    # Nearest, not rounded up: 3 epochs of 6 rows at 16 rows a step is 1 step (2.7 passes), not 2
+    # (5.3 passes).
+    steps = max(1, round(s.epochs * rows / (s.batch_size * s.grad_accum)))
     if steps > MAX_STEPS:
         raise UsageError(
             f"--epochs {s.epochs:g} makes {steps:,} steps, more than a run may take "
@@ -968,14 +972,44 @@ def _epochs_phrase(s: RunSettings, train: Any) -> str:
     return f" ({epochs_text(passes)} epoch{'' if passes == 1 else 's'})"
 
 
-def _many_epochs_warning(s: RunSettings, train: Any) -> str | None:
-    """The warning for a run of more than :data:`MANY_EPOCHS` passes, or ``None``."""
+def _exact_batch(rows: int, epochs: float, largest: int) -> int | None:
+    """The largest batch of at most ``largest`` rows whose whole steps make exactly ``epochs``
+    passes over ``rows`` rows, or ``None``."""
+    total = epochs * rows
+    if total != int(total):
+        return None
+    return next((b for b in range(min(largest, int(total)), 0, -1) if int(total) % b == 0), None)
+
+
+def _epochs_warning(s: RunSettings, train: Any) -> str | None:
+    """What the start line adds about the passes over the data, or ``None``: with
+    ``--epochs``, where the whole steps do not make exactly that many passes (how many they
+    make, and the batch size that would); with ``--steps``, a run of more than
+    :data:`MANY_EPOCHS` passes."""
     from ..loop import epochs_text, rows_per_epoch
 
     passes = _epochs(s, train)
-    if passes is None or passes <= MANY_EPOCHS:
-        return None
     rows = rows_per_epoch(train)
+    if passes is None or rows is None:
+        return None
+    if s.epochs is not None:
+        if math.isclose(passes, s.epochs, rel_tol=1e-6):
+            return None
+        per_step = s.batch_size * s.grad_accum
+        step_word = "step makes" if s.steps == 1 else "steps make"
+        batch = _exact_batch(rows, s.epochs, per_step if per_step < rows else rows)
+        exact = (
+            f"; --batch-size {batch // s.grad_accum} makes exactly {s.epochs:g}"
+            if batch is not None and batch % s.grad_accum == 0
+            else ""
+        )
+        return (
+            f"zoo: note: --epochs {s.epochs:g} over {rows:,} rows of {s.seq_len} tokens at "
+            f"{per_step} rows a step: {s.steps} {step_word} {epochs_text(passes)} epochs, the "
+            f"nearest that whole steps come{exact}."
+        )
+    if passes <= MANY_EPOCHS:
+        return None
     return (
         f"zoo: warning: {s.steps} steps of {s.batch_size * s.grad_accum} rows pass over the "
         f"training data ({rows:,} rows of {s.seq_len} tokens) {epochs_text(passes)} times, so "
@@ -1128,7 +1162,7 @@ def train_and_report(
             f"{config.batch_size * config.grad_accum} x {s.seq_len} tokens"
             f"{_epochs_phrase(s, data.train)} {mesh_line}"
         )
-        warning = _many_epochs_warning(s, data.train)
+        warning = _epochs_warning(s, data.train)
         if warning is not None:
             say(warning)
     parameters = parameter_summary(model.model, model.config, lora, model.init.get("dtype"))
