@@ -12,14 +12,57 @@ from ._table import table_lines
 _BARS = "▁▂▃▄▅▆▇█"
 #: Points a curve is drawn with, at most.
 CURVE_WIDTH = 40
-#: The curves shown, when the run has them: (record key, label).
+#: The curves shown, when the run has them: (record key, label). GRPO's reward of each
+#: function (``rewards/<fn>/mean``) follows its total reward.
 CURVES = (
     ("loss", "train loss"),
     ("eval_loss", "eval loss"),
+    ("reward", "reward"),
+    ("kl", "KL"),
+    ("completions/mean_length", "completion length"),
     ("rewards/accuracies", "reward accuracy"),
+    ("rewards/margins", "reward margin"),
     ("eval_rewards/accuracies", "eval reward accuracy"),
     ("tokens_per_s", "tokens/s"),
 )
+#: What a GRPO run is judged by (its loss is about 0 on-policy whatever it learns), and a
+#: preference run beside its loss; the reward of each function is added after ``reward``.
+GRPO_JUDGED = (("reward", "reward"), ("kl", "KL"), ("completions/mean_length", "completion length"))
+PREFERENCE_JUDGED = (("loss", "train loss"), ("rewards/accuracies", "reward accuracy"),
+                     ("rewards/margins", "reward margin"))  # fmt: skip
+
+
+def _reward_parts(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(rewards/<fn>/mean, reward <fn>)`` for each reward function a GRPO run records."""
+    keys = dict.fromkeys(k for r in records for k in r)
+    return [
+        (k, f"reward {k[len('rewards/') : -len('/mean')]}")
+        for k in keys
+        if k.startswith("rewards/") and k.endswith("/mean")
+    ]
+
+
+def judged_by(records: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The curves a run's objective is judged by, as ``(record key, label)``: GRPO's reward,
+    each function's, KL and completion length; a preference objective's loss, reward accuracy
+    and margin; otherwise the train loss."""
+    keys = {k for r in records for k in r}
+    if "reward" in keys:
+        judged = [GRPO_JUDGED[0], *_reward_parts(records), *GRPO_JUDGED[1:]]
+    elif "rewards/accuracies" in keys:
+        judged = list(PREFERENCE_JUDGED)
+    else:
+        judged = [("loss", "train loss")]
+    return [(k, label) for k, label in judged if k in keys]
+
+
+def trend_text(points: Sequence[tuple[int, float]], label: str, fmt: str = ".4g") -> str:
+    """``reward 0.087 (step 5) -> 0.667 (step 60)``, or ``reward 0.5 (step 12)`` for one point
+    (no trend to show)."""
+    (a, first), (b, last) = points[0], points[-1]
+    if len(points) == 1:
+        return f"{label} {first:{fmt}} (step {a})"
+    return f"{label} {first:{fmt}} (step {a}) -> {last:{fmt}} (step {b})"
 
 
 def _points(records: Sequence[dict[str, Any]], key: str) -> list[tuple[int, float]]:
@@ -63,7 +106,17 @@ def _header(run: pathlib.Path, records: Sequence[dict[str, Any]]) -> str:
     if steps and reached >= int(steps):
         where += " (complete)"
     parts = [f"{PREFIX}{run}: {model}, {where}"]
-    if settings.get("batch_size") and settings.get("seq_len"):
+    if settings.get("objective") == "grpo" and settings.get("batch_size"):
+        # GRPO's rows are completions of up to max_prompt + max_completion tokens; --seq-len is
+        # not what it trains on.
+        rows = int(settings["batch_size"]) * int(settings.get("grad_accum") or 1)
+        group = int(settings.get("grpo.num_generations") or 1)
+        parts.append(
+            f"{rows} completions a step ({rows // group} prompts x {group}) of up to "
+            f"{settings.get('grpo.max_prompt_length')} + "
+            f"{settings.get('grpo.max_completion_length')} tokens"
+        )
+    elif settings.get("batch_size") and settings.get("seq_len"):
         rows = int(settings["batch_size"]) * int(settings.get("grad_accum") or 1)
         parts.append(f"{rows} x {settings['seq_len']} tokens a step")
     kernels = [r["kernel"] for r in starts if r.get("kernel")]
@@ -74,13 +127,13 @@ def _header(run: pathlib.Path, records: Sequence[dict[str, Any]]) -> str:
 
 
 def _trend(records: Sequence[dict[str, Any]]) -> str | None:
-    """First and last train and eval loss, the last perplexity, the mean throughput."""
+    """First and last of what the objective is judged by (:func:`judged_by`) and of the eval
+    loss, the last perplexity, the mean throughput."""
     parts = []
-    for key, label in (("loss", "train loss"), ("eval_loss", "eval loss")):
+    for key, label in [*judged_by(records), ("eval_loss", "eval loss")]:
         points = _points(records, key)
         if points:
-            (a, first), (b, last) = points[0], points[-1]
-            parts.append(f"{label} {first:.4g} (step {a}) -> {last:.4g} (step {b})")
+            parts.append(trend_text(points, label))
     ppl = _points(records, "eval_ppl")
     if ppl:
         parts.append(f"ppl {ppl[-1][1]:.4g}")
@@ -96,7 +149,10 @@ def _trend(records: Sequence[dict[str, Any]]) -> str | None:
 def _curve_table(records: Sequence[dict[str, Any]]) -> list[str]:
     """A table of the curves: steps, first, last, lowest and highest value, and the shape."""
     rows = []
-    for key, label in CURVES:
+    curves = list(CURVES)
+    at = curves.index(("reward", "reward")) + 1
+    curves[at:at] = _reward_parts(records)
+    for key, label in curves:
         points = _points(records, key)
         if not points:
             continue

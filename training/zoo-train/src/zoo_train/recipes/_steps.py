@@ -1293,7 +1293,12 @@ def _provenance_reporter(
     return on_record
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
+    from .._metrics_summary import judged_by, trend_text
     from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
 
     # This call's records only: a resumed run's earlier steps are not its figures.
@@ -1304,23 +1309,21 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
     parts = [f"steps {start_step} -> {end_step} in {wall:.1f} s"]
     if rates:
         parts.append(f"{sum(rates) / len(rates):,.0f} tokens/s")
-    if len(train) > 1:
-        first, last = train[0], train[-1]
-        parts.append(
-            f"train loss {first['loss']:.3f} (step {first['step']}) -> {last['loss']:.3f} "
-            f"(step {last['step']})"
-        )
-    elif train:  # one record (log_every >= the steps taken): no trend to show
-        parts.append(f"train loss {train[0]['loss']:.3f} (steps {start_step + 1}-{end_step})")
+    # What the objective is judged by: GRPO's reward and its parts, KL and completion length
+    # (its loss is about 0 on-policy), a preference objective's loss, reward accuracy and margin.
+    for key, label in judged_by(train):
+        points = [(int(r["step"]), float(r[key])) for r in train if _is_number(r.get(key))]
+        fmt = ".1f" if key == "completions/mean_length" else ".3f"
+        if len(points) > 1:
+            parts.append(trend_text(points, label, fmt))
+        elif points:  # one record (log_every >= the steps taken): no trend to show
+            parts.append(f"{label} {points[0][1]:{fmt}} (steps {start_step + 1}-{end_step})")
     if evals and "eval_ppl" in evals[-1]:
         parts.append(f"eval loss {evals[-1]['eval_loss']:.3f} (ppl {evals[-1]['eval_ppl']:.2f})")
     elif evals and "eval_rewards/accuracies" in evals[-1]:
-        first, last = evals[0], evals[-1]
-        parts.append(
-            f"eval loss {last['eval_loss']:.3f}, reward accuracy "
-            f"{first['eval_rewards/accuracies']:.3f} (step {first['step']}) -> "
-            f"{last['eval_rewards/accuracies']:.3f} (step {last['step']})"
-        )
+        points = [(int(r["step"]), float(r["eval_rewards/accuracies"])) for r in evals]
+        accuracy = trend_text(points, "reward accuracy", ".3f")
+        parts.append(f"eval loss {evals[-1]['eval_loss']:.3f}, {accuracy}")
     say("zoo: " + "; ".join(parts))
     say(
         f"zoo: checkpoints in {out / CHECKPOINT_DIR}, metrics in {out / METRICS_FILE}, "
