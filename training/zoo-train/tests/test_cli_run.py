@@ -488,9 +488,7 @@ def test_many_passes_are_warned_and_one_record_is_no_trend(trained, tmp_path, ca
     assert "(steps 1-12)" in summary
 
 
-def test_epochs_asked_are_the_nearest_whole_steps_and_a_mismatch_is_said(
-    trained, tmp_path, capsys
-):
+def test_epochs_asked_are_the_nearest_whole_steps_and_a_mismatch_is_said(trained, tmp_path, capsys):
     # Data smaller than a batch: 5 epochs of 5 rows at 16 rows a step. Whole steps make 6.4
     # passes (2 steps) at best; the start line says so and names a batch that makes 5 exactly,
     # and never asks for the --epochs that was passed.
