@@ -186,3 +186,33 @@ def test_every_function_is_under_100_lines():
                 if lines >= MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(REPO)}:{node.name}"] = lines
     assert not long, f"functions of {MAX_FUNCTION_LINES} lines or more (split them): {long}"
+
+
+#: Module names a package may repeat: the same job in sibling subpackages of the same kind
+#: (each contract of zoo_attention has its spec, kernel base, registry, entry point and
+#: conformance suite; each layer subpackage of zoo_layers its layer; each objective of
+#: zoo_train its loss).
+SAME_JOB = {
+    "zoo_attention": {
+        "_api", "_bad_inputs", "_cases", "_check", "_kernel", "_reference", "_registry",
+        "_spec", "_suite", "_verify",
+    },
+    "zoo_layers": {"_layer"},
+    "zoo_train": {"_loss"},
+}  # fmt: skip
+
+
+def test_no_two_modules_of_a_package_share_a_name_for_different_jobs():
+    seen: dict[tuple[str, str], list[str]] = collections.defaultdict(list)
+    for path in _modules():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        name = _name(path)
+        top, stem = name.split(".")[0], name.rpartition(".")[2]
+        seen[top, stem].append(name)
+    shared = {
+        key: names
+        for key, names in seen.items()
+        if len(names) > 1 and key[1] not in SAME_JOB.get(key[0], set())
+    }
+    assert not shared, f"modules of one package that share a name: {shared}"

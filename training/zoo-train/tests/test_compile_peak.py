@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from zoo_train.aot import dump_options, read_dump
-from zoo_train.aot._memory import from_oom
+from zoo_train.aot._hbm import from_oom
 
 ROWS, WIDTH, HIDDEN = 256, 512, 4096
 

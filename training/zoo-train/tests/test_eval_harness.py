@@ -24,7 +24,7 @@ from zoo_train.eval_harness import (
     run_tasks,
     task_metrics,
 )
-from zoo_train.eval_harness._table import COLUMNS
+from zoo_train.eval_harness._results_table import COLUMNS
 from zoo_train.parallel import make_mesh, make_rules
 from zoo_train.testing import EVAL_TASKS, tiny_hf_llama, write_eval_tasks
 

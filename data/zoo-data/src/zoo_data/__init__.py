@@ -15,12 +15,12 @@ from ._chat_template import RenderedChat as RenderedChat
 from ._documents import Document as Document
 from ._documents import load_documents as load_documents
 from ._holds_pairs import holds_pairs as holds_pairs
-from ._loader import DataSource as DataSource
-from ._loader import PackedLoader as PackedLoader
-from ._loader import tokenize_documents as tokenize_documents
-from ._loader import tokenize_examples as tokenize_examples
 from ._output_paths import check_output_path as check_output_path
 from ._output_paths import system_directory as system_directory
+from ._packed_loader import DataSource as DataSource
+from ._packed_loader import PackedLoader as PackedLoader
+from ._packed_loader import tokenize_documents as tokenize_documents
+from ._packed_loader import tokenize_examples as tokenize_examples
 from ._packing import Batch as Batch
 from ._packing import pack_documents as pack_documents
 from ._packing import rows_to_batch as rows_to_batch

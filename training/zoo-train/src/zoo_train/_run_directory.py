@@ -24,7 +24,7 @@ import zoo_models
 from zoo_data.store import tokenizer_identity
 
 from ._errors import NoUsableCheckpointError
-from ._plan import plan_state
+from ._state_plan import plan_state
 from ._usage import UsageError
 from .checkpoint import CHECKPOINT_DIR, LOCK_FILE, Checkpointer
 from .loop import METRICS_FILE

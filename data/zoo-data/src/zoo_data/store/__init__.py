@@ -9,8 +9,6 @@ from ._format import is_store as is_store
 from ._identity import tokenizer_identity as tokenizer_identity
 from ._info import describe_info as describe_info
 from ._info import store_info as store_info
-from ._loader import HeldOut as HeldOut
-from ._loader import StoreLoader as StoreLoader
 from ._mixture import Mixture as Mixture
 from ._order import permute as permute
 from ._prepare import prepare_store as prepare_store
@@ -21,4 +19,6 @@ from ._reader import layout as layout
 from ._scan import Damage as Damage
 from ._scan import VerifyReport as VerifyReport
 from ._scan import verify_store as verify_store
+from ._store_loader import HeldOut as HeldOut
+from ._store_loader import StoreLoader as StoreLoader
 from ._verify import check_store as check_store

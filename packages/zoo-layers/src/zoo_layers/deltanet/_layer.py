@@ -23,7 +23,7 @@ from zoo_attention import linear
 from .._linear import Linear
 from .._logical import EMBED, HEADS, with_names
 from ._conv import causal_conv, conv_history
-from ._norm import GatedRMSNorm
+from ._gated_norm import GatedRMSNorm
 
 
 class GatedDeltaNet(eqx.Module):

@@ -9,8 +9,8 @@ assignment (:func:`read_dump`), on any backend.
 
 from ._abstract_batch import abstract_batch as abstract_batch
 from ._abstract_batch import batch_fields as batch_fields
-from ._memory import StepMemory as StepMemory
-from ._memory import gib as gib
+from ._hbm import StepMemory as StepMemory
+from ._hbm import gib as gib
 from ._peak import PeakBreakdown as PeakBreakdown
 from ._peak import PeakBuffer as PeakBuffer
 from ._peak import dump_options as dump_options

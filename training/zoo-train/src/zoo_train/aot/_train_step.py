@@ -28,7 +28,7 @@ from ..parallel import is_array_like
 from ..peft import LoRAConfig
 from ..settings import TrainConfig
 from ._abstract_batch import abstract_batch
-from ._memory import StepMemory, from_compiled, from_oom
+from ._hbm import StepMemory, from_compiled, from_oom
 from ._peak import PeakBreakdown, dump_options, read_dump
 from ._topology import available_hbm
 

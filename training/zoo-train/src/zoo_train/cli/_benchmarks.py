@@ -12,7 +12,7 @@ from typing import Any
 
 from .._usage import UsageError
 from ..settings import bounded
-from ._processes import join_agreeing
+from ._multiprocess import join_agreeing
 
 # Flags that may differ between the processes of one run.
 _PER_PROCESS = ("process_id", "coordinator")

@@ -11,8 +11,8 @@ from typing import Any
 from .._console import PREFIX
 from .._malloc import cap_malloc_arenas
 from ._exit import run_command
+from ._multiprocess import after_crash, leave_processes
 from ._parser import build_parser
-from ._processes import after_crash, leave_processes
 
 
 class _Stderr(logging.StreamHandler):

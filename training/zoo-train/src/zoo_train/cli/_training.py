@@ -8,8 +8,8 @@ from typing import cast
 
 from .._usage import UsageError
 from ..settings import FinetuneSettings, RunSettings, defaults, given_flags, resolve_settings
+from ._multiprocess import add_process_flags, join_processes
 from ._options import add_settings_flags
-from ._processes import add_process_flags, join_processes
 
 
 def settings_of(args: argparse.Namespace, command: str) -> RunSettings:

@@ -13,8 +13,8 @@ from .._export_directory import atomic_directory, check_export_target
 from .._usage import UsageError
 from ..settings import SEEDS, RunSettings, bounded
 from ._benchmarks import add_benchmark_arguments, check_benchmark_flags, run_benchmarks
+from ._multiprocess import add_process_flags
 from ._options import add_mesh_flag, add_tokenizer_flag, load_source
-from ._processes import add_process_flags
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,16 +13,16 @@ from ._requirement import require_lm_eval as require_lm_eval
 
 require_lm_eval()
 
-from ._batches import Batch as Batch  # noqa: E402 - after the check that lm-eval is there
-from ._batches import bucket_length as bucket_length  # noqa: E402
-from ._batches import plan_batches as plan_batches  # noqa: E402
 from ._generation import Generator as Generator  # noqa: E402
 from ._generation import Sampling as Sampling  # noqa: E402
 from ._lm import ZooLM as ZooLM  # noqa: E402
 from ._loading import EvalModel as EvalModel  # noqa: E402
 from ._loading import load_eval_model as load_eval_model  # noqa: E402
+from ._request_batches import Batch as Batch  # noqa: E402 - after the check that lm-eval is there
+from ._request_batches import bucket_length as bucket_length  # noqa: E402
+from ._request_batches import plan_batches as plan_batches  # noqa: E402
+from ._results_table import results_table as results_table  # noqa: E402
 from ._scoring import Scorer as Scorer  # noqa: E402
-from ._table import results_table as results_table  # noqa: E402
 from ._tasks import find_tasks as find_tasks  # noqa: E402
 from ._tasks import run_tasks as run_tasks  # noqa: E402
 from ._tasks import task_metrics as task_metrics  # noqa: E402

@@ -14,8 +14,8 @@ from jax.sharding import Mesh
 
 from .._inference import traced_generate
 from ..parallel import mesh_context, to_host
-from ._batches import padded_rows, plan_batches
 from ._placement import RowPlacer
+from ._request_batches import padded_rows, plan_batches
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,7 +24,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from zoo_data import leading_bos
 
 from ..parallel import make_mesh, make_rules
-from ._chat import render_history
+from ._chat_prompts import render_history
 from ._generation import Generator, Sampling
 from ._scoring import Scorer
 

@@ -13,8 +13,8 @@ from jax.sharding import Mesh
 from jaxtyping import Array, Bool, Float, Int
 
 from ..parallel import MeshFunction, batch_shardings, replicated, to_host
-from ._batches import padded_rows, plan_batches
 from ._placement import RowPlacer
+from ._request_batches import padded_rows, plan_batches
 
 #: A request: ``(context tokens, continuation tokens)``, both non-empty.
 Pair = tuple[Sequence[int], Sequence[int]]

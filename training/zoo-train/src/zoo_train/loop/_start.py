@@ -17,9 +17,9 @@ from jaxtyping import PyTree
 
 from zoo_data import DataSource
 
-from .._plan import is_builder
 from .._provenance import kernel_label, kernels_line, provenance
 from .._state import TrainState
+from .._state_plan import is_builder
 from .._step import all_finite
 from .._step_metrics import StepMetrics, Window
 from ..checkpoint import CHECKPOINT_DIR, Checkpointer, Restored
@@ -37,11 +37,11 @@ from ..profile import ProfileWindow
 from ..settings import TrainConfig
 from ._batch_check import BatchChecks, model_vocab_size, nonfinite_cause
 from ._evaluate import EvalData, evaluate
-from ._identity import jsonable, mesh_change, resume_check, run_identity, steps_change
 from ._metrics_file import METRICS_FILE, MetricsWriter
 from ._prefetch import Prefetcher
 from ._progress import Progress, rows_per_epoch
 from ._reporter import Reporter
+from ._run_identity import jsonable, mesh_change, resume_check, run_identity, steps_change
 from ._stop import StopRequest, stop_requests
 
 if TYPE_CHECKING:  # the trainer starts its runs here

@@ -22,8 +22,8 @@ from zoo_data import DataSource
 
 from .._errors import StepInterruptedError, StoppedBySignalError
 from .._loss import LossFn, loss_unit, make_lm_loss
-from .._plan import plan_state
 from .._precision import resolve_compute_dtype
+from .._state_plan import plan_state
 from .._step import make_eval_step, make_train_step
 from ..checkpoint import run_lock
 from ..parallel import (

@@ -6,9 +6,6 @@ planned from the logical axis names the layers declare, GSPMD for the rest, and
 ``jax.distributed`` for processes.
 """
 
-from ._batches import BatchLayout as BatchLayout
-from ._batches import batch_reader as batch_reader
-from ._batches import to_host as to_host
 from ._checks import check_batch as check_batch
 from ._checks import check_experts as check_experts
 from ._checks import check_heads as check_heads
@@ -16,6 +13,9 @@ from ._checks import check_recurrent as check_recurrent
 from ._checks import check_sequence as check_sequence
 from ._context import balanced_sequences as balanced_sequences
 from ._context import sequence_shards as sequence_shards
+from ._global_batches import BatchLayout as BatchLayout
+from ._global_batches import batch_reader as batch_reader
+from ._global_batches import to_host as to_host
 from ._jit import MeshFunction as MeshFunction
 from ._jit import init_sharded as init_sharded
 from ._jit import mesh_context as mesh_context

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import equinox as eqx
 from jaxtyping import PRNGKeyArray, PyTree
 
-from .._plan import is_builder
+from .._state_plan import is_builder
 from ..parallel import is_primary, to_host
-from ._format import check_peft_targets, load_adapters, save_adapters
 from ._lora import LoRAConfig, apply_lora, lora_filter
+from ._peft_directory import check_peft_targets, load_adapters, save_adapters
 
 if TYPE_CHECKING:  # a hook of the loop's; the loop knows nothing of adapters
     from ..loop import StepEnd

@@ -13,8 +13,8 @@ from ._objectives import METRICS as METRICS
 from ._objectives import OBJECTIVES as OBJECTIVES
 from ._objectives import PreferenceConfig as PreferenceConfig
 from ._objectives import pair_objective as pair_objective
-from ._packing import PackingReport as PackingReport
-from ._packing import packing_report as packing_report
+from ._packing_savings import PackingReport as PackingReport
+from ._packing_savings import packing_report as packing_report
 from ._reference import REFERENCE_DIR as REFERENCE_DIR
 from ._reference import keep_reference as keep_reference
 from ._reference import read_reference as read_reference

@@ -715,7 +715,7 @@ def reference_weights(s: FinetuneSettings, model: Model, lora: LoRAConfig | None
     """The starting weights of a fine-tune (with the adapter ``--lora-from`` continues merged
     in), built when a resumed run holds only their builder: what a frozen reference (DPO's,
     GRPO's) computes with."""
-    from .._plan import is_builder
+    from .._state_plan import is_builder
 
     base = model.model() if is_builder(model.model) else model.model
     if lora is None or s.lora.from_ is None:

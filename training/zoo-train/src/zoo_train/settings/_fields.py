@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .._usage import UsageError
-from ._ranges import Range
+from ._intervals import Range
 
 
 def setting(

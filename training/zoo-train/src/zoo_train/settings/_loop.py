@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Literal
 
 from ._fields import check, declared_identity, parse_window, section, setting, table
-from ._mesh import MeshConfig
+from ._mesh_config import MeshConfig
 from ._optimizer import OptimizerConfig
 
 #: Seeds index numpy's generators and JAX's keys: non-negative, below 2**32.

@@ -11,7 +11,7 @@ from ._choose import make_trackers as make_trackers
 from ._choose import open_trackers as open_trackers
 from ._choose import tracker_names as tracker_names
 from ._fanout import Trackers as Trackers
-from ._records import scalars_of as scalars_of
+from ._record_calls import scalars_of as scalars_of
 from ._replay import replay as replay
 from ._tensorboard import TENSORBOARD_DIR as TENSORBOARD_DIR
 from ._tensorboard import TensorBoardTracker as TensorBoardTracker

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from ._records import Call, RecordFeed
+from ._record_calls import Call, RecordFeed
 from ._tracker import Tracker
 
 logger = logging.getLogger("zoo_train")

@@ -6,7 +6,7 @@ import pathlib
 from collections.abc import Sequence
 
 from ..loop import METRICS_FILE, PLOT_FILE, read_metrics
-from ._records import Call, RecordFeed
+from ._record_calls import Call, RecordFeed
 from ._tracker import Tracker
 
 

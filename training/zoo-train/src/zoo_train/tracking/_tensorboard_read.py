@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from ..loop import METRICS_FILE, read_metrics
-from ._records import scalars_of
+from ._record_calls import scalars_of
 from ._tensorboardx import tensorboardx
 
 #: ``(tag, step)`` to value.

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._usage import UsageError
 from ._fields import Key, coerce, keys, replace, sections, shown, tables
-from ._mesh import MeshConfig
+from ._mesh_config import MeshConfig
 from ._run_settings import FinetuneSettings, RunSettings, finetune_defaults
 
 
