@@ -1,39 +1,38 @@
-"""The table of commands: each one's name, help, description and the module that declares its
-arguments and runs it. A command's module is imported only when that command is parsed (its
-``--help`` included) or runs, so ``zoo --help`` and each command load only what they use."""
+"""The table of commands: each one's name, help, description, the function that declares its
+arguments and the one that runs it (so go-to-definition leads from here to each command). The
+command modules import only the standard library, the settings and the argument helpers at
+the top; what a command runs on (JAX, the recipes) each imports when it runs, so ``zoo --help``
+stays light (``tests/test_cli_imports.py`` holds it to that)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 from collections.abc import Callable
-from typing import Any
+
+from . import (
+    _catalog,
+    _compile,
+    _data,
+    _generate_text,
+    _kernels,
+    _metrics,
+    _profile,
+    _training,
+    _use,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-    """A ``zoo`` command: in ``module`` (of this package), ``add_arguments(parser)`` declares its
-    arguments and ``run(args)`` returns its exit code (raising what :mod:`._exit` turns into
-    one)."""
+    """A ``zoo`` command: ``add_arguments(parser)`` declares its arguments and ``run(args)``
+    returns its exit code (raising what :mod:`._exit` turns into one)."""
 
     name: str
     help: str
     description: str
-    module: str
-    add_arguments_name: str
-    run_name: str
-
-    def _function(self, name: str) -> Any:
-        return getattr(importlib.import_module(f".{self.module}", __package__), name)
-
-    @property
-    def add_arguments(self) -> Callable[[argparse.ArgumentParser], None]:
-        return self._function(self.add_arguments_name)
-
-    @property
-    def run(self) -> Callable[[argparse.Namespace], int]:
-        return self._function(self.run_name)
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -45,9 +44,8 @@ COMMANDS: tuple[Command, ...] = (
             "Python standard library's own source, into runs/default. Settings: defaults < "
             "--config FILE < --set KEY=VALUE < flags. Re-running into the same --out resumes."
         ),
-        "_training",
-        "add_train_arguments",
-        "run_train",
+        _training.add_train_arguments,
+        _training.run_train,
     ),
     Command(
         "finetune",
@@ -58,9 +56,8 @@ COMMANDS: tuple[Command, ...] = (
             "write the adapters alone to OUT/adapter; --export-hf DIR writes the merged "
             "model."
         ),
-        "_training",
-        "add_finetune_arguments",
-        "run_finetune",
+        _training.add_finetune_arguments,
+        _training.run_finetune,
     ),
     Command(
         "generate",
@@ -73,9 +70,8 @@ COMMANDS: tuple[Command, ...] = (
             "turn. Without --prompt on a terminal: one prompt per line (with --chat, a "
             "conversation), until an empty line or Ctrl-D."
         ),
-        "_generate",
-        "add_generate_arguments",
-        "run_generate",
+        _generate_text.add_generate_arguments,
+        _generate_text.run_generate,
     ),
     Command(
         "eval",
@@ -88,9 +84,8 @@ COMMANDS: tuple[Command, ...] = (
             "model is a run (--step N: that checkpoint), a Hugging Face directory, or one with "
             "a PEFT adapter (--adapter DIR)."
         ),
-        "_use",
-        "add_eval_arguments",
-        "run_eval",
+        _use.add_eval_arguments,
+        _use.run_eval,
     ),
     Command(
         "convert",
@@ -100,9 +95,8 @@ COMMANDS: tuple[Command, ...] = (
             "(checkpoint at step 0); a zoo run directory becomes a Hugging Face directory "
             "(LoRA adapters merged). The direction follows SRC."
         ),
-        "_use",
-        "add_convert_arguments",
-        "run_convert",
+        _use.add_convert_arguments,
+        _use.run_convert,
     ),
     Command(
         "compile",
@@ -116,9 +110,8 @@ COMMANDS: tuple[Command, ...] = (
             " bytes against the chip's HBM, and the optimizer state. Exit 0: it fits; 3: it "
             "does not; 2: a usage error."
         ),
-        "_compile",
-        "add_compile_arguments",
-        "run_compile",
+        _compile.add_compile_arguments,
+        _compile.run_compile,
     ),
     Command(
         "profile",
@@ -130,9 +123,8 @@ COMMANDS: tuple[Command, ...] = (
             "host/idle gaps, evaluation and checkpoints) and the top operations. --compare "
             "BEFORE AFTER shows the change per category, e.g. across a kernel upgrade."
         ),
-        "_profile",
-        "add_profile_arguments",
-        "run_profile",
+        _profile.add_profile_arguments,
+        _profile.run_profile,
     ),
     Command(
         "data",
@@ -142,9 +134,8 @@ COMMANDS: tuple[Command, ...] = (
             " `zoo data prepare SOURCE... --out STORE` makes one; `zoo data info STORE` "
             "describes one; `zoo data verify STORE` checks every block against its hash."
         ),
-        "_data",
-        "add_data_arguments",
-        "run_data",
+        _data.add_data_arguments,
+        _data.run_data,
     ),
     Command(
         "metrics",
@@ -159,17 +150,15 @@ COMMANDS: tuple[Command, ...] = (
             "new W&B run, in the project, name and tags the run was given unless the flags "
             "say otherwise (WANDB_MODE=offline works)."
         ),
-        "_metrics",
-        "add_metrics_arguments",
-        "run_metrics",
+        _metrics.add_metrics_arguments,
+        _metrics.run_metrics,
     ),
     Command(
         "models",
         "list the model presets",
         "List the model presets.",
-        "_catalog",
-        "add_models_arguments",
-        "run_models",
+        _catalog.add_models_arguments,
+        _catalog.run_models,
     ),
     Command(
         "kernels",
@@ -180,8 +169,7 @@ COMMANDS: tuple[Command, ...] = (
             "machine); `zoo kernels verify NAME` runs the conformance suite against NAME "
             "here."
         ),
-        "_kernels",
-        "add_kernels_arguments",
-        "run_kernels",
+        _kernels.add_kernels_arguments,
+        _kernels.run_kernels,
     ),
 )
