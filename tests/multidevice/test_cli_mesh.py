@@ -104,15 +104,6 @@ def test_resume_on_one_device_reports_the_mesh_change(runs, one_device_zoo):
             "Expert parallelism over 4 devices (expert=4) needs the experts split evenly, but "
             "the model has 6 experts a layer",
         ),
-        # The hostile pass: a mixture of experts on a context axis failed inside shard_map.
-        (
-            ["--model", "mixtral-tiny", "--mesh", "expert=2,context=4"],
-            "A mixture-of-experts model cannot split its sequences over devices (context=4)",
-        ),
-        (
-            ["--model", "mixtral-tiny", "--mesh", "fsdp=2,context=4"],
-            "A mixture-of-experts model cannot split its sequences over devices (context=4)",
-        ),
     ],
     ids=[
         "not-dividing",
@@ -123,8 +114,6 @@ def test_resume_on_one_device_reports_the_mesh_change(runs, one_device_zoo):
         "batch",
         "rule",
         "experts",
-        "moe-context-expert",
-        "moe-context-fsdp",
     ],
 )
 def test_bad_meshes_are_one_sentence_usage_errors(args, needle, tmp_path, capsys):

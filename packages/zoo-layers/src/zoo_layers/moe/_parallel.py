@@ -108,5 +108,9 @@ def expert_layout(
     sequence = fitting(SEQUENCE, length, tokens) if ndim >= 3 else ()
     experts = fitting(EXPERTS, n_experts, ())
     hidden_axes = fitting(MLP_AXIS, hidden, tokens + sequence + experts)
-    embed = fitting(EMBED, dim, experts + hidden_axes)
+    # Only axes that split the tokens keep the model width's stored shards into the call: there
+    # the gathered weights vary over them as the tokens do. Over any other (a context axis when
+    # decoding one token, fsdp when the rows do not split), the output must be the same on
+    # every device, which a gather inside cannot promise, so the weights enter gathered.
+    embed = tuple(a for a in fitting(EMBED, dim, experts + hidden_axes) if a in tokens + sequence)
     return ExpertLayout(mesh, tokens, experts, hidden_axes, embed, sequence)

@@ -48,23 +48,11 @@ def check_heads(
 
 
 def check_experts(n_experts: int, mesh: Mesh, rules: Mapping[str, MeshAxes]) -> None:
-    """The expert-parallel axes must divide the experts of each mixture-of-experts layer, and
-    a mixture of experts takes no context axis (its sequences are not split).
+    """The expert-parallel axes must divide the experts of each mixture-of-experts layer.
 
     Raises:
-        ValueError: naming the expert count and the axis sizes, or the context axis.
+        ValueError: naming the expert count and the axis sizes.
     """
-    if n_experts:
-        # The expert layers lay their tokens out by rows (``batch``): a sequence split over
-        # devices has no layout there yet, and failed deep in shard_map.
-        split = rule_axes(rules, "sequence")
-        if math.prod(mesh.shape.get(a, 1) for a in split) > 1:
-            names = " x ".join(f"{a}={mesh.shape.get(a, 1)}" for a in split)
-            raise ValueError(
-                f"A mixture-of-experts model cannot split its sequences over devices ({names}): "
-                "its expert layers lay tokens out by rows; drop context from --mesh and use "
-                "fsdp, data or expert parallelism for it."
-            )
     axes = rule_axes(rules, "experts")
     shards = math.prod(mesh.shape.get(a, 1) for a in axes)
     if n_experts and shards > 1 and n_experts % shards:
