@@ -66,7 +66,15 @@ def _assert_trees_close(got, want, rtol: float) -> None:
         assert np.max(np.abs(g - w)) <= rtol * max(np.max(np.abs(w)), 1e-30), (g, w)
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize(
+    "family",
+    [
+        "moe",
+        "tied-soft-cap",
+        # an untied head as llama's: [moe]'s head is untied too (its router losses beside)
+        pytest.param("untied", marks=pytest.mark.full),
+    ],
+)
 def test_fused_loss_and_gradients_equal_the_plain_ones(family, monkeypatch) -> None:
     batch = _batch(seed=np.random.default_rng().integers(1 << 30))
     config = FAMILIES[family]
