@@ -42,6 +42,11 @@ BROKEN_KERNELS = {
 }
 
 
+# The cases each flaw is run on: all of them unless named here. NaN in empty rows shows only in
+# the cases that have such rows; run from the first case, the suite would pass 27 others first.
+SELECT = {"nan_empty_rows": "reference and empty"}
+
+
 @pytest.mark.parametrize("flaw", sorted(BROKEN_KERNELS))
 def test_suite_fails_for_broken_kernel(failing_suite, flaw: str) -> None:
     body = textwrap.indent(textwrap.dedent(BROKEN_KERNELS[flaw]), "    ")
@@ -69,7 +74,7 @@ zoo_attention.register_kernel(Broken(), replace=True)
 class TestBroken(ConformanceSuite):
     implementation = "broken_{flaw}"
 """,
-        "reference or scope",
+        SELECT.get(flaw, "reference or scope"),
     )
     # The suite must report what broke, not just that something did.
     assert "max abs error" in text or "non-finite" in text or "not zero" in text

@@ -50,13 +50,13 @@ def _segment_ids(case: ConformanceCase, rng: np.random.Generator) -> Any:
 
     b, t, s = case.batch, case.q_len, case.kv_len
     if case.segments == "shared":
-        return jnp.asarray(np.stack([runs(t) for _ in range(b)]))
+        return jax.device_put(np.stack([runs(t) for _ in range(b)]))
     q_ids = np.stack([runs(t) for _ in range(b)])
     kv_ids = np.stack([runs(s) for _ in range(b)])
     if case.segments == "unmatched":
         # Ids 100+ exist only on the query side: those rows see no key at all.
         q_ids[:, : max(1, t // 3)] = 100 + np.arange(max(1, t // 3)) % 3
-    return jnp.asarray(q_ids), jnp.asarray(kv_ids)
+    return jax.device_put(q_ids), jax.device_put(kv_ids)
 
 
 def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
@@ -75,7 +75,8 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
     hv = h if case.value_head_dim is None else case.value_head_dim
 
     def normal(*shape: int) -> jax.Array:
-        return jnp.asarray(rng.standard_normal(shape), dtype=dtype)
+        # Cast on the host (float64, float32, then the case's dtype) and copied: no device program.
+        return jax.device_put(rng.standard_normal(shape).astype(np.float32).astype(dtype))
 
     kwargs: dict[str, Any] = {
         "scale": case.scale,
@@ -89,7 +90,9 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
     value, cotangent = normal(b, s, k, hv), normal(b, t, n, hv)
     # Sinks in float32 (learned logits are kept so), spread so that some take most of a row's
     # weight and some almost none.
-    sinks = jnp.asarray(2.0 * rng.standard_normal(n), jnp.float32) if case.sinks else None
+    sinks = (
+        jax.device_put((2.0 * rng.standard_normal(n)).astype(np.float32)) if case.sinks else None
+    )
     return CaseInputs(
         query=query,
         key=key,
@@ -101,10 +104,15 @@ def make_inputs(case: ConformanceCase, seed: int) -> CaseInputs:
     )
 
 
+def _float64(x: Any) -> np.ndarray:
+    """``x`` on the host in float64 (exact from bfloat16 and float32; no device program)."""
+    return np.asarray(x).astype(np.float64)
+
+
 def compare(label: str, got: jax.Array, want: np.ndarray, tol: float) -> str | None:
     """One line when ``got`` is off ``want`` (float64): another shape, a non-finite value, or
     ``max |got - want| > tol * max(1, max |want|)``; ``None`` when it agrees."""
-    got64 = np.asarray(got.astype(jnp.float32), dtype=np.float64)
+    got64 = _float64(got)
     if got64.shape != want.shape:
         return f"{label}: shape {got64.shape}, expected {want.shape}"
     if not np.all(np.isfinite(got64)):
@@ -177,19 +185,31 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
     inputs = make_inputs(case, seed)
     tol = TOLERANCES[case.dtype]
 
-    def attend(q: jax.Array, k: jax.Array, v: jax.Array, sinks: Any) -> jax.Array:
-        return dot_product_attention(
-            q, k, v, sinks=sinks, implementation=implementation, **inputs.kwargs
-        )
-
-    out, vjp = jax.vjp(jax.jit(attend), inputs.query, inputs.key, inputs.value, inputs.sinks)
-    dq, dk, dv, dsinks = vjp(inputs.cotangent)
-
     ids = inputs.kwargs.get("segment_ids")
+    static = {k: v for k, v in inputs.kwargs.items() if k != "segment_ids"}
+
+    @jax.jit
+    def forward_and_gradients(q, k, v, sinks, ids, cotangent):  # type: ignore[no-untyped-def]
+        # One program for the output and its gradients: one compile per case.
+        def attend(q: jax.Array, k: jax.Array, v: jax.Array, sinks: Any) -> jax.Array:
+            return dot_product_attention(
+                q, k, v, sinks=sinks, segment_ids=ids, implementation=implementation, **static
+            )
+
+        out, vjp = jax.vjp(attend, q, k, v, sinks)
+        return out, vjp(cotangent)
+
+    out, (dq, dk, dv, dsinks) = forward_and_gradients(
+        inputs.query, inputs.key, inputs.value, inputs.sinks, ids, inputs.cotangent
+    )
+
+    def f32(x: jax.Array) -> np.ndarray:
+        return np.asarray(x).astype(np.float32)
+
     ref = reference_attention(
-        np.asarray(inputs.query.astype(jnp.float32)),
-        np.asarray(inputs.key.astype(jnp.float32)),
-        np.asarray(inputs.value.astype(jnp.float32)),
+        f32(inputs.query),
+        f32(inputs.key),
+        f32(inputs.value),
         scale=case.scale,
         is_causal=case.is_causal,
         segment_ids=None
@@ -200,7 +220,7 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
         local_window_size=case.window,
         logits_soft_cap=case.soft_cap,
         sinks=None if inputs.sinks is None else np.asarray(inputs.sinks),
-        cotangent=np.asarray(inputs.cotangent.astype(jnp.float32)),
+        cotangent=f32(inputs.cotangent),
     )
     # A cotangent was given, so the reference returns the gradients and the rows' visibility.
     assert ref.dq is not None and ref.dk is not None and ref.dv is not None
@@ -224,7 +244,7 @@ def run_case(implementation: str, case: ConformanceCase, seed: int | None = None
     if case.expect_empty_rows and not empty.any():
         failures.append("case meant to have rows that see no key has none (bad case)")
     if empty.any():
-        leaked = np.asarray(out.astype(jnp.float32))[empty]
+        leaked = f32(out)[empty]
         if np.any(leaked != 0):
             failures.append(f"rows that see no key are not zero (max {np.abs(leaked).max():.3g})")
     return [f"[{case.name} seed={seed}] {f}" for f in failures]
