@@ -64,14 +64,22 @@ def batches():
     return _batches(int(np.random.default_rng().integers(1 << 30)))
 
 
-# Each mesh with each model and each kernel, in four runs rather than eight.
+def _full(axes: dict, model: str, kernel: str):
+    return pytest.param(axes, model, kernel, marks=pytest.mark.full, id=f"{axes}-{model}-{kernel}")
+
+
+# Each mesh, each kernel and each family's attention once: gpt-oss's sliding layers alternating
+# with full ones and its sinks, DeepSeek-V3's latent attention, llama's plain attention on xla.
 CASES = [
     ({"context": 4}, "llama", "xla"),
-    ({"context": 4}, "gemma3", "chunked"),
-    ({"fsdp": 2, "context": 4}, "llama", "chunked"),
-    ({"fsdp": 2, "context": 4}, "gemma3", "xla"),
     ({"context": 4}, "gpt-oss", "chunked"),
     ({"fsdp": 2, "context": 4}, "deepseek-v3", "chunked"),
+    # Sliding layers alternating with global ones on chunked: kept in {'context': 4}-gpt-oss-chunked.
+    _full({"context": 4}, "gemma3", "chunked"),
+    # The fsdp+context mesh on chunked: kept in {'fsdp': 2, 'context': 4}-deepseek-v3-chunked.
+    _full({"fsdp": 2, "context": 4}, "llama", "chunked"),
+    # xla kept in {'context': 4}-llama-xla, this mesh in {'fsdp': 2, 'context': 4}-deepseek-v3-chunked.
+    _full({"fsdp": 2, "context": 4}, "gemma3", "xla"),
 ]
 
 

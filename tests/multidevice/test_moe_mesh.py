@@ -45,17 +45,46 @@ def batch():
     return PackedLoader(docs, seq_len=32, seed=1).next_batch(16)
 
 
-@pytest.fixture(
-    scope="module", params=["mixtral-tiny", "qwen3-moe-tiny", "gpt-oss-tiny", "deepseek-v3-tiny"]
-)
-def one_device(request, batch):
-    config = _config(request.param)
-    return config, _step(config, _mesh((1, 1, 1, 1), jax.devices()[:1]), batch)
+@pytest.fixture(scope="module")
+def one_device(batch):
+    """family -> (config, its step on one device), each computed once."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            config = _config(name)
+            cache[name] = config, _step(config, _mesh((1, 1, 1, 1), jax.devices()[:1]), batch)
+        return cache[name]
+
+    return get
 
 
-@pytest.mark.parametrize("shape", [(1, 2, 2, 2), (1, 1, 8, 1), (2, 1, 2, 2)], ids=str)
-def test_expert_parallel_step_matches_one_device(shape, one_device, batch, capfd):
-    config, (want_metrics, want_grads, params, _) = one_device
+def _case(family: str, shape: tuple[int, ...], *marks):
+    return pytest.param(family, shape, marks=marks, id=f"{family}-{shape}")
+
+
+FULL = pytest.mark.full
+# A pairwise cover: each family's MoE layer once, each mesh shape (so every axis: data, fsdp,
+# expert, tensor) at least once; the rest of the product is `full`.
+CASES = [
+    _case("mixtral-tiny", (1, 2, 2, 2)),
+    _case("qwen3-moe-tiny", (1, 1, 8, 1)),
+    _case("gpt-oss-tiny", (2, 1, 2, 2)),
+    _case("deepseek-v3-tiny", (1, 1, 8, 1)),
+    _case("qwen3-moe-tiny", (1, 2, 2, 2), FULL),  # mesh kept in mixtral-tiny-(1, 2, 2, 2)
+    _case("gpt-oss-tiny", (1, 2, 2, 2), FULL),  # mesh kept in mixtral-tiny-(1, 2, 2, 2)
+    _case("deepseek-v3-tiny", (1, 2, 2, 2), FULL),  # mesh kept in mixtral-tiny-(1, 2, 2, 2)
+    _case("mixtral-tiny", (1, 1, 8, 1), FULL),  # mesh kept in qwen3-moe-tiny-(1, 1, 8, 1)
+    _case("gpt-oss-tiny", (1, 1, 8, 1), FULL),  # mesh kept in qwen3-moe-tiny-(1, 1, 8, 1)
+    _case("mixtral-tiny", (2, 1, 2, 2), FULL),  # mesh kept in gpt-oss-tiny-(2, 1, 2, 2)
+    _case("qwen3-moe-tiny", (2, 1, 2, 2), FULL),  # mesh kept in gpt-oss-tiny-(2, 1, 2, 2)
+    _case("deepseek-v3-tiny", (2, 1, 2, 2), FULL),  # mesh kept in gpt-oss-tiny-(2, 1, 2, 2)
+]
+
+
+@pytest.mark.parametrize(("family", "shape"), CASES)
+def test_expert_parallel_step_matches_one_device(family, shape, one_device, batch, capfd):
+    config, (want_metrics, want_grads, params, _) = one_device(family)
     capfd.readouterr()
     metrics, grads, _, sharded = _step(config, _mesh(shape), batch)
     compile_log = capfd.readouterr().err
