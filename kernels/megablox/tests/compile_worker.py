@@ -2,7 +2,8 @@
 backward, for TPU generations through libtpu's compile-only devices; print one JSON row a
 compile. Run by ``test_megablox_compile.py`` in the environment with libtpu.
 
-Usage: python compile_worker.py GENERATION[,GENERATION...]
+Usage: python compile_worker.py SPEC[,SPEC...], a SPEC being GENERATION (a 2x2 mesh in
+bfloat16, one device in bfloat16 and in float32) or GENERATION:DEVICES:DTYPE (one of them).
 """
 
 from __future__ import annotations
@@ -64,10 +65,14 @@ def np_devices(devices: list[Any]) -> Any:
     return np.asarray(devices).reshape(2, -1) if len(devices) == 4 else np.asarray(devices)[:, None]
 
 
-def main(generations: list[str]) -> None:
-    for generation in generations:
+PROGRAMS = ((4, "bfloat16"), (1, "bfloat16"), (1, "float32"))
+
+
+def main(specs: list[str]) -> None:
+    for spec in specs:
+        generation, *one = spec.split(":")
         devices = list(topologies.get_topology_desc(TOPOLOGIES[generation], platform="tpu").devices)
-        for count, dtype in ((4, "bfloat16"), (1, "bfloat16"), (1, "float32")):
+        for count, dtype in [(int(one[0]), one[1])] if one else PROGRAMS:
             row: dict[str, Any] = {"generation": generation, "devices": count, "dtype": dtype}
             try:
                 row.update(_compile(devices[:count], dtype))
