@@ -98,7 +98,19 @@ def main() -> None:
     keys = jax.random.split(jax.random.key(config["seq_len"]), 4)
     q, k, v, ct = (jax.random.normal(key, shape, jnp.float32) for key in keys)
 
+    # "linear:NAME": the gated delta rule (gated DeltaNet's linear attention) through the
+    # linear-attention kernel NAME, at the same shape: a fixed decay and write strength, queries
+    # and keys L2-normalised as Qwen3.5 calls it.
+    linear = impl.removeprefix("linear:") if impl.startswith("linear:") else None
+    log_decay = jnp.full(shape[:3], -0.05, jnp.float32)
+    beta = jnp.full(shape[:3], 0.5, jnp.float32)
+
     def forward(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        if linear is not None:
+            out, _ = zoo_attention.linear.gated_delta_rule(
+                q, k, v, log_decay, beta, normalize_qk=True, implementation=linear
+            )
+            return out
         return zoo_attention.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
 
     def forward_backward(q: jax.Array, k: jax.Array, v: jax.Array, ct: jax.Array) -> tuple:
