@@ -148,29 +148,30 @@ def test_decode_matches_full_pass(key, window, gated):
     x = jax.random.normal(k3, (2, t, 32))
     positions = jnp.broadcast_to(jnp.arange(t), (2, t))
     want = eqx.filter_jit(zl.Attention.__call__)(attn, x, positions)
-    decode = eqx.filter_jit(zl.Attention.decode)
-    for chunks in [(9,), (4, 1, 1, 1, 1, 1), (1, 3, 2, 1, 2), (1, 1, 5, 2)]:
-        cache_k = jnp.zeros((2, s, 2, 8))
-        cache_v = jnp.zeros((2, s, 2, 8))
-        slot_pos = jnp.zeros((2, s), jnp.int32)
-        slot_valid = jnp.zeros((2, s), bool)
+
+    @eqx.filter_jit  # one program per chunk size: the start is traced
+    def step(attn, x, positions, cache_k, cache_v, slot_pos, slot_valid, start):
+        slot_pos = jax.lax.dynamic_update_slice(slot_pos, positions, (0, start))
+        slot_valid = jax.lax.dynamic_update_slice(
+            slot_valid, jnp.ones(positions.shape, bool), (0, start)
+        )
+        out, k_new, v_new = attn.decode(x, positions, cache_k, cache_v, slot_pos, slot_valid, start)
+        cache_k = jax.lax.dynamic_update_slice(cache_k, k_new, (0, start, 0, 0))
+        cache_v = jax.lax.dynamic_update_slice(cache_v, v_new, (0, start, 0, 0))
+        return out, cache_k, cache_v, slot_pos, slot_valid
+
+    xs, ps = np.asarray(x), np.asarray(positions)
+    for chunks in [(9,), (4, 1, 1, 1, 1, 1), (1, 3, 2, 1, 2), (1, 1, 4, 3)]:
+        state = (
+            jnp.zeros((2, s, 2, 8)),
+            jnp.zeros((2, s, 2, 8)),
+            jnp.zeros((2, s), jnp.int32),
+            jnp.zeros((2, s), bool),
+        )
         outs, start = [], 0
         for c in chunks:
-            sl = slice(start, start + c)
-            slot_pos = slot_pos.at[:, sl].set(positions[:, sl])
-            slot_valid = slot_valid.at[:, sl].set(True)
-            out, k_new, v_new = decode(
-                attn,
-                x[:, sl],
-                positions[:, sl],
-                cache_k,
-                cache_v,
-                slot_pos,
-                slot_valid,
-                jnp.int32(start),
-            )
-            cache_k = cache_k.at[:, sl].set(k_new)
-            cache_v = cache_v.at[:, sl].set(v_new)
+            sl = slice(start, start + c)  # sliced on the host, as a program per slice would be
+            out, *state = step(attn, xs[:, sl], ps[:, sl], *state, jnp.int32(start))
             outs.append(out)
             start += c
         np.testing.assert_allclose(

@@ -89,14 +89,17 @@ def _numpy_moe(moe, x):
 def test_the_options_equal_their_definitions_and_the_dense_gradients(make, key):
     moe = make(key)
     x = jax.random.normal(jax.random.fold_in(key, 2), (2, 9, D))
-    got, _ = moe(x)
-    np.testing.assert_allclose(got, _numpy_moe(moe, x), rtol=1e-5, atol=1e-5)
     cot = jax.random.normal(jax.random.fold_in(key, 3), x.shape)
 
-    def grad(fn):
-        return eqx.filter_grad(lambda mx: jnp.sum(fn(*mx) * cot))((moe, x))
+    @eqx.filter_jit  # one compiled program for the forward pass and both gradients
+    def outputs(moe, x, cot):
+        def grad(fn):
+            return eqx.filter_grad(lambda mx: jnp.sum(fn(*mx) * cot))((moe, x))
 
-    grads = [grad(lambda m, x: m(x)[0]), grad(dense_moe)]
+        return moe(x)[0], [grad(lambda m, x: m(x)[0]), grad(dense_moe)]
+
+    got, grads = outputs(moe, x, cot)
+    np.testing.assert_allclose(got, _numpy_moe(moe, x), rtol=1e-5, atol=1e-5)
     for a, b in zip(*map(jax.tree.leaves, grads), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     if moe.correction_bias is not None:  # it steers the selection; no gradient reaches it
@@ -107,9 +110,10 @@ def test_the_correction_bias_steers_the_selection_not_the_weights(key):
     moe = _deepseek(key)
     x = jax.random.normal(jax.random.fold_in(key, 2), (1, 16, D))
     favoured = eqx.tree_at(lambda m: m.correction_bias, moe, moe.correction_bias.at[3].add(10.0))
-    _, stats = favoured(x)
+    run = eqx.filter_jit(lambda m, x: m(x))  # one compile: the two layers differ only in values
+    (out, stats), (plain, _) = run(favoured, x), run(moe, x)
     assert float(stats.counts[3]) == 16  # every token now takes expert 3
-    assert not np.allclose(favoured(x)[0], moe(x)[0])
+    assert not np.allclose(out, plain)
 
 
 def test_aux_loss_free_balancing_moves_each_bias_towards_an_even_load():
