@@ -31,8 +31,13 @@ def _tpu_python() -> str:
     return str(path)
 
 
+def _tpu_env() -> dict[str, str]:
+    """This environment without zoo's settings and XLA's flags."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+
+
 def _zoo(python: str, *args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    env = _tpu_env()
     return subprocess.run(
         [python, "-c", ZOO, "compile", *args],
         cwd=cwd,
@@ -112,7 +117,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
     tmp = tmp_path_factory.mktemp("compile")
     (tmp / "moe-hf").mkdir()
     (tmp / "moe-hf" / "config.json").write_text(json.dumps(zoo_models.to_hf_config(MOE)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    env = _tpu_env()
     procs = {
         name: subprocess.Popen(
             [
@@ -132,6 +137,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, 
             text=True,
         )
         for name, args in RUNS.items()
+        if name != "max-batch"  # its own fixture: it compiles three times, each slowly
     }
     out = {}
     for name, proc in procs.items():
@@ -281,8 +287,20 @@ def test_a_step_built_not_to_fit_exits_3_with_figures(runs):
     assert "live at the peak" in stdout
 
 
-def test_max_batch_finds_the_largest_batch_that_fits(runs):
-    code, stdout, report = runs["max-batch"]
+@pytest.fixture(scope="module")
+def max_batch_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict]:
+    tmp = tmp_path_factory.mktemp("max-batch")
+    proc = subprocess.run(
+        [_tpu_python(), "-c", ZOO, "compile", "--topology", "v5e:2x2", *RUNS["max-batch"],
+         "--json", str(tmp / "report.json")],
+        cwd=tmp, env={**_tpu_env(), **RUN_ENV["max-batch"]}, capture_output=True, text=True,
+        timeout=1200,
+    )  # fmt: skip
+    assert (tmp / "report.json").exists(), f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    return proc.returncode, proc.stdout, json.loads((tmp / "report.json").read_text())
+
+
+def _assert_a_search_report(code: int, stdout: str, report: dict) -> int:
     assert code == 0, stdout
     best = report["max_batch"]
     tried = {r["batch_size"]: r["fits"] for r in report["search"]}
@@ -291,6 +309,47 @@ def test_max_batch_finds_the_largest_batch_that_fits(runs):
     assert all(fits == (b <= best) for b, fits in tried.items())
     assert report["batch_size"] == best and report["fits"] is True
     assert f"largest micro-batch that fits: {best}" in stdout
+    return best
+
+
+# The search as `zoo compile --max-batch` runs it, with a memory model in place of XLA's
+# compiles (peak 1000 + 37 b bytes of 1000 + 37 * 1001): the command's search, messages and
+# report; the compiles' own figures are the other runs'.
+MEMORY_MODEL = """
+import sys
+import zoo_train.aot._train_step as step
+from zoo_train.aot import StepMemory, StepReport
+
+def compile_step(setup, b, on_compile=None):
+    if on_compile is not None:
+        on_compile(b)
+    peak = 1000 + 37 * b
+    return StepReport(b, StepMemory(1000, 1000, 1000, peak - 1000, peak, 1000 + 37 * 1001), 0.0,
+                      [], 0)
+
+step.compile_step = compile_step
+from zoo_train.cli import main
+sys.exit(main())
+"""
+
+
+def test_max_batch_on_the_command_line_searches_to_the_largest_that_fits(tmp_path):
+    proc = subprocess.run(
+        [_tpu_python(), "-c", MEMORY_MODEL, "compile", "--topology", "v5e:2x2", "--model",
+         "llama-tiny", "--seq-len", "128", "--batch-size", "16", "--max-batch", "--json",
+         str(tmp_path / "report.json")],
+        cwd=tmp_path, env=_tpu_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert _assert_a_search_report(proc.returncode, proc.stdout, report) == 1000
+    assert "zoo: compiling micro-batch 1004 ..." in proc.stderr  # said before each compile
+
+
+# The search on XLA's compiles: the test above runs it on a memory model, the runs compile its step
+@pytest.mark.full
+def test_max_batch_finds_the_largest_batch_that_fits(max_batch_run):
+    code, stdout, report = max_batch_run
+    _assert_a_search_report(code, stdout, report)
     # The kill switch's kernel is the one the step compiled (RUN_ENV).
     assert ("cross_entropy", "logits") in [(k["kind"], k["kernel"]) for k in report["kernels"]]
 
@@ -406,7 +465,7 @@ with watch.one_line_on_sigterm():
 
 
 def test_sigterm_during_a_compile_is_one_line(tmp_path: pathlib.Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "XLA_FLAGS"))}
+    env = _tpu_env()
     proc = subprocess.run(
         [_tpu_python(), "-c", SIGTERM_DURING_COMPILE],
         cwd=tmp_path,
