@@ -66,7 +66,22 @@ def _run(rng: np.random.Generator, geometry: dict[str, Any], dtype: Any = jnp.fl
     return out, grads, reference(q, kk, v, do, **g)
 
 
-@pytest.mark.parametrize(("name", "geometry"), CASES, ids=[c[0] for c in CASES])
+#: Geometry that test_conformance_with_small_blocks (blocks of 32 x 24) runs too, marked
+#: ``full``: the case there that covers it.
+FULL = {
+    "tiny-blocks-mqa-causal": "gqa8-mqa-causal (one key head, causal, several blocks)",
+    "cross-long-q-causal": "q97-kv33-causal (more queries than keys, causal)",
+    "empty-query-blocks": "empty-rows-window-q48-kv16 (a query block that sees no key)",
+    "no-mask-with-tails": "cross-q33-kv97-segments (tails on both axes, not causal)",
+    "packed-segments-causal": "all-bf16, empty-rows-causal-segments-bf16 (causal, packed ids)",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "geometry"),
+    [pytest.param(*c, marks=pytest.mark.full) if c[0] in FULL else c for c in CASES],
+    ids=[c[0] for c in CASES],
+)
 def test_multi_block_matches_reference(name: str, geometry: dict[str, Any]) -> None:
     rng = np.random.default_rng()
     out, (dq, dk, dv), ref = _run(rng, geometry)
@@ -75,6 +90,10 @@ def test_multi_block_matches_reference(name: str, geometry: dict[str, Any]) -> N
         assert max_error(got, want) < 1e-4, name
     empty = ~ref.row_sees_key.transpose(0, 2, 1)
     assert np.all(np.asarray(out)[empty] == 0)
+
+
+def test_the_full_cases_name_real_ones() -> None:
+    assert set(FULL) <= {name for name, _ in CASES}
 
 
 def test_float64_is_exact_to_float64_precision() -> None:
