@@ -116,10 +116,13 @@ def reference(corpus: pathlib.Path) -> dict:
 
 def test_two_processes_match_one_then_resume_on_four_and_on_one(corpus, reference):
     run = ["--data", "data", "--out", "many"]
-    # 2 processes x 2 devices, stopped at step 2.
-    results = _zoo(2, 2, [*RUN, *run, "--stop-at", "2"], corpus)
+    # 2 processes x 2 devices, stopped at step 2, each sequence split over the 4 devices of both
+    # (context=4): the steps read their rows on every process and the keys and values are
+    # gathered across processes.
+    results = _zoo(2, 2, [*RUN, *run, "--mesh", "fsdp=1,context=4", "--stop-at", "2"], corpus)
     for code, _, err in results:
         assert code == 0, err[-3000:]
+    assert "mesh data=1 fsdp=1 context=4 tensor=1" in results[0][2]
     _assert_same_curve(_losses(corpus / "many"), reference, range(1, 3))
     # One writer: every step once in the metrics, and only process 0 speaks (labelled).
     steps = [r["step"] for r in _records(corpus / "many") if "loss" in r]
@@ -132,14 +135,15 @@ def test_two_processes_match_one_then_resume_on_four_and_on_one(corpus, referenc
     assert any("zoo: steps 0 -> 2" in line for line in lines0)
     assert not any("zoo: steps" in line or " → step " in line for line in lines1)
 
-    # Resumed on 4 processes x 1 device to step 4, then on 1 process x 4 devices to the end.
+    # Resumed on 4 processes x 1 device (the parameters over fsdp across processes) to step 4,
+    # then on 1 process x 4 devices to the end.
     four = _zoo(4, 1, [*RUN, *run, "--stop-at", "4"], corpus)
     for code, _, err in four:
         assert code == 0, err[-3000:]
     assert "mesh changed since checkpoint 2" in four[0][2]
     assert (
-        "(4 devices in 2 processes) → data=1 fsdp=4 tensor=1 (4 devices in 4 processes)"
-        in four[0][2]
+        "context=4 tensor=1 (4 devices in 2 processes) → data=1 fsdp=4 tensor=1 "
+        "(4 devices in 4 processes)" in four[0][2]
     )
     [(code, _, err)] = _zoo(1, 4, [*RUN, *run], corpus)
     assert code == 0, err[-3000:]
@@ -149,17 +153,6 @@ def test_two_processes_match_one_then_resume_on_four_and_on_one(corpus, referenc
     assert steps == list(range(1, STEPS + 1))
 
 
-def test_a_context_axis_over_two_processes_gives_the_losses_of_one(corpus, reference):
-    """Each sequence split over 4 devices of 2 processes (context=4): the steps read their rows
-    on every process and the keys and values are gathered across processes."""
-    run = [*RUN, "--data", "data", "--out", "context", "--mesh", "fsdp=1,context=4"]
-    results = _zoo(2, 2, [*run, "--stop-at", "2"], corpus)
-    for code, _, err in results:
-        assert code == 0, err[-3000:]
-    assert "mesh data=1 fsdp=1 context=4 tensor=1" in results[0][2]
-    _assert_same_curve(_losses(corpus / "context"), reference, range(1, 3))
-
-
 def _committed(run: pathlib.Path) -> list[int]:
     directory = run / "checkpoints"
     if not directory.is_dir():
@@ -167,15 +160,21 @@ def _committed(run: pathlib.Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
 
 
-def test_a_killed_process_is_noticed_and_a_restart_resumes(corpus, reference):
+def _wait_for_commit(run: pathlib.Path, procs: list[subprocess.Popen], least: int) -> None:
+    """Until ``run`` has committed a checkpoint of step ``least`` or later (a checkpoint moved
+    aside as unreadable is not one), every process alive."""
+    deadline = time.monotonic() + 120
+    while max(_committed(run), default=0) < least and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.2)
+    assert max(_committed(run), default=0) >= least, f"no checkpoint {least} within 120 s"
+
+
+def test_a_killed_process_is_noticed_a_restart_resumes_and_a_killed_coordinator_ends_it(corpus):
     args = [*RUN, "--data", "data", "--out", "killed", "--steps", "400", "--save-every", "4",
             "--log-every", "4"]  # fmt: skip
     procs = _launch(2, 2, args, corpus)
-    deadline = time.monotonic() + 120
-    while len(_committed(corpus / "killed")) < 2 and time.monotonic() < deadline:
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        time.sleep(0.2)
-    assert len(_committed(corpus / "killed")) >= 2, "no checkpoint within 120 s"
+    _wait_for_commit(corpus / "killed", procs, 8)  # two checkpoints
     procs[1].send_signal(signal.SIGKILL)
     killed = time.monotonic()
     code, _, err = _finish(procs[:1])[0]
@@ -193,14 +192,28 @@ def test_a_killed_process_is_noticed_and_a_restart_resumes(corpus, reference):
     record["fingerprints"][0] ^= 1
     meta.write_text(json.dumps(record))
 
-    # The same command again (stopping soon after the resume): from the last good commit.
-    results = _zoo(2, 2, [*args, "--stop-at", str(before + 4)], corpus)
-    for code, _, err in results:
-        assert code == 0, err[-3000:]
-    assert f"resuming from step {before}" in results[0][2]
-    assert f"checkpoint {newest} in" in results[0][2] and "checksums" in results[0][2]
+    # The same command again: it resumes from the last good commit, moves the torn one aside
+    # and saves on (the step of the torn one again, then the next).
+    procs = _launch(2, 2, args, corpus)
+    _wait_for_commit(corpus / "killed", procs, newest + 4)
+    # Then process 0, which hosts JAX's coordination service, dies: JAX's client ends the others
+    # right away; zoo turns its fatal log into the sentence (JAX's own log if it aborts first).
+    procs[0].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    code, _, err = _finish(procs[1:])[0]
+    _, _, resumed = _finish(procs[:1])[0]
+    assert code != 0 and time.monotonic() - killed < 10
+    # Killed in the middle of a collective, process 0 can leave a torn message on the wire, and
+    # the collectives' transport (gloo) in the others may abort on it before JAX's client sees
+    # the coordinator gone: the run still ends at once, in gloo's words.
+    assert (
+        "the coordinator (process 0) is gone" in err
+        or "Failed to send RPC to coordination service" in err
+        or "gloo::EnforceNotMet" in err
+    ), err[-2000:]
+    assert f"resuming from step {before}" in resumed
+    assert f"checkpoint {newest} in" in resumed and "checksums" in resumed
     assert len(list((corpus / "killed" / "checkpoints-unreadable").iterdir())) == 1
-    assert _committed(corpus / "killed")[-1] == before + 4
 
 
 def test_sigterm_to_one_process_stops_every_process_at_one_saved_step(corpus):
@@ -273,30 +286,6 @@ def test_bad_process_settings_are_refused_before_training(corpus):
     assert not (corpus / "bad" / "checkpoints").exists()
 
 
-def test_a_killed_coordinator_ends_the_others_at_once(corpus):
-    # Process 0 hosts JAX's coordination service: when it dies, JAX's client ends the others
-    # right away; zoo turns its fatal log into the sentence (JAX's own log if it aborts first).
-    args = [*RUN, "--data", "data", "--out", "coordinator", "--steps", "400", "--save-every", "4"]
-    procs = _launch(2, 2, args, corpus)
-    deadline = time.monotonic() + 120
-    while not _committed(corpus / "coordinator") and time.monotonic() < deadline:
-        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
-        time.sleep(0.2)
-    procs[0].send_signal(signal.SIGKILL)
-    killed = time.monotonic()
-    code, _, err = _finish(procs[1:])[0]
-    procs[0].communicate()
-    assert code != 0 and time.monotonic() - killed < 10
-    # Killed in the middle of a collective, process 0 can leave a torn message on the wire, and
-    # the collectives' transport (gloo) in the others may abort on it before JAX's client sees
-    # the coordinator gone: the run still ends at once, in gloo's words.
-    assert (
-        "the coordinator (process 0) is gone" in err
-        or "Failed to send RPC to coordination service" in err
-        or "gloo::EnforceNotMet" in err
-    ), err[-2000:]
-
-
 def test_lora_finetune_and_export_over_two_processes(corpus, reference):
     args = ["finetune", "--from-run", "one", "--data", "data", "--out", "tuned", "--steps", "2", "--log-every", "1",
             "--batch-size", "8", "--seq-len", "64", "--lora-rank", "4", "--eval-every", "0",
@@ -311,9 +300,10 @@ def test_lora_finetune_and_export_over_two_processes(corpus, reference):
     assert [r["step"] for r in _records(corpus / "tuned") if "loss" in r] == [1, 2]
 
 
-def test_benchmark_tasks_on_two_processes_give_one_processs_results(tmp_path):
+def test_benchmark_tasks_on_two_processes_give_one_processs_results(tmp_path, monkeypatch):
     pytest.importorskip("lm_eval", reason="lm-eval is zoo-train's `eval` extra")
     pytest.importorskip("torch", reason="the tiny checkpoint is made with transformers")
+    from zoo_train.cli import main
     from zoo_train.testing import EVAL_TASKS, tiny_hf_llama, write_eval_tasks
 
     tiny_hf_llama(tmp_path / "hf")
@@ -321,9 +311,10 @@ def test_benchmark_tasks_on_two_processes_give_one_processs_results(tmp_path):
     args = ["eval", "hf", "--tasks", ",".join(EVAL_TASKS.values()), "--include-path", "tasks",
             "--batch-size", "3"]  # fmt: skip
     results = _zoo(2, 4, [*args, "--output", "many.json"], tmp_path)  # 3 rows padded to 8
-    [(code, _, err)] = _zoo(1, 1, [*args, "--output", "one.json"], tmp_path)
-    assert code == 0, err[-3000:]
     assert [code for code, _, _ in results] == [0, 0], results[0][2][-3000:]
+    # The reference: one process with one device, this one (the processes above are the test).
+    monkeypatch.chdir(tmp_path)
+    assert main([*args, "--output", "one.json"]) == 0
     # Process 0 prints the table and writes the file; process 1 computes its rows only.
     assert EVAL_TASKS["generate_until"] in results[0][1]
     assert EVAL_TASKS["generate_until"] not in results[1][1]
@@ -347,8 +338,9 @@ def length_share(prompts, completions, **columns):
 '''
 
 
-def test_grpo_on_two_processes_gives_one_processs_losses_and_rewards(tmp_path):
+def test_grpo_on_two_processes_gives_one_processs_losses_and_rewards(tmp_path, monkeypatch):
     pytest.importorskip("torch", reason="the tiny checkpoint is made with transformers")
+    from zoo_train.cli import main
     from zoo_train.testing import tiny_hf_llama
 
     tiny_hf_llama(tmp_path / "hf", seed=3)
@@ -366,9 +358,9 @@ def test_grpo_on_two_processes_gives_one_processs_losses_and_rewards(tmp_path):
                    tmp_path)  # fmt: skip
     for code, _, err in results:
         assert code == 0, err[-3000:]
-    [(code, _, err)] = _zoo(1, 1, [*args, "--out", "one", "--reward", "one/rewards.py:length_share"],
-                            tmp_path)  # fmt: skip
-    assert code == 0, err[-3000:]
+    # The reference: one process with one device, this one.
+    monkeypatch.chdir(tmp_path)
+    assert main([*args, "--out", "one", "--reward", "one/rewards.py:length_share"]) == 0
     many, one = ({r["step"]: r for r in _records(tmp_path / n) if "reward" in r}
                  for n in ("many", "one"))  # fmt: skip
     assert sorted(many) == sorted(one) == [1, 2, 3]

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +26,9 @@ from zoo_train import data as zdata
 
 
 def _logits(model, ids: jax.Array) -> np.ndarray:
-    # Eager call: attention is resolved afresh under the current ZOO_ATTENTION.
-    return np.asarray(model(ids), dtype=np.float64)
+    # A function of its own, so traced afresh: attention is resolved under the current
+    # ZOO_ATTENTION. One compiled program, not one per operation as an eager call would be.
+    return np.asarray(eqx.filter_jit(lambda m, x: m(x))(model, ids), dtype=np.float64)
 
 
 def _grouped_kernels() -> dict[str, str]:
