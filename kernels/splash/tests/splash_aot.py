@@ -1,7 +1,8 @@
 """splash compiled ahead of time for TPU generations, through libtpu's compile-only devices.
 
-Usage: ``python splash_aot.py OUT.json GENERATION [GENERATION ...]`` in a python with libtpu
-and zoo-train (``.venv-tpu``); ``test_splash_compile.py`` runs it. For each generation:
+Usage: ``python splash_aot.py OUT.json SPEC [SPEC ...]`` in a python with libtpu and zoo-train
+(``.venv-tpu``), a SPEC being ``GENERATION`` (each of its programs) or ``GENERATION:WHAT``
+(one); ``test_splash_compile.py`` runs it. The programs of a generation:
 
 - ``step`` (v5e, v5p, v6e): the train step of a small Llama with ``splash`` as its attention, compiled by
   ``zoo compile`` (the real step: forward, backward, optimizer update, donation) on a mesh of
@@ -117,12 +118,20 @@ def attention_row(generation: str, what: str) -> dict[str, Any]:
     }
 
 
+def programs(generation: str) -> tuple[str, ...]:
+    """What is compiled for ``generation``: the train step (not on v4), features and wide."""
+    steps = ("step",) if generation in STEP_GENERATIONS else ()
+    return (*steps, "features", "wide")
+
+
 def main(argv: list[str]) -> int:
-    out, generations = pathlib.Path(argv[0]), argv[1:]
+    """``OUT.json SPEC ...``: a SPEC is ``GENERATION`` (its every program) or
+    ``GENERATION:WHAT`` (one of them)."""
+    out, specs = pathlib.Path(argv[0]), argv[1:]
     rows = []
-    for generation in generations:
-        steps = ("step",) if generation in STEP_GENERATIONS else ()
-        for what in (*steps, "features", "wide"):
+    for spec in specs:
+        generation, _, one = spec.partition(":")
+        for what in (one,) if one else programs(generation):
             try:
                 row = step_row(generation) if what == "step" else attention_row(generation, what)
             except Exception as err:  # the first line of XLA's or Mosaic's reason is the finding

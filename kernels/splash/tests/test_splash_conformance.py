@@ -71,7 +71,42 @@ CASES_HERE = [dataclasses.replace(_BY_NAME[name], q_len=t, kv_len=s) for name, t
 ]
 
 
-@pytest.mark.parametrize("case", CASES_HERE, ids=str)
+#: Cases marked ``full``: each repeats, through the same code, what a kept case checks (named
+#: beside it); every case compiles the interpret-mode kernels anew.
+FULL: dict[str, str] = {
+    "causal-bf16": "h128-causal-segments-bf16 (causal, bfloat16)",
+    "segments-f32": "all-f32 (shared segment ids)",
+    "window-left-right-f32": "window-200-130-five-blocks (a window both sides, not causal)",
+    "softcap-f32": "all-f32 (soft cap)",
+    "causal-window-softcap-bf16": "mla-sinks-all-bf16 (causal window, soft cap, bfloat16)",
+    "all-bf16": "all-f32 (every feature), mla-sinks-all-bf16 (them in bfloat16)",
+    "gqa4-causal-bf16": "gqa8-mqa-causal, all-f32 (4 query heads over 2)",
+    "h96-causal": "mla-sinks-all-bf16 (96-wide queries and keys)",
+    "h256-window": "all-f32, window-200-130-five-blocks (the same kernels at another head dim; "
+    "test_splash_compile's wide program compiles 256-wide heads with Mosaic)",
+    "q97-kv33-causal": "empty-rows-window-q48-kv16 (more queries than keys), all-f32 (causal)",
+    "len300-causal-window": "all-f32 (causal window over three blocks), "
+    "window-200-130-five-blocks (five blocks)",
+    "empty-rows-segments": "mla-sinks-all-bf16 (unmatched ids)",
+    "empty-rows-causal-segments-bf16": "mla-sinks-all-bf16 (unmatched ids, causal, bfloat16)",
+    "sinks-causal-window-bf16": "mla-sinks-all-bf16 (sinks, causal window, bfloat16)",
+    "sinks-gqa8-mqa-causal": "sinks-all-f32 (sinks), gqa8-mqa-causal (one key head)",
+    "sinks-empty-rows-segments": "mla-sinks-all-bf16 (sinks with rows that see no key)",
+    "mla-qk192-v128-causal": "mla-sinks-all-bf16 (values narrower than the queries)",
+    "mla-cross-q33-kv97-segments": "cross-q33-kv97-segments (cross attention), "
+    "mla-sinks-all-bf16 (narrower values)",
+}
+
+
+def test_the_full_cases_name_real_ones() -> None:
+    assert set(FULL) <= {c.name for c in CASES_HERE}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.full) if c.name in FULL else c for c in CASES_HERE],
+    ids=str,
+)
 def test_matches_float64_reference(case: ConformanceCase) -> None:
     failures = run_case("splash", case)
     assert not failures, "\n".join(failures)
