@@ -65,9 +65,21 @@ def _run(impl: str | None, mask: dict, mesh, q, k, v, ids, cot, *, balanced: boo
     return np.asarray(out), [np.asarray(g) for g in grads], text
 
 
-@pytest.mark.parametrize("mask", CASES)
-@pytest.mark.parametrize("impl", ["xla", "chunked"])
-@pytest.mark.parametrize("balanced", [False, True], ids=["contiguous", "balanced"])
+def _layouts():
+    """Each kernel with each mask once, the layouts alternating, so each kernel and each mask
+    meets both layouts; the other layout of each pair is `full` (its path kept beside it)."""
+    for i, impl in enumerate(["xla", "chunked"]):
+        for j, case in enumerate(CASES):
+            for balanced in (False, True):
+                keep = (i + j + balanced) % 2 == 0
+                layout = "balanced" if balanced else "contiguous"
+                # The other layout of this kernel and mask: kept in the case beside it.
+                marks = () if keep else (pytest.mark.full,)
+                yield pytest.param(impl, case.values[0], balanced, marks=marks,
+                                   id=f"{layout}-{impl}-{case.id}")  # fmt: skip
+
+
+@pytest.mark.parametrize(("impl", "mask", "balanced"), list(_layouts()))
 def test_sequence_sharded_attention_matches_the_reference(impl, mask, balanced):
     q, k, v, ids, cot = _inputs(np.random.default_rng().integers(1 << 30))
     want = reference_attention(q, k, v, segment_ids=ids, cotangent=cot, **mask)
@@ -86,7 +98,7 @@ def test_sequence_sharded_attention_matches_the_reference(impl, mask, balanced):
     ("mask", "balanced"),
     [
         pytest.param(CASES[0].values[0], False, id="causal-contiguous"),
-        # The balanced layout's offsets on flash_tpu: kept in test_sinks_and_wider_values...[flash_tpu].
+        # The balanced layout on flash_tpu: kept in test_sinks_and_wider_values...[flash_tpu].
         pytest.param(CASES[0].values[0], True, id="causal-balanced", marks=pytest.mark.full),
         # Same mask, layout and kernel as the kept test_sinks_and_wider_values...[flash_tpu].
         pytest.param(

@@ -68,17 +68,19 @@ def _full(axes: dict, model: str, kernel: str):
     return pytest.param(axes, model, kernel, marks=pytest.mark.full, id=f"{axes}-{model}-{kernel}")
 
 
-# Each mesh, each kernel and each family's attention once: gpt-oss's sliding layers alternating
-# with full ones and its sinks, DeepSeek-V3's latent attention, llama's plain attention on xla.
+# Each mesh and each family's attention once: gpt-oss's sliding layers alternating with full
+# ones and its sinks, DeepSeek-V3's latent attention (the xla kernel on a context axis against
+# float64: test_context_attention.py).
 CASES = [
-    ({"context": 4}, "llama", "xla"),
     ({"context": 4}, "gpt-oss", "chunked"),
     ({"fsdp": 2, "context": 4}, "deepseek-v3", "chunked"),
-    # Sliding layers alternating with global ones on chunked: kept in {'context': 4}-gpt-oss-chunked.
+    # This mesh kept in {'context': 4}-gpt-oss-chunked, xla in test_context_attention.py.
+    _full({"context": 4}, "llama", "xla"),
+    # Sliding layers alternating with global ones, chunked: kept in {'context': 4}-gpt-oss-chunked.
     _full({"context": 4}, "gemma3", "chunked"),
     # The fsdp+context mesh on chunked: kept in {'fsdp': 2, 'context': 4}-deepseek-v3-chunked.
     _full({"fsdp": 2, "context": 4}, "llama", "chunked"),
-    # xla kept in {'context': 4}-llama-xla, this mesh in {'fsdp': 2, 'context': 4}-deepseek-v3-chunked.
+    # This mesh kept in {'fsdp': 2, 'context': 4}-deepseek-v3-chunked, xla as above.
     _full({"fsdp": 2, "context": 4}, "gemma3", "xla"),
 ]
 
