@@ -157,7 +157,8 @@ def _randomised(model: zoo_models.Transformer, seed: int) -> zoo_models.Transfor
 
 def _logits(model: zoo_models.Transformer, ids: np.ndarray) -> np.ndarray:
     positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
-    return np.asarray(model(jnp.asarray(ids), positions=positions))
+    run = eqx.filter_jit(lambda m, x, p: m(x, positions=p))  # compiled: cheaper than op by op
+    return np.asarray(run(model, jnp.asarray(ids), positions))
 
 
 # --- tests -----------------------------------------------------------------------------------

@@ -232,10 +232,9 @@ def test_non_finite_weights_are_refused_by_name(tiny_model, tmp_path, bad):
 )
 def test_config_errors_name_config_json_keys(tmp_path, family, change, named) -> None:
     # The user edits config.json, so its keys are named (hidden_size), not zoo's (d_model),
-    # with the file's path.
-    model = zoo_models.build(zoo_models.get(family), key=jax.random.key(0))
-    zoo_models.save_hf(model, tmp_path)
-    hf = json.loads((tmp_path / "config.json").read_text())
+    # with the file's path. The config is read before any weight: the file save_hf writes
+    # (to_hf_config's, test_hf_config.py) is enough, with no model built.
+    hf = zoo_models.to_hf_config(zoo_models.get(family))
     (tmp_path / "config.json").write_text(json.dumps({**hf, **change}))
     with pytest.raises(ValueError, match=r"config\.json: ") as raised:
         zoo_models.load_hf(tmp_path)
