@@ -18,6 +18,8 @@ ZOO_DISTRIBUTIONS = (
     "zoo-chunked",
     "zoo-splash",
     "zoo-megablox",
+    "zoo-deltanet-tpu",
+    "zoo-tokamax",
     "zoo-layers",
     "zoo-data",
     "zoo-models",
