@@ -63,6 +63,8 @@ def run_tasks(
                 system_instruction=system_instruction,
                 log_samples=log_samples,
                 bootstrap_iters=bootstrap_iters,
+                # The model is JAX's: seeding torch only imported it (seconds a process).
+                torch_random_seed=None,
             )
     except ValueError as e:  # random.sample's words for a few-shot pool too small
         if num_fewshot is None or "larger than population" not in str(e):
