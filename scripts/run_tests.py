@@ -94,10 +94,11 @@ NEWEST_LEG = (
     "zoo-attention", "zoo-deltanet-tpu",
 )  # fmt: skip
 #: Within ``make test``'s newest leg, ``zoo-flash-tpu`` runs the shared conformance suite, its
-#: compile tests and the rest of its checks, but not its longest extras (the kernel's block-skip
-#: and sharding tests, two large conformance cases), and ``zoo-splash`` all but its compiles for
-#: every TPU generation (flash_tpu's and megablox's compiles check the newest libtpu there):
-#: those run on the newest JAX in ``make test-newest``, so the leg stays within its five minutes.
+#: compile test (one program for each of v4, v5e, v5p and v6e) and the rest of its checks, but
+#: not its longest extras (the kernel's block-skip and sharding tests, two large conformance
+#: cases), and ``zoo-splash`` compiles no program (flash_tpu's, megablox's and the others'
+#: compiles check the newest libtpu there): those run on the newest JAX in ``make
+#: test-newest``, so the leg stays within its five minutes. The ``full`` cases are left out too.
 NEWEST_LEG_ARGS: dict[str, list[str]] = {
     "zoo-flash-tpu": [
         "--ignore=kernels/flash-tpu/tests/test_flash_kernel.py",
