@@ -163,6 +163,8 @@ def test_progress_line_shows_the_balance(trained, tmp_path, capsys):
     assert "attention kernel: " in start and "; grouped matmul: tiled " in start, start
 
 
+# a mixture's LoRA, generation and eval: test_families_hf[mixtral]; --from-run: test_cli_run
+@pytest.mark.full
 def test_finetune_generate_and_eval_of_the_run(trained, capsys):
     root = trained
     code = main([
