@@ -40,7 +40,12 @@ def test_the_peak_adds_up_to_xlas_own(cpu_compile):
     # Here everything XLA allocates is live at once when both matmuls read the hidden array.
     # (XLA:CPU's own `peak_memory_in_bytes` counts only the arguments and outputs; on a TPU it
     # is the whole peak, which `zoo compile`'s tests compare with.)
-    assert peak.peak_bytes == memory.argument_size_in_bytes + memory.temp_size_in_bytes
+    # The output is live at the peak in a buffer of its own on jax 0.12's XLA, inside the
+    # temporaries' on jax 0.10's: either way its bytes are XLA's.
+    assert peak.output_bytes in (0, memory.output_size_in_bytes)
+    assert peak.peak_bytes == (
+        memory.argument_size_in_bytes + memory.temp_size_in_bytes + peak.output_bytes
+    )
     assert peak.argument_bytes == memory.argument_size_in_bytes == 4 * WIDTH * (ROWS + HIDDEN)
     assert peak.peak_bytes == sum(b.bytes for b in peak.buffers)
     assert peak.peak_bytes == peak.argument_bytes + peak.output_bytes + peak.temporary_bytes
