@@ -65,7 +65,7 @@ def trend_text(points: Sequence[tuple[int, float]], label: str, fmt: str = ".4g"
     return f"{label} {first:{fmt}} (step {a}) -> {last:{fmt}} (step {b})"
 
 
-def _points(records: Sequence[dict[str, Any]], key: str) -> list[tuple[int, float]]:
+def curve_points(records: Sequence[dict[str, Any]], key: str) -> list[tuple[int, float]]:
     """``(step, value)`` of every record that holds a number under ``key``, in step order."""
     out = {
         int(r["step"]): float(r[key])
@@ -131,13 +131,13 @@ def _trend(records: Sequence[dict[str, Any]]) -> str | None:
     loss, the last perplexity, the mean throughput."""
     parts = []
     for key, label in [*judged_by(records), ("eval_loss", "eval loss")]:
-        points = _points(records, key)
+        points = curve_points(records, key)
         if points:
             parts.append(trend_text(points, label))
-    ppl = _points(records, "eval_ppl")
+    ppl = curve_points(records, "eval_ppl")
     if ppl:
         parts.append(f"ppl {ppl[-1][1]:.4g}")
-    rates = [v for _, v in _points(records, "tokens_per_s")]
+    rates = [v for _, v in curve_points(records, "tokens_per_s")]
     if rates:
         parts.append(
             f"{sum(rates) / len(rates):,.0f} tokens/s on average ({min(rates):,.0f}-"
@@ -153,7 +153,7 @@ def _curve_table(records: Sequence[dict[str, Any]]) -> list[str]:
     at = curves.index(("reward", "reward")) + 1
     curves[at:at] = _reward_parts(records)
     for key, label in curves:
-        points = _points(records, key)
+        points = curve_points(records, key)
         if not points:
             continue
         values = [v for _, v in points]

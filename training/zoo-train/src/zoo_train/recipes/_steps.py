@@ -1293,12 +1293,8 @@ def _provenance_reporter(
     return on_record
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> None:
-    from .._metrics_summary import judged_by, trend_text
+    from .._metrics_summary import curve_points, judged_by, trend_text
     from ..loop import CHECKPOINT_DIR, METRICS_FILE, PLOT_FILE, read_metrics
 
     # This call's records only: a resumed run's earlier steps are not its figures.
@@ -1312,7 +1308,7 @@ def _summary(out: pathlib.Path, wall: float, start_step: int, end_step: int) -> 
     # What the objective is judged by: GRPO's reward and its parts, KL and completion length
     # (its loss is about 0 on-policy), a preference objective's loss, reward accuracy and margin.
     for key, label in judged_by(train):
-        points = [(int(r["step"]), float(r[key])) for r in train if _is_number(r.get(key))]
+        points = curve_points(train, key)
         fmt = ".1f" if key == "completions/mean_length" else ".3f"
         if len(points) > 1:
             parts.append(trend_text(points, label, fmt))
