@@ -190,14 +190,12 @@ def test_every_function_is_under_100_lines():
 
 #: Module names a package may repeat: the same job in sibling subpackages of the same kind
 #: (each contract of zoo_attention has its spec, kernel base, registry, entry point and
-#: conformance suite; each layer subpackage of zoo_layers its layer; each objective of
-#: zoo_train its loss).
+#: conformance suite; each objective of zoo_train its loss).
 SAME_JOB = {
     "zoo_attention": {
         "_api", "_bad_inputs", "_cases", "_check", "_kernel", "_reference", "_registry",
         "_spec", "_suite", "_verify",
     },
-    "zoo_layers": {"_layer"},
     "zoo_train": {"_loss"},
 }  # fmt: skip
 

@@ -4,5 +4,5 @@ linear-attention contract, ``zoo_attention.linear.gated_delta_rule``."""
 
 from ._conv import causal_conv as causal_conv
 from ._conv import conv_history as conv_history
+from ._gated_deltanet import GatedDeltaNet as GatedDeltaNet
 from ._gated_norm import GatedRMSNorm as GatedRMSNorm
-from ._layer import GatedDeltaNet as GatedDeltaNet

@@ -10,7 +10,7 @@ from ._experts import clamped_swiglu as clamped_swiglu
 from ._experts import expert_mlp as expert_mlp
 from ._grouped import ENV_VAR as ENV_VAR
 from ._grouped import grouped_matmul as grouped_matmul
-from ._layer import MoE as MoE
+from ._moe import MoE as MoE
 from ._routing import route as route
 from ._stats import RouterStats as RouterStats
 from ._tiled import tile_rows as tile_rows
